@@ -1,0 +1,35 @@
+# The README's two commands: `make run` and `make test`.
+.PHONY: setup run test bench lint messages
+
+VENV ?= .venv
+PYTHON ?= python3
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+setup: $(STAMP)
+	$(PY) scripts/build_llama_server.py >/dev/null
+	$(PY) scripts/compile_messages.py
+
+run: setup
+	$(PY) scripts/stack.py run
+
+test: setup
+	$(PY) scripts/install_browser.py
+	$(PY) -m pytest
+
+bench: setup
+	$(PY) bench/run_all.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+messages: $(STAMP)
+	$(PY) manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore 'var/*'

@@ -1,0 +1,14 @@
+"""`make bench`: run every benchmark in bench/, each printing name=value figures."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHES = ["stream_bench.py"]
+
+failed = False
+for name in BENCHES:
+    print(f"== {name}", flush=True)
+    result = subprocess.run([sys.executable, str(Path(__file__).parent / name)])
+    failed |= result.returncode != 0
+sys.exit(1 if failed else 0)

@@ -1,0 +1,158 @@
+"""Streaming through the app versus llama-server directly, in one run.
+
+Prints per-run figures, then `stream_ratio=` (app tokens/s ÷ direct tokens/s,
+medians) and `ttft_added_ms=` (p50 app TTFT − p50 direct TTFT) on its last line.
+A second part has 8 people chatting at once against --parallel 2.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support import stack  # noqa: E402
+
+RUNS = 7
+PROMPT = "Write a story about a lighthouse keeper and a storm."
+OPTIONS = {"seed": 1234, "max_tokens": 128, "temperature": 0.7}
+
+
+def direct_run(url: str, key: str) -> tuple[float, float, int]:
+    body = {"messages": [{"role": "user", "content": PROMPT}], "stream": True, **OPTIONS}
+    started = time.perf_counter()
+    first = last = None
+    tokens = 0
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=120) as response:
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            for choice in chunk.get("choices") or ():
+                if (choice.get("delta") or {}).get("content"):
+                    now = time.perf_counter()
+                    first = first or now
+                    last = now
+                    tokens += 1
+    return (first - started) * 1000, (tokens - 1) / (last - first), tokens
+
+
+def app_run(ws) -> tuple[float, float, int]:
+    from tests.support.client import send
+
+    started = time.perf_counter()
+    send(ws, type="send", text=PROMPT, options=OPTIONS)
+    first = last = None
+    tokens = 0
+    while True:
+        event = json.loads(ws.recv(timeout=120))
+        if event["type"] == "token":
+            now = time.perf_counter()
+            first = first or now
+            last = now
+            tokens += 1
+        elif event["type"] in ("done", "error"):
+            assert event.get("status") == "complete", event
+            break
+    return (first - started) * 1000, (tokens - 1) / (last - first), tokens
+
+
+def concurrent_part(results: dict) -> None:
+    """8 people at once, one of them sending a burst of 3: all delivered, the burst waits its turns."""
+    from chat.models import Message
+    from tests.support.client import chat_socket, events_until, login, make_user, send
+
+    people = [make_user() for _ in range(8)]
+    sessions = [login(p) for p in people]
+    outcomes: list[dict] = []
+    lock = threading.Lock()
+
+    def chat(index: int, burst: int) -> None:
+        with chat_socket(sessions[index]) as ws:
+            for n in range(burst):
+                send(ws, type="send", text=f"Person {index} message {n}: tell me about the moon.", options={"seed": index, "max_tokens": 48})
+            finished = 0
+            tokens: dict[int, list[str]] = {}
+            started_at: dict[int, float] = {}
+            while finished < burst:
+                event = json.loads(ws.recv(timeout=300))
+                if event["type"] == "error":
+                    # A second message to the same new conversation is refused; burst uses separate sends below.
+                    raise AssertionError(event)
+                if event["type"] == "started":
+                    started_at[event["message"]] = time.perf_counter()
+                if event["type"] == "token":
+                    tokens.setdefault(event["message"], []).append(event["text"])
+                if event["type"] == "done":
+                    finished += 1
+                    with lock:
+                        outcomes.append(
+                            {"person": index, "message": event["message"], "status": event["status"], "text": "".join(tokens.get(event["message"], [])), "started": started_at.get(event["message"])}
+                        )
+
+    threads = [threading.Thread(target=chat, args=(i, 3 if i == 0 else 1)) for i in range(8)]
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - t0
+    delivered = sum(
+        1 for o in outcomes if o["status"] == "complete" and Message.objects.get(id=o["message"]).content == o["text"]
+    )
+    burst_last = max(o["started"] for o in outcomes if o["person"] == 0)
+    singles_last = max(o["started"] for o in outcomes if o["person"] != 0)
+    results.update(
+        concurrent_messages=len(outcomes), concurrent_delivered=delivered, concurrent_wall_s=round(elapsed, 1),
+        fair_burst_served_last="yes" if burst_last >= singles_last else "no",
+    )
+
+
+def main() -> None:
+    run_dir = stack.new_run_dir("qwenweb-bench-")
+    stack.configure_environment(run_dir, parallel=2, ctx_size=4096)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+    services = [stack.start_redis(run_dir)]
+    llama = stack.start_llama(run_dir)
+    services += [llama, stack.start_web(run_dir)]
+    try:
+        from tests.support.client import chat_socket, login, make_user
+
+        key = llama.env["LLAMA_API_KEY"]
+        http = login(make_user())
+        direct, app = [], []
+        with chat_socket(http) as ws:
+            direct_run(llama.url, key), app_run(ws)  # warm-up
+            for run in range(RUNS):
+                direct.append(direct_run(llama.url, key))
+                app.append(app_run(ws))
+                print(
+                    f"run {run + 1}: direct ttft={direct[-1][0]:.1f}ms {direct[-1][1]:.1f} tok/s ({direct[-1][2]} tokens) | "
+                    f"app ttft={app[-1][0]:.1f}ms {app[-1][1]:.1f} tok/s ({app[-1][2]} tokens)"
+                )
+        results: dict = {}
+        concurrent_part(results)
+        print(" ".join(f"{k}={v}" for k, v in results.items()))
+        ratio = statistics.median(a[1] for a in app) / statistics.median(d[1] for d in direct)
+        added = statistics.median(a[0] for a in app) - statistics.median(d[0] for d in direct)
+        print(f"direct_tps={statistics.median(d[1] for d in direct):.1f} app_tps={statistics.median(a[1] for a in app):.1f}")
+        print(f"stream_ratio={ratio:.3f} ttft_added_ms={added:.1f}")
+    finally:
+        for service in reversed(services):
+            service.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,261 @@
+"""One assistant turn: fit the history, wait in the fair queue, stream, persist.
+
+Events go to ``send`` as they happen (the consumer forwards them to the page);
+the database is written in the background at most every CHAT_SAVE_INTERVAL_S,
+so delivery never waits on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from chat.errors import ChatError
+from chat.models import Conversation, Message
+from chat.services import conversations
+from chat.services.context import fit_messages
+from chat.services.fair_queue import FairQueue, get_queue
+from monitor.llama_client import LlamaClient, LlamaError, LlamaStreamBroken, LlamaUnavailable, get_client
+from monitor.serving import forget_serving_info, serving_info
+
+log = logging.getLogger(__name__)
+Send = Callable[[dict], Awaitable[None]]
+PROGRESS_INTERVAL_S = 0.25
+
+
+def build_messages(history: list[Message]) -> list[dict]:
+    """OpenAI-shaped messages; roles alternate (consecutive ones are merged)."""
+    result: list[dict] = []
+    for message in history:
+        if message.role == Message.Role.ASSISTANT and not message.content:
+            continue  # failed or empty answers carry nothing to continue from
+        parts: list[dict] = []
+        if message.content:
+            parts.append({"type": "text", "text": message.content})
+        if message.image_type:
+            parts.append({"type": "image_url", "image_url": {"url": conversations.image_data_url(message)}})
+        if result and result[-1]["role"] == message.role:
+            result[-1]["_parts"].extend(parts)
+        else:
+            result.append({"role": message.role, "_parts": parts})
+    for item in result:
+        parts = item.pop("_parts")
+        if all(part["type"] == "text" for part in parts):
+            item["content"] = "\n\n".join(part["text"] for part in parts)
+        else:
+            item["content"] = parts
+    return result
+
+
+def _has_images(messages: list[dict]) -> bool:
+    return any(isinstance(message["content"], list) for message in messages)
+
+
+def turn_options(raw: Any) -> dict:
+    """Per-message sampling options a client may set; everything else is refused."""
+    if raw in (None, {}):
+        return {}
+    if not isinstance(raw, dict):
+        raise ChatError(_("Options must be an object."))
+    options: dict = {}
+    for key, value in raw.items():
+        if key == "seed" and isinstance(value, int) and 0 <= value < 2**32:
+            options["seed"] = value
+        elif key == "max_tokens" and isinstance(value, int) and 1 <= value <= settings.CHAT_MAX_ANSWER_TOKENS:
+            options["max_tokens"] = value
+        elif key == "temperature" and isinstance(value, (int, float)) and 0 <= value <= 2:
+            options["temperature"] = float(value)
+        else:
+            raise ChatError(_("Unsupported option: %(name)s") % {"name": str(key)[:40]})
+    return options
+
+
+class TurnRunner:
+    """Runs one answer as an asyncio task; ``stop()`` cancels it and keeps the partial text."""
+
+    def __init__(
+        self,
+        *,
+        conversation: Conversation,
+        assistant_id: int,
+        user_key: str,
+        send: Send,
+        options: dict | None = None,
+        client: LlamaClient | None = None,
+        queue: FairQueue | None = None,
+    ):
+        self.conversation = conversation
+        self.assistant_id = assistant_id
+        self.user_key = user_key
+        self.send = send
+        self.options = options or {}
+        self.client = client or get_client()
+        self.queue = queue or get_queue()
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.stop_status = Message.Status.STOPPED
+        self.stop_note = ""
+        self.task: asyncio.Task | None = None
+        self._save_task: asyncio.Task | None = None
+        self._last_save = 0.0
+
+    def start(self) -> asyncio.Task:
+        self.task = asyncio.create_task(self.run())
+        return self.task
+
+    def stop(self, status: str = Message.Status.STOPPED, note: str = "") -> None:
+        if self.task and not self.task.done():
+            self.stop_status = status
+            self.stop_note = note
+            self.task.cancel()
+
+    async def _emit(self, event: dict) -> None:
+        event.setdefault("conversation", str(self.conversation.id))
+        event.setdefault("message", self.assistant_id)
+        try:
+            await self.send(event)
+        except Exception:  # the socket went away; the turn still finishes and is saved
+            log.debug("could not deliver %s", event.get("type"), exc_info=True)
+
+    async def run(self) -> None:
+        started = time.monotonic()
+        try:
+            payload, notice = await self._prepare()
+            if notice:
+                await self._emit({"type": "notice", "text": notice})
+            async with self.queue.slot(self.user_key, self._on_queue_position):
+                await self._emit({"type": "started"})
+                stats = await self._stream(payload, started)
+        except asyncio.CancelledError:
+            await self._finish(self.stop_status, self.stop_note)
+            raise
+        except LlamaUnavailable:
+            forget_serving_info()
+            await self._finish(
+                Message.Status.ERROR if not self.content else Message.Status.INCOMPLETE,
+                _("The model server is not reachable right now. Your message is saved; send again once it is back."),
+            )
+        except LlamaStreamBroken:
+            forget_serving_info()
+            await self._finish(
+                Message.Status.INCOMPLETE,
+                _("The model server stopped in the middle of the answer. The partial answer was kept."),
+            )
+        except (LlamaError, ChatError) as error:
+            await self._finish(Message.Status.ERROR, str(error))
+        except Exception:
+            log.exception("turn %s failed", self.assistant_id)
+            await self._finish(Message.Status.ERROR, _("Something went wrong while answering."))
+        else:
+            await self._finish(Message.Status.COMPLETE, "", stats)
+
+    async def _prepare(self) -> tuple[dict, str]:
+        assistant = await database_sync_to_async(Message.objects.get)(id=self.assistant_id)
+        history = await database_sync_to_async(conversations.history_before)(assistant)
+        messages = build_messages(history)
+        if not messages or messages[-1]["role"] != "user":
+            raise ChatError(_("There is no question to answer."))
+        info = await serving_info(self.client)
+        if _has_images(messages) and not info.vision:
+            raise ChatError(
+                _(
+                    "The model serving this chat cannot read images (it has no vision projector). Remove the image, or ask an admin for a profile that takes images."
+                )
+            )
+        fitted = await fit_messages(self.client, messages, info.n_ctx)
+        notice = ""
+        if fitted.dropped:
+            notice = _("%(count)d earlier messages were left out so the conversation fits the model's context.") % {
+                "count": fitted.dropped
+            }
+        payload: dict = {
+            "messages": fitted.messages,
+            "max_tokens": min(self.options.get("max_tokens", fitted.max_tokens), fitted.max_tokens),
+            "return_progress": True,
+            "reasoning_format": "deepseek",
+            "chat_template_kwargs": {"enable_thinking": self.conversation.thinking_enabled},
+        }
+        if not self.conversation.thinking_enabled:
+            payload["reasoning_effort"] = "none"
+        elif self.conversation.thinking_budget is not None:
+            payload["thinking_budget_tokens"] = self.conversation.thinking_budget
+        for key in ("seed", "temperature"):
+            if key in self.options:
+                payload[key] = self.options[key]
+        return payload, notice
+
+    async def _on_queue_position(self, position: int) -> None:
+        await self._emit({"type": "queued", "position": position})
+
+    async def _stream(self, payload: dict, started: float) -> dict:
+        first_token_at = None
+        last_progress = 0.0
+        stats: dict = {}
+        async for chunk in self.client.stream_chat(payload):
+            progress = chunk.get("prompt_progress")
+            if progress:
+                now = time.monotonic()
+                if now - last_progress >= PROGRESS_INTERVAL_S or progress.get("processed") == progress.get("total"):
+                    last_progress = now
+                    await self._emit(
+                        {"type": "progress", "processed": progress.get("processed"), "total": progress.get("total")}
+                    )
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                reasoning = delta.get("reasoning_content")
+                text = delta.get("content")
+                if reasoning:
+                    self.reasoning.append(reasoning)
+                    await self._emit({"type": "reasoning", "text": reasoning})
+                if text:
+                    self.content.append(text)
+                    await self._emit({"type": "token", "text": text})
+                if (text or reasoning) and first_token_at is None:
+                    first_token_at = time.monotonic()
+            if chunk.get("timings"):
+                stats = _stats(chunk["timings"], chunk.get("usage"))
+            self._maybe_save()
+        if first_token_at is not None:
+            stats["ttft_ms"] = round((first_token_at - started) * 1000, 1)
+        return stats
+
+    def _maybe_save(self) -> None:
+        now = time.monotonic()
+        if now - self._last_save < settings.CHAT_SAVE_INTERVAL_S:
+            return
+        if self._save_task and not self._save_task.done():
+            return
+        self._last_save = now
+        self._save_task = asyncio.create_task(
+            database_sync_to_async(conversations.save_progress)(
+                self.assistant_id, "".join(self.content), "".join(self.reasoning)
+            )
+        )
+
+    async def _finish(self, status: str, error: str, stats: dict | None = None) -> None:
+        if self._save_task and not self._save_task.done():
+            await asyncio.gather(self._save_task, return_exceptions=True)
+        content, reasoning = "".join(self.content), "".join(self.reasoning)
+        await asyncio.shield(
+            database_sync_to_async(conversations.finish_message)(
+                self.assistant_id, content=content, reasoning=reasoning, status=status, error=error, stats=stats
+            )
+        )
+        await self._emit({"type": "done", "status": status, "error": error, "stats": stats or {}})
+
+
+def _stats(timings: dict, usage: dict | None) -> dict:
+    return {
+        "prompt_tokens": timings.get("prompt_n", (usage or {}).get("prompt_tokens")),
+        "cached_tokens": timings.get("cache_n"),
+        "output_tokens": timings.get("predicted_n", (usage or {}).get("completion_tokens")),
+        "prompt_per_second": round(timings.get("prompt_per_second") or 0, 1),
+        "tokens_per_second": round(timings.get("predicted_per_second") or 0, 1),
+    }

@@ -1,0 +1,15 @@
+from django.urls import path
+
+from chat import views
+
+app_name = "chat"
+
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("c/new/", views.new_conversation, name="new"),
+    path("c/<uuid:conversation_id>/", views.conversation_page, name="conversation"),
+    path("c/<uuid:conversation_id>/rename/", views.rename_conversation, name="rename"),
+    path("c/<uuid:conversation_id>/delete/", views.delete_conversation, name="delete"),
+    path("c/<uuid:conversation_id>/settings/", views.conversation_settings, name="settings"),
+    path("m/<int:message_id>/image/", views.message_image, name="message-image"),
+]

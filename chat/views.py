@@ -1,0 +1,124 @@
+"""Chat pages: thin views over chat.services.conversations."""
+
+from __future__ import annotations
+
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from chat.errors import ChatError, NotFound
+from chat.services import conversations
+
+
+def _page(request, conversation=None):
+    history = []
+    if conversation is not None:
+        history = [conversations.message_payload(m) for m in conversation.messages.all()]
+    return render(
+        request,
+        "chat/index.html",
+        {
+            "conversation": conversation,
+            "conversations": conversations.list_conversations(request.user),
+            "history": history,
+            "ui_strings": ui_strings(),
+        },
+    )
+
+
+@login_required
+@require_GET
+def index(request):
+    return _page(request)
+
+
+@login_required
+@require_GET
+def conversation_page(request, conversation_id):
+    try:
+        conversation = conversations.get_conversation(request.user, conversation_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    return _page(request, conversation)
+
+
+@login_required
+@require_POST
+def new_conversation(request):
+    conversation = conversations.create_conversation(request.user)
+    return redirect("chat:conversation", conversation.id)
+
+
+@login_required
+@require_POST
+def rename_conversation(request, conversation_id):
+    try:
+        conversations.rename_conversation(request.user, conversation_id, request.POST.get("title", ""))
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    except ChatError as error:
+        flash.error(request, str(error))
+    return redirect("chat:conversation", conversation_id)
+
+
+@login_required
+@require_POST
+def delete_conversation(request, conversation_id):
+    try:
+        conversations.delete_conversation(request.user, conversation_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    return redirect("chat:index")
+
+
+@login_required
+@require_POST
+def conversation_settings(request, conversation_id):
+    raw_budget = request.POST.get("thinking_budget", "").strip()
+    try:
+        budget = int(raw_budget) if raw_budget else None
+    except ValueError:
+        budget = -1  # refused with the range below
+    try:
+        conversations.update_thinking(
+            request.user, conversation_id, enabled=request.POST.get("thinking") == "on", budget=budget
+        )
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    except ChatError as error:
+        flash.error(request, str(error))
+    return redirect("chat:conversation", conversation_id)
+
+
+@login_required
+@require_GET
+def message_image(request, message_id):
+    try:
+        data, content_type = conversations.get_message_image(request.user, message_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    response = HttpResponse(data, content_type=content_type)
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+def ui_strings() -> dict[str, str]:
+    """Strings the page's script shows, translated here so the script stays language-free."""
+    return {
+        "thinking": _("Thinking"),
+        "stopped": _("Stopped"),
+        "incomplete": _("Incomplete"),
+        "error": _("Error"),
+        "queued": _("Waiting in line: you are number %(position)s."),
+        "progress": _("Reading the prompt… %(percent)s"),
+        "connecting": _("Connecting…"),
+        "disconnected": _("Connection lost; reconnecting…"),
+        "stats": _("%(prompt)s prompt tokens · %(output)s output tokens · first token %(ttft)s ms · %(tps)s tokens/s"),
+        "copy": _("Copy"),
+        "regenerate": _("Regenerate"),
+        "image_too_large": _("The image is too large: the limit is %(mb)s MB."),
+        "not_an_image": _("The attachment is not an image."),
+    }

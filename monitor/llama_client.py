@@ -1,0 +1,147 @@
+"""The one llama-server client: async httpx, SSE parsing, errors as our own types.
+
+Everything that talks to llama-server goes through ``LlamaClient``; it knows the
+base URL and API key from settings, so no other module does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.utils.translation import gettext_lazy as _
+from httpx_sse import aconnect_sse
+
+
+class LlamaError(Exception):
+    """An error the user may see; ``str(error)`` is fit to show."""
+
+    default_message = _("The model server returned an error.")
+
+    def __init__(self, message: str | None = None, *, status: int | None = None):
+        super().__init__(str(message or self.default_message))
+        self.status = status
+
+
+class LlamaUnavailable(LlamaError):
+    default_message = _("The model server is not reachable right now.")
+
+
+class LlamaStreamBroken(LlamaError):
+    default_message = _("The model server stopped in the middle of the answer.")
+
+
+class LlamaRejected(LlamaError):
+    """llama-server answered with an error status (bad request, context too long...)."""
+
+
+def _rejection(status: int, body: bytes) -> LlamaRejected:
+    try:
+        payload = json.loads(body)
+        message = payload.get("error", {}).get("message") or body.decode(errors="replace")
+    except (ValueError, AttributeError):
+        message = body.decode(errors="replace")[:500]
+    return LlamaRejected(message, status=status)
+
+
+class LlamaClient:
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, timeout: float | None = None):
+        self.base_url = (base_url or settings.LLAMA_SERVER_URL).rstrip("/")
+        self.api_key = api_key if api_key is not None else settings.LLAMA_API_KEY
+        read_timeout = timeout or settings.LLAMA_REQUEST_TIMEOUT_S
+        self._timeout = httpx.Timeout(connect=5.0, read=read_timeout, write=30.0, pool=read_timeout)
+        self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+
+    def _client(self) -> httpx.AsyncClient:
+        # httpx clients are bound to the loop that created them; keep one per loop.
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None or client.is_closed:
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self._timeout)
+            self._clients[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        for client in list(self._clients.values()):
+            await client.aclose()
+        self._clients.clear()
+
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = await self._client().request(method, path, **kwargs)
+        except httpx.TransportError as error:
+            raise LlamaUnavailable() from error
+        if response.status_code >= 400:
+            raise _rejection(response.status_code, response.content)
+        return response
+
+    async def get_json(self, path: str) -> Any:
+        return (await self._request("GET", path)).json()
+
+    async def post_json(self, path: str, payload: dict) -> Any:
+        return (await self._request("POST", path, json=payload)).json()
+
+    async def health(self) -> bool:
+        try:
+            await self._request("GET", "/health")
+        except LlamaError:
+            return False
+        return True
+
+    async def props(self) -> dict:
+        return await self.get_json("/props")
+
+    async def slots(self) -> list[dict]:
+        return await self.get_json("/slots")
+
+    async def apply_template(self, messages: list[dict], **kwargs: Any) -> str:
+        body = await self.post_json("/apply-template", {"messages": messages, **kwargs})
+        return body["prompt"]
+
+    async def count_tokens(self, text: str) -> int:
+        body = await self.post_json("/tokenize", {"content": text, "add_special": False, "parse_special": True})
+        return len(body["tokens"])
+
+    async def stream_chat(self, payload: dict) -> AsyncIterator[dict]:
+        """Yield each JSON chunk of a streamed ``/v1/chat/completions`` call.
+
+        Leaving the iteration early (break, cancellation) closes the upstream
+        connection, which is how llama-server learns to free the slot.
+        """
+        body = {**payload, "stream": True}
+        try:
+            async with aconnect_sse(self._client(), "POST", "/v1/chat/completions", json=body) as source:
+                response = source.response
+                if response.status_code >= 400:
+                    raise _rejection(response.status_code, await response.aread())
+                async for event in source.aiter_sse():
+                    if event.data == "[DONE]":
+                        return
+                    chunk = json.loads(event.data)
+                    if "error" in chunk:
+                        error = chunk["error"]
+                        message = error.get("message") if isinstance(error, dict) else str(error)
+                        raise LlamaRejected(message)
+                    yield chunk
+        except httpx.ConnectError as error:
+            raise LlamaUnavailable() from error
+        except (httpx.TransportError, httpx.StreamError) as error:
+            # Connected, then cut: the server died or the network dropped mid-answer.
+            raise LlamaStreamBroken() from error
+        raise LlamaStreamBroken()
+
+
+_default_client: LlamaClient | None = None
+
+
+def get_client() -> LlamaClient:
+    """The process-wide client for the configured llama-server."""
+    global _default_client
+    if _default_client is None:
+        _default_client = LlamaClient()
+    return _default_client

@@ -1,0 +1,41 @@
+"""Wait until the web server and llama-server answer, print the LAN URLs, then stay up.
+
+It runs under honcho, which stops everything when any process exits, so it blocks.
+"""
+
+import os
+import time
+
+import httpx
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from monitor.local_services import lan_addresses
+
+
+class Command(BaseCommand):
+    help = "Print the LAN URLs once the stack is ready."
+
+    def handle(self, *args, **options):
+        port = os.environ.get("QWENWEB_PORT", "8000")
+        checks = {
+            "web": f"http://127.0.0.1:{port}/login/",
+            "llama-server": settings.LLAMA_SERVER_URL.rstrip("/") + "/health",
+        }
+        pending = dict(checks)
+        deadline = time.monotonic() + 600
+        while pending and time.monotonic() < deadline:
+            for name, url in list(pending.items()):
+                try:
+                    if httpx.get(url, timeout=2).status_code == 200:
+                        pending.pop(name)
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.5)
+        if pending:
+            self.stderr.write(f"not ready after 10 minutes: {', '.join(pending)}")
+        else:
+            urls = [f"http://{address}:{port}/" for address in lan_addresses()] or [f"http://127.0.0.1:{port}/"]
+            self.stdout.write("qwenweb is ready. Open on this LAN:\n" + "\n".join(f"    {url}" for url in urls))
+        while True:
+            time.sleep(3600)

@@ -1,0 +1,48 @@
+"""What the running llama-server serves: context per slot, slots, vision. Cached briefly."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from monitor.llama_client import LlamaClient, get_client
+
+CACHE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class ServingInfo:
+    model: str
+    n_ctx: int  # per slot: the most one request can use, prompt and answer together
+    total_slots: int
+    vision: bool
+
+    @classmethod
+    def from_props(cls, props: dict) -> ServingInfo:
+        settings = props.get("default_generation_settings", {})
+        return cls(
+            model=props.get("model_alias") or props.get("model_path", ""),
+            n_ctx=int(settings.get("n_ctx") or props.get("n_ctx") or 0),
+            total_slots=int(props.get("total_slots") or 1),
+            vision=bool(props.get("modalities", {}).get("vision")),
+        )
+
+
+_cache: tuple[float, str, ServingInfo] | None = None
+
+
+async def serving_info(client: LlamaClient | None = None, *, fresh: bool = False) -> ServingInfo:
+    """Raises LlamaUnavailable when the server is down, so callers can say so."""
+    global _cache
+    client = client or get_client()
+    now = time.monotonic()
+    if not fresh and _cache and _cache[1] == client.base_url and now - _cache[0] < CACHE_SECONDS:
+        return _cache[2]
+    info = ServingInfo.from_props(await client.props())
+    _cache = (now, client.base_url, info)
+    return info
+
+
+def forget_serving_info() -> None:
+    global _cache
+    _cache = None

@@ -1,0 +1,109 @@
+"""Set up and run the whole product under honcho (see Procfile).
+
+Usage: python scripts/stack.py run     (from `make run`)
+       python scripts/stack.py prepare (everything but starting the processes)
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from monitor.local_services import (  # noqa: E402
+    ensure_default_model,
+    free_port,
+    redis_reachable,
+    redis_server_binary,
+)
+
+PROCESSES = ["llama", "web", "worker", "beat", "ready"]
+
+
+def step(message: str) -> None:
+    print(f"==> {message}", flush=True)
+
+
+def manage(*args: str, env: dict) -> None:
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], check=True, env=env, cwd=ROOT)
+
+
+def llama_binary() -> str:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_llama_server.py")], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return result.stdout.strip().splitlines()[-1]
+
+
+def prepare() -> tuple[dict, list[str]]:
+    env = dict(os.environ)
+    var_dir = Path(env.setdefault("QWENWEB_VAR_DIR", str(ROOT / "var")))
+    var_dir.mkdir(parents=True, exist_ok=True)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
+    env["PYTHONUNBUFFERED"] = "1"
+
+    step("llama-server")
+    env["LLAMA_SERVER_BIN"] = llama_binary()
+    print(f"    {env['LLAMA_SERVER_BIN']}")
+
+    step("default model (Gemma 3 270M Q4_K_M)")
+    models_dir = Path(env.setdefault("QWENWEB_MODELS_DIR", str(var_dir / "models")))
+    print(f"    {ensure_default_model(models_dir)} (SHA256 verified)")
+
+    processes = list(PROCESSES)
+    step("Redis")
+    if env.get("REDIS_URL") and redis_reachable(env["REDIS_URL"]):
+        print(f"    using {env['REDIS_URL']}")
+    else:
+        binary = redis_server_binary()
+        if binary is None:
+            raise SystemExit("No redis-server found: install Debian's redis-server or set REDIS_URL.")
+        port = free_port(int(env.get("QWENWEB_REDIS_PORT", "6390")))
+        (var_dir / "redis").mkdir(exist_ok=True)
+        env.update(REDIS_SERVER_BIN=binary, QWENWEB_REDIS_PORT=str(port), REDIS_URL=f"redis://127.0.0.1:{port}/0")
+        processes.insert(0, "redis")
+        print(f"    private redis-server on 127.0.0.1:{port}, data in {var_dir / 'redis'}")
+
+    env.setdefault("QWENWEB_BIND", "0.0.0.0")
+    env["QWENWEB_PORT"] = env.get("QWENWEB_PORT", "8000")
+    if "LLAMA_SERVER_URL" not in env:
+        env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port(int(env.get('QWENWEB_LLAMA_PORT', '8081')))}"
+
+    step("translations, database")
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "compile_messages.py")], check=True)
+    manage("migrate", "--noinput", "-v", "0", env=env)
+    password = secrets.token_urlsafe(12)
+    created = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "ensure_admin", "--username", "admin"],
+        check=True,
+        env={**env, "QWENWEB_ADMIN_PASSWORD": password},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    ).stdout.strip()
+    if created == "created":
+        print(
+            f"\n    First run: admin account 'admin', password: {password}\n    (shown once; change it in the admin)\n"
+        )
+    return env, processes
+
+
+def main() -> None:
+    command = sys.argv[1] if len(sys.argv) > 1 else "run"
+    env, processes = prepare()
+    if command == "prepare":
+        return
+    step("starting " + ", ".join(processes) + " (Ctrl-C stops them all)")
+    honcho = str(Path(sys.executable).parent / "honcho")
+    os.chdir(ROOT)
+    os.execve(honcho, [honcho, "start", "-f", str(ROOT / "Procfile"), *processes], env)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,317 @@
+// qwenweb chat page: one WebSocket, tokens rendered as they arrive.
+(function () {
+  "use strict";
+
+  const root = document.getElementById("chat");
+  if (!root) return;
+  const T = JSON.parse(document.getElementById("ui-strings").textContent);
+  const initialMessages = JSON.parse(document.getElementById("history-data").textContent);
+  const list = document.getElementById("messages");
+  const statusLine = document.getElementById("status");
+  const form = document.getElementById("composer");
+  const prompt = document.getElementById("prompt");
+  const stopButton = document.getElementById("stop");
+  const sendButton = document.getElementById("send");
+  const regenButton = document.getElementById("regenerate");
+  const imageInput = document.getElementById("image-input");
+  const attachment = document.getElementById("attachment");
+  const MAX_EDGE = 512;
+
+  let conversationId = root.dataset.conversation || null;
+  let socket = null;
+  let reconnectDelay = 500;
+  let pendingImage = null;
+  let active = null; // the message being streamed: {id, el, content, reasoning}
+  const views = new Map(); // message id -> view
+
+  function fmt(template, values) {
+    return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
+  }
+
+  function renderMarkdown(text) {
+    return DOMPurify.sanitize(marked.parse(text || "", { gfm: true, breaks: true }));
+  }
+
+  let statusTransient = false; // queue place and prompt progress end with the answer
+
+  function setStatus(text, transient) {
+    statusLine.textContent = text || "";
+    statusTransient = Boolean(transient);
+  }
+
+  function setStreaming(on) {
+    stopButton.hidden = !on;
+    sendButton.disabled = on;
+    regenButton.disabled = on;
+  }
+
+  function createView(message) {
+    const el = document.createElement("article");
+    el.className = "message " + message.role;
+    el.dataset.id = message.id;
+    const body = document.createElement("div");
+    body.className = "body";
+    const view = { id: message.id, el, body, content: message.content || "", reasoning: message.reasoning || "", details: null, thought: null, scheduled: false };
+    if (message.role === "assistant") {
+      view.details = document.createElement("details");
+      view.details.className = "reasoning";
+      view.details.hidden = !view.reasoning;
+      const summary = document.createElement("summary");
+      summary.textContent = T.thinking;
+      view.thought = document.createElement("div");
+      view.thought.className = "thought";
+      view.details.append(summary, view.thought);
+      el.append(view.details);
+    }
+    if (message.image_url) {
+      const img = document.createElement("img");
+      img.className = "attached";
+      img.src = message.image_url;
+      img.alt = "";
+      el.append(img);
+    }
+    el.append(body);
+    const footer = document.createElement("div");
+    footer.className = "footer";
+    el.append(footer);
+    view.footer = footer;
+    list.append(el);
+    views.set(message.id, view);
+    paint(view);
+    setOutcome(view, message.status, message.error, message.stats);
+    return view;
+  }
+
+  function paint(view) {
+    view.scheduled = false;
+    if (view.el.classList.contains("user")) {
+      view.body.textContent = view.content;
+    } else {
+      view.body.innerHTML = renderMarkdown(view.content);
+      if (view.reasoning) {
+        view.details.hidden = false;
+        view.thought.textContent = view.reasoning;
+      }
+    }
+  }
+
+  function schedulePaint(view) {
+    if (!view.scheduled) {
+      view.scheduled = true;
+      requestAnimationFrame(() => paint(view));
+    }
+  }
+
+  function setOutcome(view, status, error, stats) {
+    view.el.dataset.status = status || "complete";
+    view.footer.textContent = "";
+    if (status && status !== "complete" && status !== "streaming") {
+      const badge = document.createElement("span");
+      badge.className = "badge " + status;
+      badge.textContent = T[status] || status;
+      view.footer.append(badge);
+    }
+    if (error) {
+      const note = document.createElement("span");
+      note.className = "error-text";
+      note.setAttribute("role", "alert");
+      note.textContent = error;
+      view.footer.append(note);
+    }
+    if (stats && stats.output_tokens !== undefined) {
+      const line = document.createElement("span");
+      line.className = "stats";
+      line.textContent = fmt(T.stats, {
+        prompt: stats.prompt_tokens ?? "?",
+        output: stats.output_tokens ?? "?",
+        ttft: stats.ttft_ms ?? "?",
+        tps: stats.tokens_per_second ?? "?",
+      });
+      view.footer.append(line);
+    }
+  }
+
+  function scrollDown() {
+    list.scrollTop = list.scrollHeight;
+  }
+
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    socket = new WebSocket(scheme + location.host + root.dataset.wsPath);
+    socket.addEventListener("open", () => {
+      reconnectDelay = 500;
+      root.dataset.connected = "1";
+      setStatus("");
+    });
+    socket.addEventListener("close", () => {
+      root.dataset.connected = "";
+      if (active) finishActive("incomplete", T.disconnected);
+      setStatus(T.disconnected);
+      setTimeout(connect, reconnectDelay);
+      reconnectDelay = Math.min(reconnectDelay * 2, 10000);
+    });
+    socket.addEventListener("message", (event) => handle(JSON.parse(event.data)));
+  }
+
+  function finishActive(status, error, stats) {
+    if (!active) return;
+    paint(active);
+    if (active.details) active.details.open = false;
+    setOutcome(active, status, error, stats);
+    active = null;
+    setStreaming(false);
+  }
+
+  function adopt(id, title) {
+    if (conversationId === id) return;
+    conversationId = id;
+    root.dataset.conversation = id;
+    window.history.replaceState(null, "", "/c/" + id + "/");
+    const sidebar = document.getElementById("conversation-list");
+    const li = document.createElement("li");
+    li.className = "current";
+    const a = document.createElement("a");
+    a.href = "/c/" + id + "/";
+    a.dataset.id = id;
+    a.textContent = title;
+    li.append(a);
+    sidebar.prepend(li);
+  }
+
+  function handle(event) {
+    if (event.conversation && conversationId && event.conversation !== conversationId && event.type !== "error") return;
+    switch (event.type) {
+      case "accepted": {
+        adopt(event.conversation, event.title);
+        if (event.regenerate) {
+          const last = list.querySelector("article.message:last-child");
+          if (last && last.classList.contains("assistant")) last.remove();
+        }
+        if (event.user_message) createView(event.user_message);
+        active = createView(event.assistant_message);
+        setStreaming(true);
+        scrollDown();
+        break;
+      }
+      case "queued":
+        setStatus(fmt(T.queued, { position: event.position }), true);
+        break;
+      case "started":
+        if (statusTransient) setStatus("");
+        break;
+      case "progress": {
+        const percent = event.total ? Math.round((100 * event.processed) / event.total) : 0;
+        setStatus(percent < 100 ? fmt(T.progress, { percent: percent + "%" }) : "", true);
+        break;
+      }
+      case "notice":
+        setStatus(event.text);
+        break;
+      case "reasoning":
+        if (active && active.id === event.message) {
+          active.reasoning += event.text;
+          active.details.open = true;
+          schedulePaint(active);
+        }
+        break;
+      case "token":
+        if (active && active.id === event.message) {
+          active.content += event.text;
+          schedulePaint(active);
+          scrollDown();
+        }
+        break;
+      case "done":
+        if (active && active.id === event.message) {
+          if (statusTransient) setStatus("");
+          finishActive(event.status, event.error, event.stats);
+        }
+        break;
+      case "error":
+        setStatus(event.message);
+        statusLine.classList.add("error");
+        setTimeout(() => statusLine.classList.remove("error"), 8000);
+        break;
+    }
+  }
+
+  function send(payload) {
+    if (!socket || socket.readyState !== WebSocket.OPEN) {
+      setStatus(T.disconnected);
+      return false;
+    }
+    socket.send(JSON.stringify(payload));
+    return true;
+  }
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = prompt.value.trim();
+    if (!text && !pendingImage) return;
+    setStatus("");
+    if (send({ type: "send", conversation: conversationId, text, image: pendingImage })) {
+      prompt.value = "";
+      clearImage();
+    }
+  });
+
+  prompt.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  stopButton.addEventListener("click", () => send({ type: "stop", conversation: conversationId }));
+  regenButton.addEventListener("click", () => {
+    if (conversationId) send({ type: "regenerate", conversation: conversationId });
+  });
+
+  function clearImage() {
+    pendingImage = null;
+    attachment.hidden = true;
+    imageInput.value = "";
+  }
+
+  document.getElementById("remove-image").addEventListener("click", clearImage);
+
+  imageInput.addEventListener("change", () => {
+    const file = imageInput.files && imageInput.files[0];
+    if (!file) return;
+    if (!file.type.startsWith("image/")) {
+      setStatus(T.not_an_image);
+      clearImage();
+      return;
+    }
+    const url = URL.createObjectURL(file);
+    const img = new Image();
+    img.onload = () => {
+      const scale = Math.min(1, MAX_EDGE / Math.max(img.naturalWidth, img.naturalHeight));
+      const canvas = document.createElement("canvas");
+      canvas.width = Math.max(1, Math.round(img.naturalWidth * scale));
+      canvas.height = Math.max(1, Math.round(img.naturalHeight * scale));
+      canvas.getContext("2d").drawImage(img, 0, 0, canvas.width, canvas.height);
+      pendingImage = canvas.toDataURL("image/jpeg", 0.9);
+      attachment.querySelector("img").src = pendingImage;
+      attachment.hidden = false;
+      URL.revokeObjectURL(url);
+    };
+    img.onerror = () => {
+      setStatus(T.not_an_image);
+      clearImage();
+      URL.revokeObjectURL(url);
+    };
+    img.src = url;
+  });
+
+  document.querySelectorAll("form[data-confirm]").forEach((el) =>
+    el.addEventListener("submit", (event) => {
+      if (!confirm(el.dataset.confirm)) event.preventDefault();
+    })
+  );
+
+  initialMessages.forEach(createView);
+  scrollDown();
+  setStreaming(false);
+  connect();
+})();

@@ -1,0 +1,94 @@
+"""A person in Chromium: log in, chat, see tokens arrive, press Stop."""
+
+import os
+import time
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from tests.support.client import base_url, make_user
+
+CHROMIUM = os.environ.get("QWENWEB_CHROMIUM", "/usr/bin/chromium")
+pytestmark = pytest.mark.usefixtures("web_server")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+        )
+        yield browser
+        browser.close()
+
+
+def log_in(page, user):
+    page.goto(base_url() + "/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", user.raw_password)
+    page.click("button[type=submit]")
+    expect(page.locator("#composer")).to_be_visible()
+    page.wait_for_function("document.getElementById('chat').dataset.connected === '1'")
+
+
+def test_login_chat_stream_and_stop(browser, llama):
+    user = make_user()
+    page = browser.new_page()
+    log_in(page, user)
+
+    # Tokens arrive while the answer is still being written.
+    page.fill("#prompt", "Write a long story about a lighthouse keeper.")
+    page.keyboard.press("Enter")
+    answer = page.locator("article.message.assistant").last
+    expect(answer).to_have_attribute("data-status", "streaming")
+    page.wait_for_function(
+        "() => { const a = [...document.querySelectorAll('article.assistant')].pop();"
+        " return a && a.dataset.status === 'streaming' && a.querySelector('.body').textContent.length > 20; }",
+        timeout=60_000,
+    )
+    expect(page.locator("#stop")).to_be_visible()
+    assert any(slot["is_processing"] for slot in llama.slots())
+
+    page.click("#stop")
+    expect(answer).to_have_attribute("data-status", "stopped", timeout=10_000)
+    expect(answer.locator(".badge.stopped")).to_be_visible()
+    deadline = time.monotonic() + 2
+    while any(slot["is_processing"] for slot in llama.slots()):
+        assert time.monotonic() < deadline, "slot still busy after Stop"
+        time.sleep(0.05)
+
+    # The conversation is in the list and survives a reload, partial answer included.
+    kept = answer.locator(".body").inner_text()
+    page.reload()
+    expect(page.locator("#conversation-list li.current")).to_have_count(1)
+    expect(page.locator("article.message.assistant").last.locator(".body")).to_have_text(kept)
+    page.close()
+
+
+def test_model_output_cannot_run_script(browser, llama):
+    from chat.models import Conversation, Message
+
+    user = make_user()
+    conversation = Conversation.objects.create(owner=user, title="xss")
+    Message.objects.create(conversation=conversation, role="user", content="hi")
+    Message.objects.create(
+        conversation=conversation,
+        role="assistant",
+        content='Here:\n\n<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>\n\n```python\nprint("ok")\n```',
+    )
+    page = browser.new_page()
+    log_in(page, user)
+    page.goto(f"{base_url()}/c/{conversation.id}/")
+    expect(page.locator("article.assistant pre code")).to_contain_text('print("ok")')
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.pwned") is None
+    page.close()
+
+
+def test_chinese_browser_gets_chinese_ui(browser, web_server):
+    context = browser.new_context(locale="zh-CN", extra_http_headers={"Accept-Language": "zh-CN,zh;q=0.9"})
+    page = context.new_page()
+    page.goto(base_url() + "/login/")
+    expect(page.locator("h1")).to_have_text("登录")
+    context.close()

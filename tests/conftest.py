@@ -1,0 +1,74 @@
+"""Test session set-up: a private folder and ports, Django configured against them.
+
+Services start only when a test asks for them (session fixtures), so the unit
+tests run without any.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.support import stack
+
+RUN_DIR = stack.new_run_dir("qwenweb-test-")
+stack.configure_environment(RUN_DIR)
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.core.management import call_command  # noqa: E402
+
+call_command("migrate", "--noinput", verbosity=0)
+
+
+@pytest.fixture(scope="session")
+def run_dir():
+    yield RUN_DIR
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    service = stack.start_redis(RUN_DIR)
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    server = stack.start_llama(RUN_DIR)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llama(llama_server):
+    """The llama-server, restarted first if an earlier test killed it."""
+    if not llama_server.running:
+        llama_server.start()
+    yield llama_server
+    if not llama_server.running:
+        llama_server.start()
+
+
+@pytest.fixture(scope="session")
+def web_server(redis_server, llama_server):
+    service = stack.start_web(RUN_DIR)
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="session")
+def celery_worker(redis_server):
+    service = stack.start_worker(RUN_DIR)
+    yield service
+    service.stop()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if exitstatus == 0:
+        shutil.rmtree(RUN_DIR, ignore_errors=True)
+    else:
+        print(f"\nservice logs kept in {RUN_DIR}")

@@ -1,0 +1,217 @@
+"""Streamed chat through the real stack: Daphne, Redis, llama-server with the default model."""
+
+import json
+import time
+
+import httpx
+import pytest
+from websockets.exceptions import InvalidStatus
+
+from chat.models import Conversation, Message
+from tests.support.client import chat_socket, events_until, login, make_user, send, text_of
+
+pytestmark = pytest.mark.usefixtures("web_server")
+
+SHORT = {"seed": 7, "max_tokens": 24, "temperature": 0}
+
+
+@pytest.fixture
+def person(llama):
+    user = make_user()
+    http = login(user)
+    with chat_socket(http) as ws:
+        yield user, http, ws
+    http.close()
+
+
+def test_chat_template_renders_gemma_turns(llama):
+    key = llama.env["LLAMA_API_KEY"]
+    response = httpx.post(
+        llama.url + "/apply-template",
+        json={"messages": [{"role": "user", "content": "hello"}]},
+        headers={"Authorization": f"Bearer {key}"},
+    )
+    prompt = response.json()["prompt"]
+    assert prompt.startswith("<bos><start_of_turn>user\nhello<end_of_turn>\n<start_of_turn>model\n"), prompt
+
+
+def test_llama_server_wants_the_key_the_browser_never_sees(llama, person):
+    _, http, _ = person
+    assert httpx.get(llama.url + "/slots").status_code == 401
+    page = http.get("/").text
+    assert llama.env["LLAMA_API_KEY"] not in page
+
+
+def test_answer_streams_token_by_token_and_is_saved(person):
+    user, http, ws = person
+    send(ws, type="send", text="Write a short poem about the sea.", options={"seed": 1, "max_tokens": 48})
+    accepted = events_until(ws, "accepted")[-1]
+    assert accepted["type"] == "accepted"
+    events = events_until(ws)
+    tokens = [e for e in events if e["type"] == "token"]
+    assert len(tokens) > 3, events
+    done = events[-1]
+    assert done["type"] == "done" and done["status"] == "complete"
+    assert done["stats"]["output_tokens"] == len(tokens) or done["stats"]["output_tokens"] >= len(tokens) - 1
+    assert done["stats"]["ttft_ms"] > 0 and done["stats"]["tokens_per_second"] > 0
+    message = Message.objects.get(id=accepted["assistant_message"]["id"])
+    assert message.status == "complete"
+    assert message.content == text_of(events)
+    assert message.conversation.owner == user
+    # The conversation page shows it after a reload.
+    page = http.get(f"/c/{accepted['conversation']}/").text
+    assert json.dumps(message.content)[1:20] in page or message.content[:10] in page
+
+
+def test_stop_closes_the_upstream_request_and_frees_the_slot(person, llama):
+    _, _, ws = person
+    send(ws, type="send", text="Count from one to five hundred.", options={"seed": 2, "max_tokens": 1000})
+    accepted = events_until(ws, "accepted")[-1]
+    seen = []
+    while len([e for e in seen if e["type"] == "token"]) < 5:
+        seen.append(json.loads(ws.recv(timeout=60)))
+    assert any(slot["is_processing"] for slot in llama.slots())
+    send(ws, type="stop", conversation=accepted["conversation"])
+    done = events_until(ws)[-1]
+    assert done["status"] == "stopped"
+    deadline = time.monotonic() + 2
+    while any(slot["is_processing"] for slot in llama.slots()):
+        assert time.monotonic() < deadline, "llama-server kept generating after Stop"
+        time.sleep(0.05)
+    message = Message.objects.get(id=accepted["assistant_message"]["id"])
+    assert message.status == "stopped" and message.content  # the partial answer is kept
+
+
+def test_regenerate_replaces_the_last_answer(person):
+    _, _, ws = person
+    send(ws, type="send", text="Say hello.", options=SHORT)
+    first = events_until(ws, "accepted")[-1]
+    events_until(ws)
+    send(ws, type="regenerate", conversation=first["conversation"], options={"seed": 99, "max_tokens": 24})
+    second = events_until(ws, "accepted")[-1]
+    assert second["regenerate"] and events_until(ws)[-1]["status"] == "complete"
+    answers = Message.objects.filter(conversation_id=first["conversation"], role="assistant")
+    assert [m.id for m in answers] == [second["assistant_message"]["id"]]
+
+
+def test_llama_server_killed_mid_stream(person, llama):
+    _, _, ws = person
+    send(ws, type="send", text="Tell me a long story about a dragon.", options={"seed": 3, "max_tokens": 1000})
+    accepted = events_until(ws, "accepted")[-1]
+    seen = []
+    while len([e for e in seen if e["type"] == "token"]) < 3:
+        seen.append(json.loads(ws.recv(timeout=60)))
+    llama.kill()
+    done = events_until(ws)[-1]
+    assert done["status"] == "incomplete"
+    assert "stopped in the middle of the answer" in done["error"]
+    message = Message.objects.get(id=accepted["assistant_message"]["id"])
+    assert message.status == "incomplete" and message.content.startswith(text_of(seen))
+
+    # Down at send time: said plainly, and the conversation stays usable.
+    send(ws, type="send", conversation=accepted["conversation"], text="Are you there?", options=SHORT)
+    events_until(ws, "accepted")
+    done = events_until(ws)[-1]
+    assert done["status"] == "error" and "not reachable" in done["error"]
+
+    llama.start()
+    send(ws, type="send", conversation=accepted["conversation"], text="Now?", options=SHORT)
+    events_until(ws, "accepted")
+    assert events_until(ws)[-1]["status"] == "complete"
+
+
+def test_socket_without_session_is_refused(web_server):
+    with pytest.raises(InvalidStatus) as refused:
+        with chat_socket(None) as ws:
+            ws.recv(timeout=5)
+    assert refused.value.response.status_code == 403
+
+
+def test_socket_from_foreign_origin_is_refused(person):
+    _, http, _ = person
+    with pytest.raises(InvalidStatus) as refused:
+        with chat_socket(http, origin="http://evil.example") as ws:
+            ws.recv(timeout=5)
+    assert refused.value.response.status_code == 403
+
+
+def test_other_users_conversation_is_refused(person):
+    _, _, ws = person
+    other = make_user()
+    theirs = Conversation.objects.create(owner=other, title="private")
+    Message.objects.create(conversation=theirs, role="user", content="secret")
+    send(ws, type="send", conversation=str(theirs.id), text="let me in")
+    event = events_until(ws)[-1]
+    assert event["type"] == "error" and "does not exist" in event["message"]
+    send(ws, type="send", conversation="not-a-uuid", text="hi")
+    assert "does not exist" in events_until(ws)[-1]["message"]
+    assert not theirs.messages.filter(content="let me in").exists()
+
+
+def test_other_users_pages_are_404(person):
+    _, http, _ = person
+    theirs = Conversation.objects.create(owner=make_user(), title="private")
+    assert http.get(f"/c/{theirs.id}/").status_code == 404
+    token = http.cookies["csrftoken"]
+    response = http.post(f"/c/{theirs.id}/delete/", data={"csrfmiddlewaretoken": token})
+    assert response.status_code == 404
+    assert Conversation.objects.filter(id=theirs.id).exists()
+
+
+def test_oversized_message_is_refused_with_the_limit(person):
+    from django.conf import settings
+
+    _, _, ws = person
+    send(ws, type="send", text="x" * (settings.CHAT_MAX_MESSAGE_CHARS + 1))
+    event = events_until(ws)[-1]
+    assert event["type"] == "error"
+    assert f"limit is {settings.CHAT_MAX_MESSAGE_CHARS} characters" in event["message"]
+
+
+def test_image_without_vision_projector_gets_a_clear_message(person):
+    import base64
+    import io
+
+    from PIL import Image
+
+    _, _, ws = person
+    out = io.BytesIO()
+    Image.new("RGB", (1024, 768), "blue").save(out, format="PNG")
+    send(ws, type="send", text="What is this?", image="data:image/png;base64," + base64.b64encode(out.getvalue()).decode())
+    accepted = events_until(ws, "accepted")[-1]
+    done = events_until(ws)[-1]
+    assert done["status"] == "error" and "cannot read images" in done["error"]
+    stored = Message.objects.get(id=accepted["user_message"]["id"])
+    from PIL import Image as Pil
+
+    assert max(Pil.open(io.BytesIO(bytes(stored.image))).size) == 512
+
+
+def test_history_longer_than_the_context_drops_old_turns_and_says_so(person):
+    user, _, ws = person
+    conversation = Conversation.objects.create(owner=user, title="long")
+    filler = "The quick brown fox jumps over the lazy dog. " * 60  # ~600 tokens each
+    for _ in range(6):
+        Message.objects.create(conversation=conversation, role="user", content=filler)
+        Message.objects.create(conversation=conversation, role="assistant", content=filler)
+    send(ws, type="send", conversation=str(conversation.id), text="Summarize.", options=SHORT)
+    events = events_until(ws)
+    notices = [e for e in events if e["type"] == "notice"]
+    assert notices and "earlier messages were left out" in notices[0]["text"]
+    assert events[-1]["status"] == "complete"
+
+
+def test_message_longer_than_the_context_is_refused_before_sending(person):
+    _, _, ws = person
+    send(ws, type="send", text="lorem ipsum dolor " * 1500)  # ~4500+ tokens, slot context 2048
+    events_until(ws, "accepted")
+    done = events_until(ws)[-1]
+    assert done["status"] == "error" and "too long for this model" in done["error"]
+
+
+def test_prompt_progress_is_reported(person):
+    _, _, ws = person
+    send(ws, type="send", text="Please read this. " * 150, options=SHORT)
+    events = events_until(ws)
+    progress = [e for e in events if e["type"] == "progress"]
+    assert progress and progress[-1]["processed"] == progress[-1]["total"]

@@ -1,0 +1,189 @@
+"""Real services for tests and benchmarks: Redis, llama-server, Daphne, a Celery worker.
+
+Each runs as a child process on a free loopback port, with its log in the run's
+folder; the environment is set before Django is imported, so the app under test
+and the processes it talks to agree on every address.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from monitor.local_services import ensure_default_model, free_port, redis_server_binary  # noqa: E402
+
+
+def configure_environment(run_dir: Path, *, parallel: int = 2, ctx_size: int = 4096) -> dict:
+    """Point settings at this run's folder and ports; returns the environment for children."""
+    env = os.environ
+    env["QWENWEB_VAR_DIR"] = str(run_dir)
+    env["QWENWEB_MODELS_DIR"] = str(ROOT / "var" / "models")
+    env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port()}"
+    env["QWENWEB_PARALLEL"] = str(parallel)
+    env["QWENWEB_CTX_SIZE"] = str(ctx_size)
+    env["QWENWEB_PORT"] = str(free_port())
+    env["DJANGO_SETTINGS_MODULE"] = "qwenweb.settings"
+    env["PYTHONUNBUFFERED"] = "1"
+    if not env.get("LLAMA_SERVER_BIN"):
+        result = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "build_llama_server.py")],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        env["LLAMA_SERVER_BIN"] = result.stdout.strip().splitlines()[-1]
+    ensure_default_model(Path(env["QWENWEB_MODELS_DIR"]))
+    return dict(env)
+
+
+def wait_until(check, timeout: float, what: str, process: subprocess.Popen | None = None, log: Path | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            tail = log.read_text()[-3000:] if log and log.exists() else ""
+            raise RuntimeError(f"{what} exited with {process.returncode}:\n{tail}")
+        try:
+            if check():
+                return
+        except (httpx.HTTPError, OSError):
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} not ready after {timeout}s")
+
+
+class Service:
+    """A child process with its output in a log file."""
+
+    def __init__(self, name: str, argv: list[str], run_dir: Path, env: dict | None = None):
+        self.name = name
+        self.argv = argv
+        self.env = env or dict(os.environ)
+        self.log_path = run_dir / f"{name}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=ROOT, start_new_session=True
+        )
+        log.close()
+
+    def kill(self) -> None:
+        """SIGKILL: the fault the tests inject."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    @property
+    def running(self) -> bool:
+        return bool(self.process and self.process.poll() is None)
+
+
+class LlamaServer(Service):
+    def __init__(self, run_dir: Path, argv: list[str], env: dict):
+        super().__init__("llama-server", argv, run_dir, env)
+        self.url = os.environ["LLAMA_SERVER_URL"]
+
+    def healthy(self) -> bool:
+        return httpx.get(self.url + "/health", timeout=2).status_code == 200
+
+    def start(self) -> None:
+        super().start()
+        wait_until(self.healthy, 120, "llama-server", self.process, self.log_path)
+
+    def slots(self) -> list[dict]:
+        key = self.env["LLAMA_API_KEY"]
+        return httpx.get(self.url + "/slots", headers={"Authorization": f"Bearer {key}"}, timeout=5).json()
+
+
+def start_redis(run_dir: Path) -> Service:
+    port = os.environ["REDIS_URL"].rsplit(":", 1)[1].split("/")[0]
+    (run_dir / "redis").mkdir(exist_ok=True)
+    binary = redis_server_binary()
+    if binary is None:
+        raise RuntimeError("no redis-server available")
+    service = Service(
+        "redis", [binary, "--bind", "127.0.0.1", "--port", port, "--dir", str(run_dir / "redis"), "--save", ""], run_dir
+    )
+    service.start()
+    import redis
+
+    wait_until(
+        lambda: redis.Redis.from_url(os.environ["REDIS_URL"]).ping(), 20, "redis", service.process, service.log_path
+    )
+    return service
+
+
+def start_llama(run_dir: Path, extra_args: list[str] | None = None) -> LlamaServer:
+    from monitor.launch import default_profile, llama_environment
+
+    profile = default_profile()
+    profile.extra_args = list(extra_args or [])
+    server = LlamaServer(run_dir, profile.argv(os.environ["LLAMA_SERVER_BIN"]), llama_environment())
+    server.start()
+    return server
+
+
+def start_web(run_dir: Path) -> Service:
+    port = os.environ["QWENWEB_PORT"]
+    daphne = str(Path(sys.executable).parent / "daphne")
+    service = Service("daphne", [daphne, "--bind", "127.0.0.1", "--port", port, "qwenweb.asgi:application"], run_dir)
+    service.start()
+    wait_until(
+        lambda: httpx.get(f"http://127.0.0.1:{port}/login/", timeout=2).status_code == 200,
+        60,
+        "daphne",
+        service.process,
+        service.log_path,
+    )
+    return service
+
+
+def start_worker(run_dir: Path) -> Service:
+    celery = str(Path(sys.executable).parent / "celery")
+    service = Service(
+        "celery",
+        [
+            celery,
+            "-A",
+            "qwenweb",
+            "worker",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "1",
+            "--without-gossip",
+            "--without-mingle",
+            "--pool",
+            "solo",
+        ],
+        run_dir,
+    )
+    service.start()
+    from qwenweb.celery import app
+
+    wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker", service.process, service.log_path)
+    return service
+
+
+def new_run_dir(prefix: str) -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix))

@@ -30,7 +30,9 @@ def direct_run(url: str, key: str) -> tuple[float, float, int]:
     started = time.perf_counter()
     first = last = None
     tokens = 0
-    with httpx.stream("POST", url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=120) as response:
+    with httpx.stream(
+        "POST", url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=120
+    ) as response:
         for line in response.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
@@ -67,7 +69,7 @@ def app_run(ws) -> tuple[float, float, int]:
 def concurrent_part(results: dict) -> None:
     """8 people at once, one of them sending a burst of 3: all delivered, the burst waits its turns."""
     from chat.models import Message
-    from tests.support.client import chat_socket, events_until, login, make_user, send
+    from tests.support.client import chat_socket, login, make_user, send
 
     people = [make_user() for _ in range(8)]
     sessions = [login(p) for p in people]
@@ -77,7 +79,12 @@ def concurrent_part(results: dict) -> None:
     def chat(index: int, burst: int) -> None:
         with chat_socket(sessions[index]) as ws:
             for n in range(burst):
-                send(ws, type="send", text=f"Person {index} message {n}: tell me about the moon.", options={"seed": index, "max_tokens": 48})
+                send(
+                    ws,
+                    type="send",
+                    text=f"Person {index} message {n}: tell me about the moon.",
+                    options={"seed": index, "max_tokens": 48},
+                )
             finished = 0
             tokens: dict[int, list[str]] = {}
             started_at: dict[int, float] = {}
@@ -94,7 +101,13 @@ def concurrent_part(results: dict) -> None:
                     finished += 1
                     with lock:
                         outcomes.append(
-                            {"person": index, "message": event["message"], "status": event["status"], "text": "".join(tokens.get(event["message"], [])), "started": started_at.get(event["message"])}
+                            {
+                                "person": index,
+                                "message": event["message"],
+                                "status": event["status"],
+                                "text": "".join(tokens.get(event["message"], [])),
+                                "started": started_at.get(event["message"]),
+                            }
                         )
 
     threads = [threading.Thread(target=chat, args=(i, 3 if i == 0 else 1)) for i in range(8)]
@@ -110,7 +123,9 @@ def concurrent_part(results: dict) -> None:
     burst_last = max(o["started"] for o in outcomes if o["person"] == 0)
     singles_last = max(o["started"] for o in outcomes if o["person"] != 0)
     results.update(
-        concurrent_messages=len(outcomes), concurrent_delivered=delivered, concurrent_wall_s=round(elapsed, 1),
+        concurrent_messages=len(outcomes),
+        concurrent_delivered=delivered,
+        concurrent_wall_s=round(elapsed, 1),
         fair_burst_served_last="yes" if burst_last >= singles_last else "no",
     )
 
@@ -147,7 +162,9 @@ def main() -> None:
         print(" ".join(f"{k}={v}" for k, v in results.items()))
         ratio = statistics.median(a[1] for a in app) / statistics.median(d[1] for d in direct)
         added = statistics.median(a[0] for a in app) - statistics.median(d[0] for d in direct)
-        print(f"direct_tps={statistics.median(d[1] for d in direct):.1f} app_tps={statistics.median(a[1] for a in app):.1f}")
+        print(
+            f"direct_tps={statistics.median(d[1] for d in direct):.1f} app_tps={statistics.median(a[1] for a in app):.1f}"
+        )
         print(f"stream_ratio={ratio:.3f} ttft_added_ms={added:.1f}")
     finally:
         for service in reversed(services):

@@ -104,7 +104,7 @@ class LlamaClient:
         return body["prompt"]
 
     async def count_tokens(self, text: str) -> int:
-        body = await self.post_json("/tokenize", {"content": text, "add_special": False, "parse_special": True})
+        body = await self.post_json("/tokenize", {"content": text, "add_special": True, "parse_special": True})
         return len(body["tokens"])
 
     async def stream_chat(self, payload: dict) -> AsyncIterator[dict]:

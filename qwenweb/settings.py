@@ -120,7 +120,9 @@ REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        # redis-py 8 reads with a 5 s socket timeout by default, the same as the
+        # layer's blocking pop: give the pop room, or idle sockets die at 5 s.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
     }
 }
 CELERY_BROKER_URL = REDIS_URL

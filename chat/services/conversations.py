@@ -79,7 +79,7 @@ def post_user_message(
     )
     fields = ["updated_at"]
     if not conversation.title:
-        conversation.title = clean_title(text)[:60] or _("Image")
+        conversation.title = " ".join(text.split())[:60] or _("Image")
         fields.append("title")
     conversation.save(update_fields=fields)
     return user_message, assistant

@@ -13,14 +13,24 @@ pytestmark = pytest.mark.usefixtures("web_server")
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(web_server):
+    # Playwright's sync API runs an event loop in this thread; the tests' own ORM
+    # calls (making users) are plain synchronous code all the same.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--no-first-run"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
         )
         yield browser
         browser.close()
+    del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 def log_in(page, user):

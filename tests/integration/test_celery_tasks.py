@@ -11,8 +11,12 @@ from tests.support.client import make_user
 
 def test_worker_marks_orphaned_streams_incomplete_and_keeps_their_text(celery_worker):
     conversation = Conversation.objects.create(owner=make_user(), title="orphan")
-    orphan = Message.objects.create(conversation=conversation, role="assistant", content="half an ans", status="streaming")
-    live = Message.objects.create(conversation=conversation, role="assistant", content="still going", status="streaming")
+    orphan = Message.objects.create(
+        conversation=conversation, role="assistant", content="half an ans", status="streaming"
+    )
+    live = Message.objects.create(
+        conversation=conversation, role="assistant", content="still going", status="streaming"
+    )
     Message.objects.filter(id=orphan.id).update(updated_at=timezone.now() - timedelta(hours=1))
 
     changed = sweep_orphaned_streams.delay(600).get(timeout=30)

@@ -32,7 +32,8 @@ def test_chat_template_renders_gemma_turns(llama):
         headers={"Authorization": f"Bearer {key}"},
     )
     prompt = response.json()["prompt"]
-    assert prompt.startswith("<bos><start_of_turn>user\nhello<end_of_turn>\n<start_of_turn>model\n"), prompt
+    # llama-server drops the template's BOS here and adds it when it tokenizes.
+    assert prompt == "<start_of_turn>user\nhello<end_of_turn>\n<start_of_turn>model\n", prompt
 
 
 def test_llama_server_wants_the_key_the_browser_never_sees(llama, person):
@@ -177,7 +178,12 @@ def test_image_without_vision_projector_gets_a_clear_message(person):
     _, _, ws = person
     out = io.BytesIO()
     Image.new("RGB", (1024, 768), "blue").save(out, format="PNG")
-    send(ws, type="send", text="What is this?", image="data:image/png;base64," + base64.b64encode(out.getvalue()).decode())
+    send(
+        ws,
+        type="send",
+        text="What is this?",
+        image="data:image/png;base64," + base64.b64encode(out.getvalue()).decode(),
+    )
     accepted = events_until(ws, "accepted")[-1]
     done = events_until(ws)[-1]
     assert done["status"] == "error" and "cannot read images" in done["error"]

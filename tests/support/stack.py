@@ -56,7 +56,7 @@ def wait_until(check, timeout: float, what: str, process: subprocess.Popen | Non
         try:
             if check():
                 return
-        except (httpx.HTTPError, OSError):
+        except Exception:  # not up yet: refused, reset, 503 while loading
             pass
         time.sleep(0.1)
     raise TimeoutError(f"{what} not ready after {timeout}s")

@@ -47,7 +47,13 @@ def msg(role, content="", image_type="", image=None):
 
 
 def test_history_merges_repeated_roles_and_skips_empty_answers():
-    history = [msg("user", "one"), msg("assistant", ""), msg("user", "two"), msg("assistant", "answer"), msg("user", "three")]
+    history = [
+        msg("user", "one"),
+        msg("assistant", ""),
+        msg("user", "two"),
+        msg("assistant", "answer"),
+        msg("user", "three"),
+    ]
     assert build_messages(history) == [
         {"role": "user", "content": "one\n\ntwo"},
         {"role": "assistant", "content": "answer"},
@@ -62,7 +68,11 @@ def test_history_sends_images_as_image_url_parts():
 
 
 def test_turn_options_accept_only_known_values():
-    assert turn_options({"seed": 42, "max_tokens": 16, "temperature": 0}) == {"seed": 42, "max_tokens": 16, "temperature": 0.0}
+    assert turn_options({"seed": 42, "max_tokens": 16, "temperature": 0}) == {
+        "seed": 42,
+        "max_tokens": 16,
+        "temperature": 0.0,
+    }
     for bad in ({"seed": -1}, {"max_tokens": 10**9}, {"grammar": "x"}, "seed"):
         with pytest.raises(ChatError):
             turn_options(bad)

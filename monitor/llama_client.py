@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
-from httpx_sse import aconnect_sse
 
 
 class LlamaError(Exception):
@@ -107,33 +106,58 @@ class LlamaClient:
         body = await self.post_json("/tokenize", {"content": text, "add_special": True, "parse_special": True})
         return len(body["tokens"])
 
-    async def stream_chat(self, payload: dict) -> AsyncIterator[dict]:
-        """Yield each JSON chunk of a streamed ``/v1/chat/completions`` call.
+    async def stream_chat(self, payload: dict) -> AsyncIterator[list[dict]]:
+        """Yield the JSON chunks of a streamed ``/v1/chat/completions`` call, in batches.
 
+        A batch is every complete event of one network read: one chunk while we
+        keep up with llama-server, several when we fall behind, so a busy box
+        forwards fewer, larger messages instead of queueing per-token work.
         Leaving the iteration early (break, cancellation) closes the upstream
         connection, which is how llama-server learns to free the slot.
         """
         body = {**payload, "stream": True}
         try:
-            async with aconnect_sse(self._client(), "POST", "/v1/chat/completions", json=body) as source:
-                response = source.response
+            async with self._client().stream("POST", "/v1/chat/completions", json=body) as response:
                 if response.status_code >= 400:
                     raise _rejection(response.status_code, await response.aread())
-                async for event in source.aiter_sse():
-                    if event.data == "[DONE]":
+                parser = SSEParser()
+                async for data in response.aiter_raw():
+                    batch, finished = parser.feed(data)
+                    if batch:
+                        yield batch
+                    if finished:
                         return
-                    chunk = json.loads(event.data)
-                    if "error" in chunk:
-                        error = chunk["error"]
-                        message = error.get("message") if isinstance(error, dict) else str(error)
-                        raise LlamaRejected(message)
-                    yield chunk
         except httpx.ConnectError as error:
             raise LlamaUnavailable() from error
         except (httpx.TransportError, httpx.StreamError) as error:
             # Connected, then cut: the server died or the network dropped mid-answer.
             raise LlamaStreamBroken() from error
         raise LlamaStreamBroken()
+
+
+class SSEParser:
+    """Server-sent events as llama-server writes them: ``data: {json}`` lines, blank-line separated."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, data: bytes) -> tuple[list[dict], bool]:
+        """(chunks completed by ``data``, whether the stream said [DONE])."""
+        self._buffer += data
+        *events, self._buffer = self._buffer.replace(b"\r\n", b"\n").split(b"\n\n")
+        chunks = []
+        for event in events:
+            payload = b"\n".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
+            if not payload:
+                continue  # comments and keep-alives
+            if payload == b"[DONE]":
+                return chunks, True
+            chunk = json.loads(payload)
+            if "error" in chunk:
+                error = chunk["error"]
+                raise LlamaRejected(error.get("message") if isinstance(error, dict) else str(error))
+            chunks.append(chunk)
+        return chunks, False
 
 
 _default_client: LlamaClient | None = None

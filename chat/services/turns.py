@@ -198,29 +198,37 @@ class TurnRunner:
         first_token_at = None
         last_progress = 0.0
         stats: dict = {}
-        async for chunk in self.client.stream_chat(payload):
-            progress = chunk.get("prompt_progress")
-            if progress:
-                now = time.monotonic()
-                if now - last_progress >= PROGRESS_INTERVAL_S or progress.get("processed") == progress.get("total"):
-                    last_progress = now
-                    await self._emit(
-                        {"type": "progress", "processed": progress.get("processed"), "total": progress.get("total")}
-                    )
-            for choice in chunk.get("choices") or ():
-                delta = choice.get("delta") or {}
-                reasoning = delta.get("reasoning_content")
-                text = delta.get("content")
-                if reasoning:
-                    self.reasoning.append(reasoning)
-                    await self._emit({"type": "reasoning", "text": reasoning})
-                if text:
-                    self.content.append(text)
-                    await self._emit({"type": "token", "text": text})
-                if (text or reasoning) and first_token_at is None:
-                    first_token_at = time.monotonic()
-            if chunk.get("timings"):
-                stats = _stats(chunk["timings"], chunk.get("usage"))
+        async for batch in self.client.stream_chat(payload):
+            texts: list[str] = []
+            thoughts: list[str] = []
+            for chunk in batch:
+                progress = chunk.get("prompt_progress")
+                if progress:
+                    now = time.monotonic()
+                    done = progress.get("processed") == progress.get("total")
+                    if now - last_progress >= PROGRESS_INTERVAL_S or done:
+                        last_progress = now
+                        await self._emit(
+                            {"type": "progress", "processed": progress.get("processed"), "total": progress.get("total")}
+                        )
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    if delta.get("reasoning_content"):
+                        thoughts.append(delta["reasoning_content"])
+                    if delta.get("content"):
+                        texts.append(delta["content"])
+                if chunk.get("timings"):
+                    stats = _stats(chunk["timings"], chunk.get("usage"))
+            if thoughts:
+                thought = "".join(thoughts)
+                self.reasoning.append(thought)
+                await self._emit({"type": "reasoning", "text": thought})
+            if texts:
+                text = "".join(texts)
+                self.content.append(text)
+                await self._emit({"type": "token", "text": text})
+            if (texts or thoughts) and first_token_at is None:
+                first_token_at = time.monotonic()
             self._maybe_save()
         if first_token_at is not None:
             stats["ttft_ms"] = round((first_token_at - started) * 1000, 1)

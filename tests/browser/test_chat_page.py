@@ -85,12 +85,19 @@ def test_model_output_cannot_run_script(browser, llama):
     Message.objects.create(
         conversation=conversation,
         role="assistant",
+        reasoning="The user wants code. <b>bold?</b>",
         content='Here:\n\n<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>\n\n```python\nprint("ok")\n```',
     )
     page = browser.new_page()
     log_in(page, user)
     page.goto(f"{base_url()}/c/{conversation.id}/")
     expect(page.locator("article.assistant pre code")).to_contain_text('print("ok")')
+    # The thinking sits in its own collapsed block, shown as text.
+    thought = page.locator("article.assistant details.reasoning")
+    expect(thought).to_be_visible()
+    assert thought.get_attribute("open") is None
+    thought.locator("summary").click()
+    expect(thought.locator(".thought")).to_have_text("The user wants code. <b>bold?</b>")
     page.wait_for_timeout(300)
     assert page.evaluate("window.pwned") is None
     page.close()

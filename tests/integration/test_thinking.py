@@ -1,0 +1,89 @@
+"""Thinking: reasoning streams apart from the answer, and the switch reaches llama-server.
+
+The default Gemma model has no thinking template, so a second real llama-server
+runs it with a template that opens a <think> block when thinking is on (the way
+Qwen3-style templates do); llama-server's own reasoning parser then sends what the
+model writes as `reasoning_content`.
+"""
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from chat.models import Conversation, Message
+from chat.services.fair_queue import FairQueue
+from chat.services.turns import TurnRunner
+from monitor.llama_client import LlamaClient
+from tests.support import stack
+from tests.support.client import make_user
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "support" / "think-template.jinja"
+
+
+@pytest.fixture(scope="module")
+def thinking_server(run_dir, redis_server):
+    from monitor.launch import default_profile, llama_environment
+
+    profile = default_profile()
+    profile.port = stack.free_port()
+    profile.chat_template_file = TEMPLATE
+    env = llama_environment()
+    server = stack.LlamaServer(run_dir, profile.argv(os.environ["LLAMA_SERVER_BIN"]), env)
+    server.name = "llama-thinking"
+    server.url = f"http://127.0.0.1:{profile.port}"
+    server.log_path = run_dir / "llama-thinking.log"
+    server.start()
+    yield server
+    server.stop()
+
+
+def run_turn(server, *, thinking: bool, budget=None):
+    user = make_user()
+    conversation = Conversation.objects.create(owner=user, thinking_enabled=thinking, thinking_budget=budget)
+    Message.objects.create(conversation=conversation, role="user", content="Why is the sky blue?")
+    assistant = Message.objects.create(conversation=conversation, role="assistant", status="streaming")
+    events = []
+
+    async def collect(event):
+        events.append(event)
+
+    async def main():
+        client = LlamaClient(base_url=server.url)
+        runner = TurnRunner(
+            conversation=conversation,
+            assistant_id=assistant.id,
+            user_key=str(user.id),
+            send=collect,
+            options={"seed": 11, "max_tokens": 40},
+            client=client,
+            queue=FairQueue(name="thinking-test", capacity=2),
+        )
+        await runner.start()
+        await client.aclose()
+
+    asyncio.run(main())
+    assistant.refresh_from_db()
+    return events, assistant
+
+
+def test_reasoning_streams_apart_from_the_answer(thinking_server):
+    events, message = run_turn(thinking_server, thinking=True)
+    reasoning = "".join(e["text"] for e in events if e["type"] == "reasoning")
+    assert reasoning, events
+    assert message.reasoning == reasoning
+    assert message.content == "".join(e["text"] for e in events if e["type"] == "token")
+    assert events[-1]["type"] == "done" and events[-1]["status"] == "complete"
+
+
+def test_thinking_off_reaches_the_template(thinking_server):
+    events, message = run_turn(thinking_server, thinking=False)
+    assert not [e for e in events if e["type"] == "reasoning"]
+    assert message.content and not message.reasoning
+
+
+def test_thinking_budget_ends_the_thought(thinking_server):
+    _, message = run_turn(thinking_server, thinking=True, budget=0)
+    # A budget of 0 closes the thought at once: what the model writes is the answer.
+    assert message.content, message.reasoning

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 
@@ -79,18 +80,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             )
         image = None
         if content.get("image"):
-            image = images.normalize_image(images.decode_data_url(content["image"]))
+            # Decoding and scaling is CPU work: keep it off the event loop that streams tokens.
+            image = await asyncio.to_thread(images.normalize_image, images.decode_data_url(content["image"]))
         if not text and not image:
             raise ChatError(_("The message is empty."))
         options = turn_options(content.get("options"))
         conversation_id = content.get("conversation")
         if conversation_id:
-            conversation = await database_sync_to_async(conversations.get_conversation)(self.user, conversation_id)
-        else:
-            conversation = await database_sync_to_async(conversations.create_conversation)(self.user)
-        self._ensure_idle(str(conversation.id))
-        user_message, assistant = await database_sync_to_async(conversations.post_user_message)(
-            conversation, text, image
+            self._ensure_idle(str(conversation_id))
+        conversation, user_message, assistant = await database_sync_to_async(conversations.post_to_conversation)(
+            self.user, conversation_id, text, image
         )
         await self.send_json(
             {

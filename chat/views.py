@@ -52,16 +52,24 @@ def new_conversation(request):
     return redirect("chat:conversation", conversation.id)
 
 
-@login_required
-@require_POST
-def rename_conversation(request, conversation_id):
+def _change_and_return(request, conversation_id, change):
+    """Run ``change()``; unknown or foreign ids are 404, refusals shown on the page."""
     try:
-        conversations.rename_conversation(request.user, conversation_id, request.POST.get("title", ""))
+        change()
     except NotFound as error:
         raise Http404(str(error)) from error
     except ChatError as error:
         flash.error(request, str(error))
     return redirect("chat:conversation", conversation_id)
+
+
+@login_required
+@require_POST
+def rename_conversation(request, conversation_id):
+    title = request.POST.get("title", "")
+    return _change_and_return(
+        request, conversation_id, lambda: conversations.rename_conversation(request.user, conversation_id, title)
+    )
 
 
 @login_required
@@ -82,15 +90,12 @@ def conversation_settings(request, conversation_id):
         budget = int(raw_budget) if raw_budget else None
     except ValueError:
         budget = -1  # refused with the range below
-    try:
-        conversations.update_thinking(
-            request.user, conversation_id, enabled=request.POST.get("thinking") == "on", budget=budget
-        )
-    except NotFound as error:
-        raise Http404(str(error)) from error
-    except ChatError as error:
-        flash.error(request, str(error))
-    return redirect("chat:conversation", conversation_id)
+    enabled = request.POST.get("thinking") == "on"
+    return _change_and_return(
+        request,
+        conversation_id,
+        lambda: conversations.update_thinking(request.user, conversation_id, enabled=enabled, budget=budget),
+    )
 
 
 @login_required

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ class ServingInfo:
     n_ctx: int  # per slot: the most one request can use, prompt and answer together
     total_slots: int
     vision: bool
+    template_key: str  # changes when the chat template does
 
     @classmethod
     def from_props(cls, props: dict) -> ServingInfo:
@@ -25,6 +27,7 @@ class ServingInfo:
             n_ctx=int(settings.get("n_ctx") or props.get("n_ctx") or 0),
             total_slots=int(props.get("total_slots") or 1),
             vision=bool(props.get("modalities", {}).get("vision")),
+            template_key=hashlib.sha256(str(props.get("chat_template", "")).encode()).hexdigest()[:16],
         )
 
 

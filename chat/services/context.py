@@ -1,9 +1,11 @@
 """Fit a conversation into the model's context, counting with llama-server itself.
 
-The prompt is rendered by llama-server's own chat template (``/apply-template``).
 A token is never shorter than one byte of the rendered prompt, so a prompt whose
-byte length is under the budget surely fits and needs no count; otherwise
-``/tokenize`` counts it, and the oldest turns are dropped until it fits.
+byte length is under the budget surely fits and needs no count. The template's
+own bytes (a fixed part and a part per message) are measured once per template
+with llama-server's ``/apply-template``; a short conversation is then bounded
+without a request. Otherwise the prompt is rendered by llama-server and counted
+with ``/tokenize``, and the oldest turns are dropped until it fits.
 """
 
 from __future__ import annotations
@@ -39,10 +41,42 @@ def _image_count(messages: list[dict]) -> int:
     )
 
 
-async def _prompt_tokens(client: LlamaClient, messages: list[dict], budget: int) -> tuple[int, bool]:
+_template_bytes: dict[tuple[str, str], tuple[int, int]] = {}
+
+
+async def _template_overhead(client: LlamaClient, template_key: str) -> tuple[int, int]:
+    """(fixed bytes, bytes per message) that the chat template adds around the content."""
+    key = (client.base_url, template_key)
+    if key not in _template_bytes:
+        one = await client.apply_template([{"role": "user", "content": "x"}])
+        three = await client.apply_template(
+            [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}, {"role": "user", "content": "z"}]
+        )
+        per_message = max(0, len(three.encode()) - len(one.encode())) // 2 + 1
+        _template_bytes[key] = (len(one.encode()), per_message)
+    return _template_bytes[key]
+
+
+def _content_bytes(messages: list[dict]) -> int:
+    total = 0
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            total += len(content.encode())
+        else:
+            total += sum(len(part.get("text", "").encode()) for part in content)
+    return total
+
+
+async def _prompt_tokens(client: LlamaClient, messages: list[dict], budget: int, template_key: str) -> tuple[int, bool]:
     """(tokens or an upper bound, exact?)"""
-    rendered = await client.apply_template(messages)
+    fixed, per_message = await _template_overhead(client, template_key)
     images = _image_count(messages) * IMAGE_TOKENS
+    # Twice the measured template bytes: room for roles, system prompts, tool blocks.
+    quick_bound = 2 * (fixed + per_message * len(messages)) + _content_bytes(messages) + images
+    if quick_bound <= budget // 2:
+        return quick_bound, False
+    rendered = await client.apply_template(messages)
     upper = len(rendered.encode()) + images
     if upper <= budget:
         return upper, False
@@ -53,7 +87,7 @@ def answer_reserve(n_ctx: int) -> int:
     return max(MIN_ANSWER_TOKENS, min(settings.CHAT_MAX_ANSWER_TOKENS, n_ctx // 4))
 
 
-async def fit_messages(client: LlamaClient, messages: list[dict], n_ctx: int) -> FittedPrompt:
+async def fit_messages(client: LlamaClient, messages: list[dict], n_ctx: int, template_key: str = "") -> FittedPrompt:
     """``messages``: an optional system message, then turns, the last one the user's."""
     reserve = answer_reserve(n_ctx)
     budget = n_ctx - reserve
@@ -62,7 +96,7 @@ async def fit_messages(client: LlamaClient, messages: list[dict], n_ctx: int) ->
     dropped = 0
     while True:
         candidate = system + turns
-        tokens, exact = await _prompt_tokens(client, candidate, budget)
+        tokens, exact = await _prompt_tokens(client, candidate, budget, template_key)
         if tokens <= budget:
             max_tokens = min(settings.CHAT_MAX_ANSWER_TOKENS, n_ctx - tokens) if exact else reserve
             return FittedPrompt(candidate, dropped, max(max_tokens, MIN_ANSWER_TOKENS), tokens if exact else None)

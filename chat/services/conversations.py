@@ -85,6 +85,16 @@ def post_user_message(
     return user_message, assistant
 
 
+def post_to_conversation(user, conversation_id, text: str, image) -> tuple[Conversation, Message, Message]:
+    """The user's message to their conversation, or to a new one when no id is given."""
+    if conversation_id:
+        conversation = get_conversation(user, conversation_id)
+    else:
+        conversation = create_conversation(user)
+    user_message, assistant = post_user_message(conversation, text, image)
+    return conversation, user_message, assistant
+
+
 @transaction.atomic
 def prepare_regenerate(conversation: Conversation) -> Message:
     """Replace the last assistant answer with a fresh one that will stream."""
@@ -102,12 +112,11 @@ def prepare_regenerate(conversation: Conversation) -> Message:
     return assistant
 
 
-def history_before(assistant: Message) -> list[Message]:
+def history_before(assistant_id: int) -> list[Message]:
     """The messages a new answer continues: everything before it, oldest first."""
+    conversation_id = Message.objects.filter(id=assistant_id).values_list("conversation_id", flat=True)
     return list(
-        Message.objects.filter(conversation_id=assistant.conversation_id, id__lt=assistant.id).order_by(
-            "created_at", "id"
-        )
+        Message.objects.filter(conversation_id__in=conversation_id, id__lt=assistant_id).order_by("created_at", "id")
     )
 
 

@@ -128,9 +128,16 @@ class TurnRunner:
         started = time.monotonic()
         try:
             payload, notice = await self._prepare()
+            prepared = time.monotonic()
             if notice:
                 await self._emit({"type": "notice", "text": notice})
             async with self.queue.slot(self.user_key, self._on_queue_position):
+                log.debug(
+                    "turn %s: prepared in %.1f ms, queued %.1f ms",
+                    self.assistant_id,
+                    (prepared - started) * 1000,
+                    (time.monotonic() - prepared) * 1000,
+                )
                 await self._emit({"type": "started"})
                 stats = await self._stream(payload, started)
         except asyncio.CancelledError:
@@ -157,8 +164,7 @@ class TurnRunner:
             await self._finish(Message.Status.COMPLETE, "", stats)
 
     async def _prepare(self) -> tuple[dict, str]:
-        assistant = await database_sync_to_async(Message.objects.get)(id=self.assistant_id)
-        history = await database_sync_to_async(conversations.history_before)(assistant)
+        history = await database_sync_to_async(conversations.history_before)(self.assistant_id)
         messages = build_messages(history)
         if not messages or messages[-1]["role"] != "user":
             raise ChatError(_("There is no question to answer."))
@@ -169,7 +175,7 @@ class TurnRunner:
                     "The model serving this chat cannot read images (it has no vision projector). Remove the image, or ask an admin for a profile that takes images."
                 )
             )
-        fitted = await fit_messages(self.client, messages, info.n_ctx)
+        fitted = await fit_messages(self.client, messages, info.n_ctx, info.template_key)
         notice = ""
         if fitted.dropped:
             notice = _("%(count)d earlier messages were left out so the conversation fits the model's context.") % {

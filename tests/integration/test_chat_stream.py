@@ -221,3 +221,20 @@ def test_prompt_progress_is_reported(person):
     events = events_until(ws)
     progress = [e for e in events if e["type"] == "progress"]
     assert progress and progress[-1]["processed"] == progress[-1]["total"]
+
+
+def test_new_rename_delete_own_conversation(person):
+    user, http, _ = person
+    token = http.cookies["csrftoken"]
+    page = http.post("/c/new/", data={"csrfmiddlewaretoken": token})
+    conversation = Conversation.objects.filter(owner=user).latest("created_at")
+    assert str(conversation.id) in str(page.url)
+    http.post(f"/c/{conversation.id}/rename/", data={"csrfmiddlewaretoken": token, "title": "  Trip   plans "})
+    conversation.refresh_from_db()
+    assert conversation.title == "Trip plans"
+    refused = http.post(f"/c/{conversation.id}/rename/", data={"csrfmiddlewaretoken": token, "title": "x" * 201})
+    assert "at most 200 characters" in refused.text
+    listing = http.get("/").text
+    assert "Trip plans" in listing
+    http.post(f"/c/{conversation.id}/delete/", data={"csrfmiddlewaretoken": token})
+    assert not Conversation.objects.filter(id=conversation.id).exists()

@@ -85,13 +85,6 @@ class LlamaClient:
     async def post_json(self, path: str, payload: dict) -> Any:
         return (await self._request("POST", path, json=payload)).json()
 
-    async def health(self) -> bool:
-        try:
-            await self._request("GET", "/health")
-        except LlamaError:
-            return False
-        return True
-
     async def props(self) -> dict:
         return await self.get_json("/props")
 

@@ -1,0 +1,205 @@
+"""The GGUF files in the models directory and what their metadata says.
+
+Read from the header and tensor table only (``gguf_header``): the weights are never loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gguf.constants import LlamaFileType
+
+from monitor.gguf_header import ArrayInfo, Header, HeaderError, read_header
+
+GGUF_MAGIC = b"GGUF"
+SHARD_PATTERN = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+# (pattern, dense_first) per architecture, from llama.cpp's src/models/*.cpp, used
+# when the file has a sliding window but no `sliding_window_pattern` key.
+SWA_PATTERNS = {
+    "gemma2": (2, False),
+    "gemma3": (6, False),
+    "gemma3n": (5, False),
+    "gemma-embedding": (6, False),
+    "cohere2": (4, False),
+    "cohere2moe": (4, True),
+    "exaone4": (4, False),
+    "exaone-moe": (4, False),
+    "olmo2": (4, False),
+    "gpt-oss": (2, False),
+    "afmoe": (4, False),
+    "plamo3": (8, False),
+    "smallthinker": (4, True),
+}
+
+
+class NotGGUF(ValueError):
+    """The file is not a readable GGUF model."""
+
+
+@dataclass
+class ModelInfo:
+    path: Path
+    file_size: int
+    architecture: str
+    name: str
+    quantization: str
+    parameters: int
+    n_layer: int
+    context_length: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim_k: int
+    head_dim_v: int
+    sliding_window: int
+    swa_layers: list[bool]
+    expert_count: int
+    expert_used_count: int
+    vocab_size: int
+    has_chat_template: bool
+    mmproj: Path | None
+    # Bytes of the weights by where llama.cpp places them.
+    layer_bytes: list[int] = field(default_factory=list)
+    layer_expert_bytes: list[int] = field(default_factory=list)  # the part --n-cpu-moe keeps on the CPU
+    input_bytes: int = 0  # token embeddings: always in host memory
+    output_bytes: int = 0  # output norm + output matrix: offloaded with the last layer
+    tied_output: bool = False  # no output matrix: llama.cpp reuses (and, offloaded, copies) token_embd
+    tensor_bytes_by_type: dict[str, int] = field(default_factory=dict)
+    layer_bytes_by_type: list[dict[str, int]] = field(default_factory=list)
+
+    @property
+    def total_tensor_bytes(self) -> int:
+        return self.input_bytes + self.output_bytes + sum(self.layer_bytes)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.expert_count > 0
+
+
+def _swa_layers(header: Header, arch: str, n_layer: int, sliding_window: int) -> list[bool]:
+    if not sliding_window:
+        return [False] * n_layer
+    value = header.metadata.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(value, ArrayInfo) and value.values is not None:
+        return [bool(item) for item in value.values][:n_layer]
+    pattern, dense_first = SWA_PATTERNS.get(arch, (0, False))
+    if isinstance(value, int):
+        pattern = value
+    if pattern == 0:
+        return [True] * n_layer  # every layer slides
+    if dense_first:
+        return [il % pattern != 0 for il in range(n_layer)]
+    return [il % pattern < pattern - 1 for il in range(n_layer)]
+
+
+def quantization_name(file_type: int | None) -> str:
+    if file_type is None:
+        return "unknown"
+    try:
+        return LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+    except ValueError:
+        return f"type {file_type}"
+
+
+def find_mmproj(path: Path) -> Path | None:
+    for candidate in sorted(path.parent.glob("*.gguf")):
+        if candidate != path and candidate.name.lower().startswith("mmproj"):
+            return candidate
+    return None
+
+
+def read_model_info(path: Path) -> ModelInfo:
+    path = Path(path)
+    try:
+        header = read_header(path)
+    except HeaderError as error:
+        if str(error) == "not a GGUF file":
+            raise NotGGUF(f"{path.name} is not a GGUF file") from error
+        raise NotGGUF(f"{path.name}: the GGUF header cannot be read ({error})") from error
+    meta = header.metadata
+    arch = str(meta.get("general.architecture", "unknown"))
+
+    def number(key: str, default: int = 0) -> int:
+        value = meta.get(f"{arch}.{key}", default)
+        if isinstance(value, ArrayInfo):  # per-layer values: the largest is what sizes buffers
+            value = max(value.values or [default])
+        return int(value or default)
+
+    n_layer = number("block_count")
+    n_embd = number("embedding_length")
+    n_head = number("attention.head_count")
+    n_head_kv = number("attention.head_count_kv", n_head)
+    head_dim = n_embd // n_head if n_head else 0
+    sliding_window = number("attention.sliding_window")
+
+    layer_bytes = [0] * n_layer
+    expert_bytes = [0] * n_layer
+    layer_types: list[dict[str, int]] = [{} for _ in range(n_layer)]
+    by_type: dict[str, int] = {}
+    input_bytes = output_bytes = parameters = 0
+    names = {tensor.name for tensor in header.tensors}
+    for tensor in header.tensors:
+        size = tensor.n_bytes
+        kind = tensor.type_name
+        parameters += tensor.n_elements
+        by_type[kind] = by_type.get(kind, 0) + size
+        match = re.match(r"blk\.(\d+)\.", tensor.name)
+        if match and int(match.group(1)) < n_layer:
+            il = int(match.group(1))
+            layer_bytes[il] += size
+            layer_types[il][kind] = layer_types[il].get(kind, 0) + size
+            if "_exps" in tensor.name:
+                expert_bytes[il] += size
+        elif tensor.name.startswith(("token_embd", "per_layer_token_embd")):
+            input_bytes += size
+        else:
+            output_bytes += size
+    return ModelInfo(
+        path=path,
+        file_size=path.stat().st_size,
+        architecture=arch,
+        name=str(meta.get("general.name", path.stem)),
+        quantization=quantization_name(meta.get("general.file_type")),
+        parameters=parameters,
+        n_layer=n_layer,
+        context_length=number("context_length"),
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_dim_k=number("attention.key_length", head_dim),
+        head_dim_v=number("attention.value_length", head_dim),
+        sliding_window=sliding_window,
+        swa_layers=_swa_layers(header, arch, n_layer, sliding_window),
+        expert_count=number("expert_count"),
+        expert_used_count=number("expert_used_count"),
+        vocab_size=getattr(meta.get("tokenizer.ggml.tokens"), "length", 0),
+        has_chat_template="tokenizer.chat_template" in meta,
+        mmproj=find_mmproj(path),
+        layer_bytes=layer_bytes,
+        layer_expert_bytes=expert_bytes,
+        input_bytes=input_bytes,
+        output_bytes=output_bytes,
+        tied_output="output.weight" not in names,
+        tensor_bytes_by_type=by_type,
+        layer_bytes_by_type=layer_types,
+    )
+
+
+def scan_models(models_dir: Path) -> tuple[list[ModelInfo], list[tuple[Path, str]]]:
+    """(readable models, [(file, why it was skipped)]) under ``models_dir``.
+
+    Vision projectors are listed with their model, and shards after the first
+    belong to their set.
+    """
+    models, skipped = [], []
+    for path in sorted(Path(models_dir).rglob("*.gguf")):
+        shard = SHARD_PATTERN.search(path.name)
+        if path.name.lower().startswith("mmproj") or (shard and shard.group(1) != "00001"):
+            continue
+        try:
+            models.append(read_model_info(path))
+        except (NotGGUF, OSError) as error:
+            skipped.append((path, str(error)))
+    return models, skipped

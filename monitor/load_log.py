@@ -1,0 +1,16 @@
+"""Read the buffer sizes llama-server prints while it loads a model."""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+_BUFFER = re.compile(r"(\S+) (model|KV|compute|output) buffer size =\s+([\d.]+) MiB")
+
+
+def buffer_sizes(log_text: str) -> dict[str, dict[str, float]]:
+    """{"model": {"CPU_Mapped": 235.16, ...}, "KV": {"CPU": 42.0}, ...} in MiB, summed per device."""
+    sizes: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for device, kind, mib in _BUFFER.findall(log_text):
+        sizes[kind][device] += float(mib)
+    return {kind: dict(devices) for kind, devices in sizes.items()}

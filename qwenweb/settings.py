@@ -165,3 +165,8 @@ LOGGING = {
 }
 # A 'streaming' answer not written for this long belongs to a process that died.
 CHAT_ORPHAN_AFTER_S = env_int("QWENWEB_ORPHAN_AFTER_S", 900)
+DOWNLOAD_ATTEMPTS = env_int("QWENWEB_DOWNLOAD_ATTEMPTS", 3)  # per part, each resuming where the last stopped
+DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S", "60"))
+# A download whose worker has not reported for this long was killed: resume it.
+DOWNLOAD_STALL_S = env_int("QWENWEB_DOWNLOAD_STALL_S", 60)
+CELERY_BEAT_SCHEDULE["resume-stalled-downloads"] = {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0}

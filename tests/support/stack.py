@@ -27,7 +27,13 @@ def configure_environment(run_dir: Path, *, parallel: int = 2, ctx_size: int = 4
     """Point settings at this run's folder and ports; returns the environment for children."""
     env = os.environ
     env["QWENWEB_VAR_DIR"] = str(run_dir)
-    env["QWENWEB_MODELS_DIR"] = str(ROOT / "var" / "models")
+    # The assembled default model is kept in the project's var/models and linked into
+    # this run's own models directory, which downloads in the tests write to.
+    models_dir = run_dir / "models"
+    models_dir.mkdir(exist_ok=True)
+    env["QWENWEB_MODELS_DIR"] = str(models_dir)
+    env["QWENWEB_DOWNLOAD_ATTEMPTS"] = "2"
+    env["QWENWEB_DOWNLOAD_READ_TIMEOUT_S"] = "3"
     env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
     env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port()}"
     env["QWENWEB_PARALLEL"] = str(parallel)
@@ -43,7 +49,9 @@ def configure_environment(run_dir: Path, *, parallel: int = 2, ctx_size: int = 4
             text=True,
         )
         env["LLAMA_SERVER_BIN"] = result.stdout.strip().splitlines()[-1]
-    ensure_default_model(Path(env["QWENWEB_MODELS_DIR"]))
+    model = ensure_default_model(ROOT / "var" / "models")
+    (models_dir / model.name).unlink(missing_ok=True)
+    (models_dir / model.name).symlink_to(model)
     return dict(env)
 
 

@@ -1,0 +1,317 @@
+"""Model downloads: resumable, hashed while streaming, verified, moved in atomically.
+
+``create_job`` validates what an admin typed; ``run_job`` (called by the Celery
+task) streams each part to ``<models>/.partial/``, hashing as it writes, resumes
+with an HTTP Range request from whatever an earlier attempt left there, and moves
+the files into the models directory only when every part is complete, matches
+its expected SHA256 and parses as GGUF. Every failure ends the job with a reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import time
+from datetime import timedelta
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import httpx
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from monitor.gguf_header import HeaderError, read_header
+from monitor.models import DownloadJob
+
+log = logging.getLogger(__name__)
+CHUNK = 1 << 20
+PROGRESS_EVERY_S = 0.5
+DISK_MARGIN = 512 * 1024 * 1024
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,200}\.gguf$")
+
+
+class DownloadError(Exception):
+    """Ends the job; the message is shown to the admin."""
+
+
+class Cancelled(Exception):
+    pass
+
+
+def models_dir() -> Path:
+    return Path(settings.MODELS_DIR)
+
+
+def partial_dir() -> Path:
+    return models_dir() / ".partial"
+
+
+def safe_file_name(url: str) -> str:
+    """The file name a URL points to, refused if it could leave the models directory."""
+    raw = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
+    if not NAME_RE.match(raw) or ".." in raw:
+        raise DownloadError(
+            _("The URL must end in a plain file name ending in .gguf (letters, digits, '.', '_', '-'); got %(name)r.")
+            % {"name": raw[:100]}
+        )
+    return raw
+
+
+def create_job(user, url: str, expected_sha256: str = "") -> DownloadJob:
+    url = (url or "").strip()
+    parsed = urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise DownloadError(_("Give an http:// or https:// URL."))
+    name = safe_file_name(url)
+    hashes = [item.strip().lower() for item in (expected_sha256 or "").replace(",", " ").split() if item.strip()]
+    if any(not SHA256_RE.match(item) for item in hashes):
+        raise DownloadError(_("An expected SHA256 is 64 hexadecimal characters."))
+    shard = SHARD_RE.match(name)
+    if shard:
+        count = int(shard.group("count"))
+        names = [f"{shard.group('stem')}-{index:05d}-of-{count:05d}.gguf" for index in range(1, count + 1)]
+        base = url[: url.rindex(urlsplit(url).path.rsplit("/", 1)[-1])]
+        suffix = "?" + parsed.query if parsed.query else ""
+        urls = [base + item + suffix for item in names]
+    else:
+        names, urls = [name], [url]
+    if hashes and len(hashes) != len(names):
+        raise DownloadError(_("Give one SHA256 per file: this set has %(count)d files.") % {"count": len(names)})
+    for item in names:
+        if (models_dir() / item).exists():
+            raise DownloadError(_("%(name)s is already in the models directory.") % {"name": item})
+    busy = DownloadJob.objects.filter(status__in=DownloadJob.ACTIVE, url=url).exists()
+    if busy:
+        raise DownloadError(_("This URL is already being downloaded."))
+    parts = [
+        {"url": u, "name": n, "sha256": hashes[i] if hashes else "", "size": None}
+        for i, (u, n) in enumerate(zip(urls, names, strict=True))
+    ]
+    return DownloadJob.objects.create(created_by=user, url=url, parts=parts)
+
+
+def cancel_job(job_id: int) -> None:
+    DownloadJob.objects.filter(id=job_id, status__in=DownloadJob.ACTIVE).update(status=DownloadJob.Status.CANCELLING)
+
+
+def stalled_jobs(older_than_s: float) -> list[int]:
+    """Jobs whose worker stopped reporting (it was killed): to be resumed."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    return list(
+        DownloadJob.objects.filter(status=DownloadJob.Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
+            "id", flat=True
+        )
+    )
+
+
+class _Progress:
+    """Writes progress to the job at most every PROGRESS_EVERY_S and notices cancellation."""
+
+    def __init__(self, job: DownloadJob, done_before: int):
+        self.job = job
+        self.done = done_before
+        self.window_start = time.monotonic()
+        self.window_bytes = 0
+        self.last_write = 0.0
+
+    def add(self, count: int) -> None:
+        self.done += count
+        self.window_bytes += count
+        now = time.monotonic()
+        if now - self.last_write >= PROGRESS_EVERY_S:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        now = now or time.monotonic()
+        elapsed = now - self.window_start
+        rate = self.window_bytes / elapsed if elapsed > 0 else 0
+        self.last_write = now
+        updated = DownloadJob.objects.filter(id=self.job.id, status=DownloadJob.Status.RUNNING).update(
+            bytes_done=self.done, rate_bps=rate, heartbeat_at=timezone.now()
+        )
+        if not updated:
+            raise Cancelled()
+        if elapsed > 5:  # a sliding window, so the rate follows the current speed
+            self.window_start, self.window_bytes = now, 0
+
+
+def _partial_path(job: DownloadJob, part: dict) -> Path:
+    return partial_dir() / f"{job.id}-{part['name']}.part"
+
+
+def _hash_existing(path: Path, digest) -> int:
+    """Feed what an earlier attempt wrote into the digest; returns its length."""
+    if not path.exists():
+        return 0
+    size = 0
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(CHUNK), b""):
+            digest.update(block)
+            size += len(block)
+    return size
+
+
+def _describe_status(response: httpx.Response) -> str:
+    return _("The server answered %(status)d %(reason)s for %(url)s.") % {
+        "status": response.status_code,
+        "reason": response.reason_phrase,
+        "url": str(response.url)[:200],
+    }
+
+
+def _download_part(client: httpx.Client, job: DownloadJob, part: dict, progress: _Progress) -> str:
+    """Stream one part to its partial file (resuming), return its SHA256."""
+    path = _partial_path(job, part)
+    digest = hashlib.sha256()
+    offset = _hash_existing(path, digest)
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    with client.stream("GET", part["url"], headers=headers) as response:
+        if response.status_code == 416 and offset:
+            # Asked past the end: the partial file is already complete.
+            return digest.hexdigest()
+        if response.status_code not in (200, 206):
+            raise DownloadError(_describe_status(response))
+        content_type = response.headers.get("content-type", "").lower()
+        if content_type.startswith(("text/html", "application/xhtml")):
+            raise DownloadError(
+                _(
+                    "The server sent a web page, not a model file (%(url)s). Check that the URL is a direct download link."
+                )
+                % {"url": part["url"][:200]}
+            )
+        if response.status_code == 200 and offset:
+            # The server ignored the Range header: start this part again.
+            progress.done -= offset
+            digest, offset = hashlib.sha256(), 0
+        length = response.headers.get("content-length")
+        expected_size = offset + int(length) if length and length.isdigit() else None
+        part["size"] = expected_size
+        free = shutil.disk_usage(partial_dir()).free
+        if expected_size is not None and expected_size - offset + DISK_MARGIN > free:
+            raise DownloadError(
+                _("Not enough free disk space: %(need).1f GB needed, %(free).1f GB free.")
+                % {"need": (expected_size - offset + DISK_MARGIN) / 1e9, "free": free / 1e9}
+            )
+        mode = "ab" if offset else "wb"
+        written = offset
+        with path.open(mode) as out:
+            for block in response.iter_raw(CHUNK):
+                if written == 0 and not block.startswith(b"GGUF"[: len(block)]):
+                    raise DownloadError(
+                        _("%(name)s is not a GGUF file (it does not start with the GGUF signature).")
+                        % {"name": part["name"]}
+                    )
+                out.write(block)
+                digest.update(block)
+                written += len(block)
+                progress.add(len(block))
+        if expected_size is not None and written != expected_size:
+            # The connection closed cleanly but early: keep what came, a retry resumes.
+            raise httpx.RemoteProtocolError(f"ended at {written} of {expected_size} bytes")
+    return digest.hexdigest()
+
+
+def _verify(job: DownloadJob, part: dict, actual_sha256: str) -> None:
+    path = _partial_path(job, part)
+    if part["sha256"] and actual_sha256 != part["sha256"]:
+        path.unlink(missing_ok=True)
+        raise DownloadError(
+            _("%(name)s does not match the expected SHA256 (got %(actual)s). The file was discarded.")
+            % {"name": part["name"], "actual": actual_sha256}
+        )
+    try:
+        read_header(path)
+    except HeaderError as error:
+        path.unlink(missing_ok=True)
+        raise DownloadError(
+            _("%(name)s is not a usable GGUF file: %(reason)s.") % {"name": part["name"], "reason": error}
+        ) from error
+
+
+def run_job(job_id: int, *, attempts: int | None = None) -> DownloadJob:
+    """Download every part of the job; resumes whatever an earlier attempt left."""
+    attempts = attempts or settings.DOWNLOAD_ATTEMPTS
+    job = DownloadJob.objects.get(id=job_id)
+    if job.status not in (DownloadJob.Status.QUEUED, DownloadJob.Status.RUNNING):
+        return job
+    partial_dir().mkdir(parents=True, exist_ok=True)
+    DownloadJob.objects.filter(id=job.id).update(
+        status=DownloadJob.Status.RUNNING, heartbeat_at=timezone.now(), error=""
+    )
+    done_before = sum(
+        _partial_path(job, part).stat().st_size for part in job.parts if _partial_path(job, part).exists()
+    )
+    progress = _Progress(job, done_before)
+    timeout = httpx.Timeout(connect=10.0, read=settings.DOWNLOAD_READ_TIMEOUT_S, write=30.0, pool=10.0)
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=True, headers={"User-Agent": "qwenweb"}) as client:
+            hashes = []
+            for part in job.parts:
+                for attempt in range(1, attempts + 1):
+                    try:
+                        hashes.append(_download_part(client, job, part, progress))
+                        break
+                    except (httpx.TransportError, httpx.StreamError) as error:
+                        log.warning("download %s: %s (attempt %d)", job.id, error, attempt)
+                        progress.done = sum(
+                            _partial_path(job, p).stat().st_size for p in job.parts if _partial_path(job, p).exists()
+                        )
+                        if attempt == attempts:
+                            raise DownloadError(_describe_transport(error, part)) from error
+                        time.sleep(min(2**attempt, 10))
+                DownloadJob.objects.filter(id=job.id).update(parts=job.parts)
+            progress.flush()
+            DownloadJob.objects.filter(id=job.id).update(
+                status=DownloadJob.Status.VERIFYING, bytes_total=sum(p["size"] or 0 for p in job.parts) or None
+            )
+            for part, digest in zip(job.parts, hashes, strict=True):
+                _verify(job, part, digest)
+                part["sha256_actual"] = digest
+            for part in job.parts:
+                os.replace(_partial_path(job, part), models_dir() / part["name"])
+        _finish(job, DownloadJob.Status.DONE, parts=job.parts)
+    except Cancelled:
+        _discard(job)
+        _finish(job, DownloadJob.Status.CANCELLED)
+    except DownloadError as error:
+        if not isinstance(error.__cause__, httpx.TransportError):
+            _discard(job)  # nothing half-written stays behind; a transport failure keeps its bytes to resume
+        _finish(job, DownloadJob.Status.FAILED, error=str(error))
+    return DownloadJob.objects.get(id=job.id)
+
+
+def _describe_transport(error: Exception, part: dict) -> str:
+    if isinstance(error, httpx.TimeoutException):
+        return _("The server stopped answering while sending %(name)s. Start the download again to resume it.") % {
+            "name": part["name"]
+        }
+    return _("The connection broke while downloading %(name)s (%(reason)s). Start the download again to resume it.") % {
+        "name": part["name"],
+        "reason": str(error)[:200],
+    }
+
+
+def _discard(job: DownloadJob) -> None:
+    for part in job.parts:
+        _partial_path(job, part).unlink(missing_ok=True)
+
+
+def _finish(job: DownloadJob, status: str, *, error: str = "", parts: list | None = None) -> None:
+    fields = {"status": status, "error": error, "finished_at": timezone.now(), "rate_bps": 0}
+    if parts is not None:
+        fields["parts"] = parts
+    DownloadJob.objects.filter(id=job.id).update(**fields)
+
+
+def restart_job(job_id: int) -> DownloadJob:
+    """Queue a failed or stalled job again; it resumes from the bytes it has."""
+    DownloadJob.objects.filter(id=job_id).exclude(status=DownloadJob.Status.DONE).update(
+        status=DownloadJob.Status.QUEUED, error="", finished_at=None
+    )
+    return DownloadJob.objects.get(id=job_id)

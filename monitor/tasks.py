@@ -1,0 +1,19 @@
+from celery import shared_task
+from django.conf import settings
+
+from monitor import downloads
+
+
+@shared_task(acks_late=True)
+def download_model(job_id: int) -> str:
+    return downloads.run_job(job_id).status
+
+
+@shared_task
+def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
+    """Re-queue downloads whose worker died mid-way; each resumes from its partial file."""
+    stalled = downloads.stalled_jobs(settings.DOWNLOAD_STALL_S if older_than_s is None else older_than_s)
+    for job_id in stalled:
+        downloads.restart_job(job_id)
+        download_model.delay(job_id)
+    return stalled

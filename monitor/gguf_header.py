@@ -17,7 +17,8 @@ from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 STRING, ARRAY = 8, 9
-SMALL_ARRAY = 4096  # arrays up to this many numbers are read (per-layer patterns and the like)
+SMALL_ARRAY = 4096
+_U64 = struct.Struct("<Q")  # arrays up to this many numbers are read (per-layer patterns and the like)
 
 
 class HeaderError(ValueError):
@@ -67,9 +68,17 @@ class _Cursor:
         self.offset += length
         return value
 
-    def skip_string(self) -> None:
-        length = self.take("Q")
-        self.offset += length
+    def skip_strings(self, count: int) -> None:
+        # A tight loop: a vocabulary holds a few hundred thousand strings.
+        unpack, data, offset = _U64.unpack_from, self.data, self.offset
+        try:
+            for _ in range(count):
+                offset += 8 + unpack(data, offset)[0]
+        except struct.error as error:
+            raise HeaderError("the header ends early") from error
+        if offset > len(data):
+            raise HeaderError("a string runs past the end of the file")
+        self.offset = offset
 
     def value(self, kind: int):
         if kind in _SCALARS:
@@ -79,8 +88,7 @@ class _Cursor:
         if kind == ARRAY:
             item_kind, length = self.take("I"), self.take("Q")
             if item_kind == STRING:
-                for _ in range(length):
-                    self.skip_string()
+                self.skip_strings(length)
                 return ArrayInfo(length, None)
             if item_kind not in _SCALARS:
                 raise HeaderError(f"unsupported array item type {item_kind}")

@@ -1,0 +1,75 @@
+"""Download throughput over loopback, hashing on, beside curl fetching the same file.
+
+Both fetch the real default model file from the same loopback server in the same
+run, alternating, 5 times each; prints `download_ratio=` (our MB/s ÷ curl's, medians).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support import stack  # noqa: E402
+
+RUNS = 5
+
+
+def main() -> None:
+    run_dir = stack.new_run_dir("qwenweb-bench-download-")
+    stack.configure_environment(run_dir)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+    from monitor.downloads import create_job, run_job
+    from monitor.local_services import sha256_file
+    from tests.support.file_server import FileServer
+
+    models = Path(os.environ["QWENWEB_MODELS_DIR"])
+    source = (models / "gemma-3-270m-q4_k_m.gguf").resolve()
+    mirror_root = run_dir / "mirror"
+    mirror_root.mkdir()
+    size = source.stat().st_size
+    expected = sha256_file(source)
+    ours, curl = [], []
+    server = FileServer(mirror_root)
+    try:
+        for run in range(RUNS):
+            name = f"copy{run}.gguf"
+            (mirror_root / name).symlink_to(source)
+
+            def fetch_with_curl(name=name):
+                os.sync()  # neither side pays for the other's writeback
+                started = time.perf_counter()
+                subprocess.run(["curl", "-sSf", "-o", str(run_dir / "curl.out"), server.url("ok", name)], check=True)
+                curl.append(size / (time.perf_counter() - started) / 1e6)
+                (run_dir / "curl.out").unlink()
+
+            def fetch_with_qwenweb(name=name):
+                job = create_job(None, server.url("ok", name), expected)
+                os.sync()
+                started = time.perf_counter()
+                job = run_job(job.id)
+                ours.append(size / (time.perf_counter() - started) / 1e6)
+                assert job.status == "done", job.error
+                (models / name).unlink()
+
+            for fetch in (fetch_with_curl, fetch_with_qwenweb) if run % 2 else (fetch_with_qwenweb, fetch_with_curl):
+                fetch()
+            print(f"run {run + 1}: qwenweb {ours[-1]:.0f} MB/s (SHA256 verified) | curl {curl[-1]:.0f} MB/s")
+    finally:
+        server.close()
+    print(f"download_mb_s={statistics.median(ours):.0f} curl_mb_s={statistics.median(curl):.0f}")
+    print(f"download_ratio={statistics.median(ours) / statistics.median(curl):.3f}")
+
+
+if __name__ == "__main__":
+    main()

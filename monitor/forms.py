@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from django import forms
+from django.conf import settings
+from django.utils.translation import gettext_lazy as _
+
+from monitor.planner import CACHE_TYPE_BYTES, GIB, PlanRequest
+
+CACHE_CHOICES = [(name, name) for name in CACHE_TYPE_BYTES]
+
+
+class DownloadForm(forms.Form):
+    url = forms.URLField(label=_("File URL"), max_length=2000, assume_scheme="https")
+    sha256 = forms.CharField(
+        label=_("Expected SHA256 (optional; one per file for a multi-part set)"), required=False, max_length=2000
+    )
+
+
+class PlannerForm(forms.Form):
+    model = forms.ChoiceField(label=_("Model"))
+    ctx_size = forms.IntegerField(label=_("Context size"), min_value=256, max_value=2_097_152, initial=8192)
+    parallel = forms.IntegerField(label=_("Parallel slots"), min_value=1, max_value=64, initial=1)
+    cache_type_k = forms.ChoiceField(label=_("K cache type"), choices=CACHE_CHOICES, initial="f16")
+    cache_type_v = forms.ChoiceField(label=_("V cache type"), choices=CACHE_CHOICES, initial="f16")
+    gpu_layers = forms.IntegerField(label=_("GPU layers"), min_value=0, max_value=1000, initial=0)
+    cpu_moe_layers = forms.IntegerField(label=_("MoE layers on CPU"), min_value=0, max_value=1000, initial=0)
+    ubatch = forms.IntegerField(label=_("Micro-batch"), min_value=1, max_value=65536, initial=512)
+    free_vram_gib = forms.FloatField(label=_("Free VRAM (GiB)"), min_value=0, max_value=4096, initial=8)
+    margin_gib = forms.FloatField(label=_("Safety margin (GiB)"), min_value=0, max_value=64, initial=1)
+
+    def __init__(self, *args, model_names: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["model"].choices = [(name, name) for name in model_names]
+        if settings.DEFAULT_MODEL_FILE in model_names:
+            self.fields["model"].initial = settings.DEFAULT_MODEL_FILE
+
+    def plan_request(self) -> PlanRequest:
+        data = self.cleaned_data
+        return PlanRequest(
+            ctx_size=data["ctx_size"],
+            parallel=data["parallel"],
+            cache_type_k=data["cache_type_k"],
+            cache_type_v=data["cache_type_v"],
+            gpu_layers=data["gpu_layers"],
+            cpu_moe_layers=data["cpu_moe_layers"],
+            ubatch=data["ubatch"],
+        )
+
+    @property
+    def free_vram(self) -> int:
+        return int(self.cleaned_data["free_vram_gib"] * GIB)
+
+    @property
+    def margin(self) -> int:
+        return int(self.cleaned_data["margin_gib"] * GIB)

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from monitor import views
+
+app_name = "monitor"
+
+urlpatterns = [
+    path("models/", views.models_page, name="models"),
+    path("models/download/", views.start_download, name="download"),
+    path("models/download/<int:job_id>/cancel/", views.cancel_download, name="cancel"),
+    path("models/download/<int:job_id>/resume/", views.resume_download, name="resume"),
+    path("models/downloads.json", views.downloads_json, name="downloads-json"),
+    path("models/planner/", views.planner_page, name="planner"),
+]

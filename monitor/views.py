@@ -1,0 +1,143 @@
+"""Staff pages for models: the registry, downloads with live progress, the VRAM planner."""
+
+from __future__ import annotations
+
+from django.contrib import messages as flash
+from django.http import JsonResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from monitor import downloads
+from monitor.forms import DownloadForm, PlannerForm
+from monitor.gguf_registry import scan_models
+from monitor.gpu import detect_gpus
+from monitor.models import DownloadJob
+from monitor.planner import GIB, MIB, plan, recommend
+
+
+def staff_only(view):
+    """Staff pages answer 403 to everyone else (logged in or not), never a redirect to a login form."""
+
+    def wrapped(request, *args, **kwargs):
+        if not (request.user.is_authenticated and request.user.is_staff):
+            return render(request, "monitor/forbidden.html", status=403)
+        return view(request, *args, **kwargs)
+
+    wrapped.__name__ = view.__name__
+    return wrapped
+
+
+def job_payload(job: DownloadJob) -> dict:
+    return {
+        "id": job.id,
+        "name": job.file_name,
+        "parts": len(job.parts),
+        "status": job.status,
+        "status_label": job.get_status_display(),
+        "error": job.error,
+        "bytes_done": job.bytes_done,
+        "bytes_total": job.bytes_total or sum(p.get("size") or 0 for p in job.parts) or None,
+        "rate_bps": job.rate_bps,
+        "eta_s": job.eta_seconds,
+    }
+
+
+@staff_only
+@require_GET
+def models_page(request):
+    models, skipped = scan_models(downloads.models_dir())
+    jobs = [job_payload(job) for job in DownloadJob.objects.all()[:50]]
+    return render(
+        request,
+        "monitor/models.html",
+        {"models": models, "skipped": skipped, "form": DownloadForm(), "jobs": jobs},
+    )
+
+
+@staff_only
+@require_POST
+def start_download(request):
+    from monitor.tasks import download_model
+
+    form = DownloadForm(request.POST)
+    if not form.is_valid():
+        for errors in form.errors.values():
+            flash.error(request, " ".join(errors))
+        return redirect("monitor:models")
+    try:
+        job = downloads.create_job(request.user, form.cleaned_data["url"], form.cleaned_data["sha256"])
+    except downloads.DownloadError as error:
+        flash.error(request, str(error))
+    else:
+        download_model.delay(job.id)
+        flash.success(request, _("Download of %(name)s started.") % {"name": job.file_name})
+    return redirect("monitor:models")
+
+
+@staff_only
+@require_POST
+def cancel_download(request, job_id):
+    downloads.cancel_job(job_id)
+    return redirect("monitor:models")
+
+
+@staff_only
+@require_POST
+def resume_download(request, job_id):
+    from monitor.tasks import download_model
+
+    job = downloads.restart_job(job_id)
+    if job.status == DownloadJob.Status.QUEUED:
+        download_model.delay(job.id)
+    return redirect("monitor:models")
+
+
+@staff_only
+@require_GET
+def downloads_json(request):
+    return JsonResponse({"jobs": [job_payload(job) for job in DownloadJob.objects.all()[:50]]})
+
+
+@staff_only
+@require_GET
+def planner_page(request):
+    models, _skipped = scan_models(downloads.models_dir())
+    by_name = {m.path.name: m for m in models}
+    gpus, gpu_problem = detect_gpus()
+    initial = {"free_vram_gib": round(gpus[0].free_bytes / GIB, 2)} if gpus else {}
+    form = PlannerForm(request.GET or None, model_names=list(by_name), initial=initial)
+    context = {"form": form, "gpus": gpus, "gpu_problem": gpu_problem, "MIB": MIB}
+    if form.is_bound and form.is_valid():
+        model = by_name[form.cleaned_data["model"]]
+        request_ = form.plan_request()
+        result = plan(model, request_)
+        advice = recommend(model, request_, form.free_vram, form.margin)
+        budget = max(form.free_vram - form.margin, 1)
+        context.update(
+            model=model,
+            plan=result,
+            advice=advice,
+            fits=result.vram <= form.free_vram - form.margin,
+            bar={
+                "weights": min(100, result.weights_gpu * 100 / budget),
+                "kv": min(100, result.kv_gpu * 100 / budget),
+                "compute": min(100, result.compute_gpu * 100 / budget),
+            },
+            flags=_flags(advice, request_),
+        )
+    return render(request, "monitor/planner.html", context)
+
+
+def _flags(advice, request_) -> str:
+    """The recommendation as llama-server options, ready to copy (profiles will apply it in one click)."""
+    parts = [
+        f"--n-gpu-layers {advice.gpu_layers}",
+        f"--ctx-size {advice.ctx_size}",
+        f"--parallel {request_.parallel}",
+        f"--cache-type-k {request_.cache_type_k}",
+        f"--cache-type-v {request_.cache_type_v}",
+    ]
+    if advice.cpu_moe_layers:
+        parts.append(f"--n-cpu-moe {advice.cpu_moe_layers}")
+    return " ".join(parts)

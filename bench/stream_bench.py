@@ -25,26 +25,28 @@ PROMPT = "Write a story about a lighthouse keeper and a storm."
 OPTIONS = {"seed": 1234, "max_tokens": 128, "temperature": 0.7}
 
 
-def direct_run(client: httpx.Client) -> tuple[float, float, int]:
+def direct_run(client: httpx.Client) -> tuple[float, float, int, float]:
     body = {"messages": [{"role": "user", "content": PROMPT}], "stream": True, **OPTIONS}
     started = time.perf_counter()
     first = last = None
-    tokens = 0
+    tokens, server_tps = 0, 0.0
     with client.stream("POST", "/v1/chat/completions", json=body) as response:
         for line in response.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
                 continue
             chunk = json.loads(line[6:])
+            if chunk.get("timings"):
+                server_tps = chunk["timings"]["predicted_per_second"]
             for choice in chunk.get("choices") or ():
                 if (choice.get("delta") or {}).get("content"):
                     now = time.perf_counter()
                     first = first or now
                     last = now
                     tokens += 1
-    return (first - started) * 1000, (tokens - 1) / (last - first), tokens
+    return (first - started) * 1000, (tokens - 1) / (last - first), tokens, server_tps
 
 
-def app_run(ws) -> tuple[float, float, int]:
+def app_run(ws) -> tuple[float, float, int, float]:
     from tests.support.client import send
 
     started = time.perf_counter()
@@ -60,8 +62,9 @@ def app_run(ws) -> tuple[float, float, int]:
             assert event.get("status") == "complete", event
             # One event can carry several tokens when the page falls behind; count llama-server's tokens.
             tokens = event["stats"]["output_tokens"]
+            server_tps = event["stats"]["tokens_per_second"]
             break
-    return (first - started) * 1000, (tokens - 1) / (last - first), tokens
+    return (first - started) * 1000, (tokens - 1) / (last - first), tokens, server_tps
 
 
 def concurrent_part(results: dict) -> None:
@@ -183,6 +186,12 @@ def main() -> None:
         added = statistics.median(a[0] for a in app) - statistics.median(d[0] for d in direct)
         print(
             f"direct_tps={statistics.median(d[1] for d in direct):.1f} app_tps={statistics.median(a[1] for a in app):.1f}"
+        )
+        # llama-server's own generation speed for each path's requests: when these differ too, the
+        # gap is CPU taken from generation on a small machine, not delivery.
+        print(
+            f"server_tps_direct={statistics.median(d[3] for d in direct):.1f} "
+            f"server_tps_app={statistics.median(a[3] for a in app):.1f}"
         )
         print(f"stream_ratio={ratio:.3f} ttft_added_ms={added:.1f}")
     finally:

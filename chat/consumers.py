@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 
+import orjson
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
@@ -25,6 +26,11 @@ def max_frame_chars() -> int:
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
+    @classmethod
+    async def encode_json(cls, content) -> str:
+        # Every streamed token goes through here; orjson keeps that cheap.
+        return orjson.dumps(content, default=str).decode()
+
     async def connect(self):
         self.user = self.scope.get("user")
         if not self.user or not self.user.is_authenticated:

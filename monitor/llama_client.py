@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import orjson
 from django.conf import settings
 from django.utils.translation import gettext_lazy as _
 
@@ -145,7 +146,7 @@ class SSEParser:
                 continue  # comments and keep-alives
             if payload == b"[DONE]":
                 return chunks, True
-            chunk = json.loads(payload)
+            chunk = orjson.loads(payload)  # the token stream's hot path: orjson is several times faster
             if "error" in chunk:
                 error = chunk["error"]
                 raise LlamaRejected(error.get("message") if isinstance(error, dict) else str(error))

@@ -14,3 +14,15 @@ def buffer_sizes(log_text: str) -> dict[str, dict[str, float]]:
     for device, kind, mib in _BUFFER.findall(log_text):
         sizes[kind][device] += float(mib)
     return {kind: dict(devices) for kind, devices in sizes.items()}
+
+
+_FIT_HOST = re.compile(r"- Host\s*\|\s*(\d+) =\s*(\d+) \+\s*(\d+) \+\s*(\d+)")
+
+
+def fit_host_breakdown(log_text: str) -> dict[str, int] | None:
+    """llama.cpp's own fitting projection for host memory (MiB, rounded): total = model + context + compute."""
+    match = _FIT_HOST.search(log_text)
+    if not match:
+        return None
+    total, model, context, compute = (int(value) for value in match.groups())
+    return {"total": total, "model": model, "context": context, "compute": compute}

@@ -47,3 +47,61 @@ class DownloadJob(models.Model):
         if not self.bytes_total or not self.rate_bps:
             return None
         return max(self.bytes_total - self.bytes_done, 0) / self.rate_bps
+
+
+class ServerProfile(models.Model):
+    """llama-server launch settings for one model file, kept by name and edited by admins."""
+
+    class Switch(models.TextChoices):
+        AUTO = "auto", _("auto")
+        ON = "on", _("on")
+        OFF = "off", _("off")
+
+    name = models.CharField(_("name"), max_length=64, unique=True)
+    description = models.CharField(_("description"), max_length=200, blank=True)
+    available_to_users = models.BooleanField(_("available to users"), default=True)
+    is_default = models.BooleanField(_("default profile"), default=False)
+    model_file = models.CharField(_("model file"), max_length=255)
+    ctx_size = models.PositiveIntegerField(_("context size"), default=8192)
+    gpu_layers = models.CharField(_("GPU layers"), max_length=8, default="auto", help_text=_("a number, auto or all"))
+    n_cpu_moe = models.PositiveIntegerField(_("MoE layers on CPU"), default=0)
+    batch_size = models.PositiveIntegerField(_("batch size"), default=2048)
+    ubatch_size = models.PositiveIntegerField(_("micro-batch size"), default=512)
+    threads = models.IntegerField(_("threads"), default=-1, help_text=_("-1: llama-server decides"))
+    cache_type_k = models.CharField(_("K cache type"), max_length=8, default="f16")
+    cache_type_v = models.CharField(_("V cache type"), max_length=8, default="f16")
+    flash_attn = models.CharField(_("flash attention"), max_length=4, choices=Switch.choices, default=Switch.AUTO)
+    parallel = models.PositiveIntegerField(_("parallel slots"), default=2)
+    draft_model_file = models.CharField(_("draft model file"), max_length=255, blank=True)
+    draft_max = models.PositiveIntegerField(_("draft tokens (max)"), default=16)
+    draft_min = models.PositiveIntegerField(_("draft tokens (min)"), default=0)
+    mmproj_file = models.CharField(_("vision projector file"), max_length=255, blank=True)
+    reasoning = models.CharField(_("reasoning"), max_length=4, choices=Switch.choices, default=Switch.AUTO)
+    reasoning_budget = models.IntegerField(_("reasoning budget"), default=-1, help_text=_("-1: no limit"))
+    chat_template = models.CharField(
+        _("built-in chat template"), max_length=32, blank=True, help_text=_("a name llama-server knows, e.g. chatml")
+    )
+    chat_template_jinja = models.TextField(_("custom chat template (Jinja)"), blank=True)
+    temperature = models.FloatField(_("temperature"), default=0.8)
+    top_p = models.FloatField(_("top-p"), default=0.95)
+    top_k = models.PositiveIntegerField(_("top-k"), default=40)
+    min_p = models.FloatField(_("min-p"), default=0.05)
+    repeat_penalty = models.FloatField(_("repeat penalty"), default=1.0)
+    extra_args = models.TextField(_("extra arguments"), blank=True, help_text=_("checked against llama-server --help"))
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from monitor.profiles import validate_profile
+
+        validate_profile(self)
+
+    def save(self, *args, **kwargs) -> None:
+        super().save(*args, **kwargs)
+        if self.is_default:  # one default at a time
+            ServerProfile.objects.exclude(pk=self.pk).filter(is_default=True).update(is_default=False)

@@ -11,4 +11,5 @@ urlpatterns = [
     path("models/download/<int:job_id>/resume/", views.resume_download, name="resume"),
     path("models/downloads.json", views.downloads_json, name="downloads-json"),
     path("models/planner/", views.planner_page, name="planner"),
+    path("models/planner/apply/", views.apply_recommendation, name="apply"),
 ]

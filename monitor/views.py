@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages as flash
+from django.core.exceptions import ValidationError
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext as _
@@ -12,8 +13,9 @@ from monitor import downloads
 from monitor.forms import DownloadForm, PlannerForm
 from monitor.gguf_registry import scan_models
 from monitor.gpu import detect_gpus
-from monitor.models import DownloadJob
+from monitor.models import DownloadJob, ServerProfile
 from monitor.planner import GIB, MIB, plan, recommend
+from monitor.profiles import apply_plan
 
 
 def staff_only(view):
@@ -107,7 +109,13 @@ def planner_page(request):
     gpus, gpu_problem = detect_gpus()
     initial = {"free_vram_gib": round(gpus[0].free_bytes / GIB, 2)} if gpus else {}
     form = PlannerForm(request.GET or None, model_names=list(by_name), initial=initial)
-    context = {"form": form, "gpus": gpus, "gpu_problem": gpu_problem, "MIB": MIB}
+    context = {
+        "form": form,
+        "gpus": gpus,
+        "gpu_problem": gpu_problem,
+        "MIB": MIB,
+        "profiles": ServerProfile.objects.all(),
+    }
     if form.is_bound and form.is_valid():
         model = by_name[form.cleaned_data["model"]]
         request_ = form.plan_request()
@@ -127,6 +135,34 @@ def planner_page(request):
             flags=_flags(advice, request_),
         )
     return render(request, "monitor/planner.html", context)
+
+
+@staff_only
+@require_POST
+def apply_recommendation(request):
+    """Write the planner's recommendation into a profile (validated like any edit)."""
+    profile = ServerProfile.objects.filter(pk=request.POST.get("profile")).first()
+    if profile is None:
+        flash.error(request, _("Choose a profile."))
+        return redirect("monitor:planner")
+    try:
+        values = {key: int(request.POST[key]) for key in ("gpu_layers", "ctx_size", "parallel", "cpu_moe_layers")}
+        apply_plan(
+            profile,
+            cache_type_k=request.POST.get("cache_type_k", ""),
+            cache_type_v=request.POST.get("cache_type_v", ""),
+            **values,
+        )
+    except (KeyError, ValueError):
+        flash.error(request, _("The recommendation could not be read."))
+    except ValidationError as error:
+        flash.error(request, " ".join(" ".join(messages) for messages in error.message_dict.values()))
+    else:
+        flash.success(
+            request,
+            _("Profile %(name)s now uses the recommended settings; restart it to apply them.") % {"name": profile.name},
+        )
+    return redirect(request.POST.get("next") or "monitor:planner")
 
 
 def _flags(advice, request_) -> str:

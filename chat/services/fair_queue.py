@@ -134,7 +134,7 @@ class FairQueue:
     def _wait_key(self, user: str) -> str:
         return f"{self.prefix}wait:{user}"
 
-    async def _try_acquire(self, ticket: str, user: str) -> int:
+    async def _try_acquire(self, ticket: str, user: str, capacity: int | None = None) -> int:
         now = int(time.time() * 1000)
         return int(
             await self._redis().eval(
@@ -146,14 +146,14 @@ class FairQueue:
                 self.prefix,
                 ticket,
                 user,
-                self.capacity,
+                capacity or self.capacity,
                 now,
                 self.lease_ms,
                 self.stale_ms,
             )
         )
 
-    async def acquire(self, user: str, on_position: PositionCallback | None = None) -> str:
+    async def acquire(self, user: str, on_position: PositionCallback | None = None, capacity: int | None = None) -> str:
         """Wait for a slot; returns the ticket that holds it. Cancellation leaves the line."""
         ticket = uuid.uuid4().hex
         client = self._redis()
@@ -161,7 +161,7 @@ class FairQueue:
         last_position = None
         try:
             while True:
-                position = await self._try_acquire(ticket, user)
+                position = await self._try_acquire(ticket, user, capacity)
                 if position == 0:
                     return ticket
                 if position < 0:
@@ -197,9 +197,14 @@ class FairQueue:
         return total
 
     @asynccontextmanager
-    async def slot(self, user: str, on_position: PositionCallback | None = None) -> AsyncIterator[str]:
-        """Hold a slot for the body of the ``async with``; refreshed while held."""
-        ticket = await self.acquire(user, on_position)
+    async def slot(
+        self, user: str, on_position: PositionCallback | None = None, capacity: int | None = None
+    ) -> AsyncIterator[str]:
+        """Hold a slot for the body of the ``async with``; refreshed while held.
+
+        ``capacity`` is the serving llama-server's slot count when known (it follows
+        the profile), else the configured QUEUE_CAPACITY."""
+        ticket = await self.acquire(user, on_position, capacity)
         keeper = asyncio.create_task(self._keep_alive(ticket))
         try:
             yield ticket

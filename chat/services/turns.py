@@ -105,6 +105,7 @@ class TurnRunner:
         self.task: asyncio.Task | None = None
         self._save_task: asyncio.Task | None = None
         self._last_save = 0.0
+        self.capacity: int | None = None
 
     def start(self) -> asyncio.Task:
         self.task = asyncio.create_task(self.run())
@@ -131,7 +132,7 @@ class TurnRunner:
             prepared = time.monotonic()
             if notice:
                 await self._emit({"type": "notice", "text": notice})
-            async with self.queue.slot(self.user_key, self._on_queue_position):
+            async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity):
                 log.debug(
                     "turn %s: prepared in %.1f ms, queued %.1f ms",
                     self.assistant_id,
@@ -169,6 +170,7 @@ class TurnRunner:
         if not messages or messages[-1]["role"] != "user":
             raise ChatError(_("There is no question to answer."))
         info = await serving_info(self.client)
+        self.capacity = info.total_slots
         if _has_images(messages) and not info.vision:
             raise ChatError(
                 _(

@@ -1,0 +1,225 @@
+"""Server profiles: validation of every field, and the llama-server argv a profile produces.
+
+No value ever passes through a shell: the argv is a list, extra arguments are split
+with shlex and each option must be one llama-server itself lists in ``--help``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext as _
+
+from monitor.gguf_registry import NotGGUF, read_model_info
+from monitor.launch import llama_server_binary
+from monitor.models import ServerProfile
+from monitor.planner import CACHE_TYPE_BYTES
+
+# Built-in templates llama-server names in its --help (tools/server/README.md of the pinned version).
+BUILTIN_TEMPLATES = (
+    "bailing bailing-think bailing2 chatglm3 chatglm4 chatml command-r deepseek deepseek-ocr deepseek2 deepseek3 "
+    "exaone-moe exaone3 exaone4 falcon3 gemma gigachat glmedge gpt-oss granite granite-4.0 granite-4.1 grok-2 "
+    "hunyuan-dense hunyuan-moe hunyuan-vl kimi-k2 llama2 llama2-sys llama2-sys-bos llama2-sys-strip llama3 llama4 "
+    "megrez minicpm mistral-v1 mistral-v3 mistral-v3-tekken mistral-v7 mistral-v7-tekken monarch openchat orion "
+    "pangu-embedded phi3 phi4 rwkv-world seed_oss smolvlm solar-open vicuna vicuna-orca yandex zephyr"
+).split()
+# Set by qwenweb itself; a profile may not override them.
+RESERVED_OPTIONS = {
+    "--host", "--port", "--api-key", "--api-key-file", "-m", "--model", "-hf", "--hf-repo", "-mu", "--model-url",
+    "--models-dir", "--models-preset", "--path", "--ssl-key-file", "--ssl-cert-file",
+}  # fmt: skip
+RANGES = {
+    "ctx_size": (256, 4_194_304),
+    "n_cpu_moe": (0, 1000),
+    "batch_size": (1, 1_048_576),
+    "ubatch_size": (1, 1_048_576),
+    "threads": (-1, 1024),
+    "parallel": (1, 256),
+    "draft_max": (0, 256),
+    "draft_min": (0, 256),
+    "reasoning_budget": (-1, 1_048_576),
+    "temperature": (0.0, 5.0),
+    "top_p": (0.0, 1.0),
+    "top_k": (0, 100_000),
+    "min_p": (0.0, 1.0),
+    "repeat_penalty": (0.0, 5.0),
+}
+
+
+@functools.lru_cache(maxsize=4)
+def known_options(binary: str) -> frozenset[str]:
+    """Every option name llama-server lists in its --help."""
+    output = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30).stdout
+    names = set()
+    for line in output.splitlines():
+        if line.startswith("-"):
+            head = re.split(r"(?<!,)\s{2,}", line, maxsplit=1)[0]  # "-rea,  --reasoning [..]   description"
+            names.update(re.findall(r"(?<![\w-])(--?[A-Za-z][\w.-]*)", head))
+    return frozenset(names)
+
+
+def model_path(name: str) -> Path:
+    return Path(settings.MODELS_DIR) / name
+
+
+def _check_file(errors: dict, field: str, name: str):
+    if not name:
+        return None
+    if "/" in name or "\\" in name or name.startswith("."):
+        errors[field] = _("Give a file name from the models directory, not a path.")
+        return None
+    path = model_path(name)
+    if not path.is_file():
+        errors[field] = _("%(name)s is not in the models directory.") % {"name": name}
+        return None
+    try:
+        return read_model_info(path)
+    except NotGGUF as error:
+        errors[field] = str(error)
+        return None
+
+
+def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> None:
+    """Raise ValidationError with a message per field; nothing is saved on error."""
+    errors: dict[str, str] = {}
+    for field, (low, high) in RANGES.items():
+        value = getattr(profile, field)
+        if value is None or not (low <= value <= high):
+            errors[field] = _("Must be between %(low)s and %(high)s.") % {"low": low, "high": high}
+    if profile.ubatch_size and profile.batch_size and profile.ubatch_size > profile.batch_size:
+        errors["ubatch_size"] = _("The micro-batch cannot be larger than the batch.")
+    if profile.draft_min > profile.draft_max:
+        errors["draft_min"] = _("The minimum cannot be above the maximum.")
+    layers = (profile.gpu_layers or "").strip().lower()
+    if layers not in ("auto", "all") and not (layers.isdigit() and int(layers) <= 10_000):
+        errors["gpu_layers"] = _("GPU layers is a number, auto or all.")
+    for field in ("cache_type_k", "cache_type_v"):
+        if getattr(profile, field) not in CACHE_TYPE_BYTES:
+            errors[field] = _("Unknown cache type; llama-server accepts %(types)s.") % {
+                "types": ", ".join(CACHE_TYPE_BYTES)
+            }
+    if profile.chat_template and profile.chat_template not in BUILTIN_TEMPLATES:
+        errors["chat_template"] = _("llama-server has no built-in template named %(name)s.") % {
+            "name": profile.chat_template
+        }
+    if profile.chat_template and profile.chat_template_jinja.strip():
+        errors["chat_template_jinja"] = _("Give either a built-in template or a custom one, not both.")
+    if not profile.model_file:
+        errors["model_file"] = _("Choose a model file.")
+    main = _check_file(errors, "model_file", profile.model_file)
+    draft = _check_file(errors, "draft_model_file", profile.draft_model_file)
+    projector = _check_file(errors, "mmproj_file", profile.mmproj_file)
+    if main and profile.n_cpu_moe and not main.is_moe:
+        errors["n_cpu_moe"] = _("%(name)s is not a mixture-of-experts model.") % {"name": profile.model_file}
+    if main and draft and (draft.vocab_size != main.vocab_size or draft.architecture.split("-")[0] == ""):
+        errors["draft_model_file"] = _(
+            "The draft model's vocabulary (%(draft)d tokens) does not match the model's (%(main)d tokens)."
+        ) % {"draft": draft.vocab_size, "main": main.vocab_size}
+    if projector and projector.architecture != "clip":
+        errors["mmproj_file"] = _("%(name)s is not a vision projector.") % {"name": profile.mmproj_file}
+    try:
+        extra = shlex.split(profile.extra_args or "")
+    except ValueError as error:
+        errors["extra_args"] = _("The extra arguments cannot be read: %(reason)s.") % {"reason": error}
+        extra = []
+    if extra:
+        try:
+            known = known_options(binary or llama_server_binary())
+        except (FileNotFoundError, OSError, subprocess.SubprocessError):
+            known = None
+        for token in extra:
+            if not token.startswith("-") or re.match(r"^-\d", token):
+                continue  # a value
+            option = token.split("=", 1)[0]
+            if option in RESERVED_OPTIONS:
+                errors["extra_args"] = _("%(option)s is set by qwenweb and cannot be given here.") % {"option": option}
+            elif known is not None and option not in known:
+                errors["extra_args"] = _("llama-server has no option %(option)s.") % {"option": option}
+    if errors:
+        raise ValidationError(errors)
+
+
+def template_file(profile: ServerProfile) -> Path:
+    return Path(settings.VAR_DIR) / "chat_templates" / f"profile-{profile.pk or 'new'}.jinja"
+
+
+def profile_argv(profile: ServerProfile, binary: str, *, host: str, port: int) -> list[str]:
+    """The exact llama-server command line of a profile (the API key travels in the environment)."""
+    args = [
+        binary,
+        "--model", str(model_path(profile.model_file)),
+        "--host", host,
+        "--port", str(port),
+        "--ctx-size", str(profile.ctx_size),
+        "--n-gpu-layers", profile.gpu_layers,
+        "--batch-size", str(profile.batch_size),
+        "--ubatch-size", str(profile.ubatch_size),
+        "--threads", str(profile.threads),
+        "--cache-type-k", profile.cache_type_k,
+        "--cache-type-v", profile.cache_type_v,
+        "--flash-attn", profile.flash_attn,
+        "--parallel", str(profile.parallel),
+        "--reasoning", profile.reasoning,
+        "--reasoning-budget", str(profile.reasoning_budget),
+        "--temp", str(profile.temperature),
+        "--top-p", str(profile.top_p),
+        "--top-k", str(profile.top_k),
+        "--min-p", str(profile.min_p),
+        "--repeat-penalty", str(profile.repeat_penalty),
+        "--metrics", "--slots", "--no-webui",
+    ]  # fmt: skip
+    if profile.n_cpu_moe:
+        args += ["--n-cpu-moe", str(profile.n_cpu_moe)]
+    if profile.draft_model_file:
+        args += [
+            "--model-draft", str(model_path(profile.draft_model_file)),
+            "--spec-draft-n-max", str(profile.draft_max),
+            "--spec-draft-n-min", str(profile.draft_min),
+        ]  # fmt: skip
+    if profile.mmproj_file:
+        args += ["--mmproj", str(model_path(profile.mmproj_file))]
+    if profile.chat_template_jinja.strip():
+        args += ["--chat-template-file", str(template_file(profile))]
+    elif profile.chat_template:
+        # A name is only read as a built-in template when Jinja is off (with Jinja on it is literal Jinja).
+        args += ["--no-jinja", "--chat-template", profile.chat_template]
+    return args + shlex.split(profile.extra_args or "")
+
+
+def write_template(profile: ServerProfile) -> None:
+    if profile.chat_template_jinja.strip():
+        path = template_file(profile)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(profile.chat_template_jinja)
+
+
+def default_profile() -> ServerProfile | None:
+    return ServerProfile.objects.filter(is_default=True).first() or ServerProfile.objects.first()
+
+
+def apply_plan(
+    profile: ServerProfile,
+    *,
+    gpu_layers: int,
+    ctx_size: int,
+    parallel: int,
+    cache_type_k: str,
+    cache_type_v: str,
+    cpu_moe_layers: int,
+) -> ServerProfile:
+    """Write a planner recommendation into a profile, validated like any edit."""
+    profile.gpu_layers = str(gpu_layers)
+    profile.ctx_size = ctx_size
+    profile.parallel = parallel
+    profile.cache_type_k = cache_type_k
+    profile.cache_type_v = cache_type_v
+    profile.n_cpu_moe = cpu_moe_layers
+    validate_profile(profile)
+    profile.save()
+    return profile

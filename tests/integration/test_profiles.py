@@ -1,0 +1,145 @@
+"""Server profiles: every bad field refused with its message, and the argv a real llama-server runs."""
+
+import os
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from django.core.exceptions import ValidationError
+from gguf import GGUFWriter
+
+from monitor.models import ServerProfile
+from monitor.profiles import default_profile, profile_argv, validate_profile, write_template
+from tests.support import stack
+from tests.support.client import base_url, login, make_user
+
+MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])
+BINARY = os.environ["LLAMA_SERVER_BIN"]
+
+
+def profile(**changes) -> ServerProfile:
+    base = ServerProfile.objects.get(name="chat-8k")
+    base.pk = None
+    base.name = "candidate"
+    base.is_default = False
+    for key, value in changes.items():
+        setattr(base, key, value)
+    return base
+
+
+def refusal(candidate: ServerProfile) -> dict:
+    with pytest.raises(ValidationError) as refused:
+        validate_profile(candidate, binary=BINARY)
+    return refused.value.message_dict
+
+
+def test_seeded_profiles_are_valid():
+    names = set(ServerProfile.objects.values_list("name", flat=True))
+    assert {"chat-8k", "long-32k"} <= names
+    assert default_profile().name == "chat-8k"
+    for item in ServerProfile.objects.filter(name__in=["chat-8k", "long-32k"]):
+        validate_profile(item, binary=BINARY)
+
+
+@pytest.fixture(scope="module")
+def odd_files():
+    (MODELS / "not-a-model.gguf").write_bytes(b"<html>oops</html>")
+    tiny = MODELS / "tiny-draft.gguf"
+    writer = GGUFWriter(str(tiny), "llama")
+    writer.add_block_count(1)
+    writer.add_token_list([f"t{i}" for i in range(5000)])
+    writer.add_tensor("token_embd.weight", np.ones((5000, 8), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    yield
+    (MODELS / "not-a-model.gguf").unlink()
+    tiny.unlink()
+
+
+@pytest.mark.parametrize(
+    "changes,field,message",
+    [
+        ({"ctx_size": 10}, "ctx_size", "between 256"),
+        ({"cache_type_k": "q3_x"}, "cache_type_k", "Unknown cache type"),
+        ({"gpu_layers": "lots"}, "gpu_layers", "a number, auto or all"),
+        ({"model_file": "missing.gguf"}, "model_file", "not in the models directory"),
+        ({"model_file": "../../etc/passwd"}, "model_file", "not a path"),
+        ({"model_file": "not-a-model.gguf"}, "model_file", "not a GGUF file"),
+        ({"draft_model_file": "tiny-draft.gguf"}, "draft_model_file", "vocabulary (5000 tokens) does not match"),
+        ({"n_cpu_moe": 4}, "n_cpu_moe", "not a mixture-of-experts"),
+        ({"extra_args": "--port 9999"}, "extra_args", "set by qwenweb"),
+        ({"extra_args": "--no-such-flag 1"}, "extra_args", "no option --no-such-flag"),
+        ({"extra_args": "; rm -rf /"}, "extra_args", "no option -rf"),
+        ({"extra_args": "--override-kv 'unclosed"}, "extra_args", "cannot be read"),
+        ({"chat_template": "chatml"}, "chat_template_jinja", "not both"),
+        ({"chat_template": "no-such-template", "chat_template_jinja": ""}, "chat_template", "no built-in template"),
+        ({"ubatch_size": 4096, "batch_size": 2048}, "ubatch_size", "larger than the batch"),
+    ],
+)
+def test_bad_fields_are_refused(odd_files, changes, field, message):
+    errors = refusal(profile(**changes))
+    assert field in errors and message in " ".join(errors[field]), errors
+
+
+def test_known_extra_args_pass():
+    validate_profile(profile(extra_args="--cache-reuse 256 -rea off --no-warmup"), binary=BINARY)
+
+
+def test_profile_argv_runs_llama_server_and_context_change_shows_in_props(run_dir):
+    candidate = profile(ctx_size=2048, parallel=1)
+    candidate.save()
+    try:
+        for ctx in (2048, 3072):
+            candidate.ctx_size = ctx
+            validate_profile(candidate, binary=BINARY)
+            candidate.save()
+            write_template(candidate)
+            port = stack.free_port()
+            server = stack.LlamaServer(
+                run_dir, profile_argv(candidate, BINARY, host="127.0.0.1", port=port), dict(os.environ)
+            )
+            server.url = f"http://127.0.0.1:{port}"
+            server.start()
+            try:
+                props = httpx.get(server.url + "/props").json()
+                assert props["default_generation_settings"]["n_ctx"] == ctx
+                prompt = httpx.post(
+                    server.url + "/apply-template", json={"messages": [{"role": "user", "content": "hi"}]}
+                ).json()["prompt"]
+                assert prompt.startswith("<start_of_turn>user\nhi")
+            finally:
+                server.stop()
+    finally:
+        candidate.delete()
+
+
+def test_planner_recommendation_applies_to_a_profile(web_server):
+    target = profile(name="apply-target")
+    target.save()
+    admin = make_user(is_staff=True)
+    http = login(admin)
+    response = http.post(
+        "/monitor/models/planner/apply/",
+        data={
+            "csrfmiddlewaretoken": http.cookies["csrftoken"], "profile": target.pk, "gpu_layers": 19, "ctx_size": 16384,
+            "parallel": 1, "cache_type_k": "q8_0", "cache_type_v": "q8_0", "cpu_moe_layers": 0,
+        },
+    )  # fmt: skip
+    assert "now uses the recommended settings" in response.text
+    target.refresh_from_db()
+    assert (target.gpu_layers, target.ctx_size, target.cache_type_k) == ("19", 16384, "q8_0")
+    # A recommendation the profile cannot take is refused and nothing changes.
+    response = http.post(
+        "/monitor/models/planner/apply/",
+        data={
+            "csrfmiddlewaretoken": http.cookies["csrftoken"], "profile": target.pk, "gpu_layers": 19, "ctx_size": 16384,
+            "parallel": 1, "cache_type_k": "q9_9", "cache_type_v": "q8_0", "cpu_moe_layers": 0,
+        },
+    )  # fmt: skip
+    assert "Unknown cache type" in response.text
+    target.refresh_from_db()
+    assert target.cache_type_k == "q8_0"
+    assert base_url()

@@ -1,36 +1,13 @@
 """A person in Chromium: log in, chat, see tokens arrive, press Stop."""
 
-import os
 import time
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from tests.support.client import base_url, make_user
 
-CHROMIUM = os.environ.get("QWENWEB_CHROMIUM", "/usr/bin/chromium")
 pytestmark = pytest.mark.usefixtures("web_server")
-
-
-@pytest.fixture(scope="module")
-def browser(web_server):
-    # Playwright's sync API runs an event loop in this thread; the tests' own ORM
-    # calls (making users) are plain synchronous code all the same.
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
-        yield browser
-        browser.close()
-    del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 def log_in(page, user):

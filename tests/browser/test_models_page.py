@@ -5,27 +5,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from tests.support.client import base_url, login, make_user
 from tests.support.file_server import FileServer
 
-CHROMIUM = os.environ.get("QWENWEB_CHROMIUM", "/usr/bin/chromium")
 MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])
 pytestmark = pytest.mark.usefixtures("web_server")
-
-
-@pytest.fixture(scope="module")
-def browser(web_server):
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
-        )
-        yield browser
-        browser.close()
-    del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
 
 
 @pytest.fixture(scope="module")

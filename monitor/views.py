@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psutil
 from django.contrib import messages as flash
 from django.core.exceptions import ValidationError
 from django.http import JsonResponse
@@ -122,11 +123,14 @@ def planner_page(request):
         result = plan(model, request_)
         advice = recommend(model, request_, form.free_vram, form.margin)
         budget = max(form.free_vram - form.margin, 1)
+        ram_available = psutil.virtual_memory().available
         context.update(
             model=model,
             plan=result,
             advice=advice,
             fits=result.vram <= form.free_vram - form.margin,
+            ram_available=ram_available,
+            fits_ram=result.ram <= ram_available,
             bar={
                 "weights": min(100, result.weights_gpu * 100 / budget),
                 "kv": min(100, result.kv_gpu * 100 / budget),

@@ -11,6 +11,10 @@ class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
+    # The server profile that answers; null: the default profile.
+    profile = models.ForeignKey(
+        "monitor.ServerProfile", null=True, blank=True, on_delete=models.SET_NULL, related_name="conversations"
+    )
     thinking_enabled = models.BooleanField(default=True)
     # Tokens the model may think before it must answer; null: no limit.
     thinking_budget = models.PositiveIntegerField(null=True, blank=True)

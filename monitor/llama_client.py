@@ -49,9 +49,18 @@ def _rejection(status: int, body: bytes) -> LlamaRejected:
 
 
 class LlamaClient:
-    def __init__(self, base_url: str | None = None, api_key: str | None = None, timeout: float | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float | None = None,
+        model: str | None = None,
+    ):
         self.base_url = (base_url or settings.LLAMA_SERVER_URL).rstrip("/")
         self.api_key = api_key if api_key is not None else settings.LLAMA_API_KEY
+        # In router mode every request names its model: POST bodies carry "model",
+        # GET requests "?model=". None talks to a single-model server as is.
+        self.model = model
         read_timeout = timeout or settings.LLAMA_REQUEST_TIMEOUT_S
         self._timeout = httpx.Timeout(connect=5.0, read=read_timeout, write=30.0, pool=read_timeout)
         self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
@@ -71,7 +80,17 @@ class LlamaClient:
             await client.aclose()
         self._clients.clear()
 
+    def _routed(self, method: str, kwargs: dict) -> dict:
+        if self.model is None:
+            return kwargs
+        if method == "GET":
+            return {**kwargs, "params": {**kwargs.get("params", {}), "model": self.model}}
+        if "json" in kwargs:
+            return {**kwargs, "json": {**kwargs["json"], "model": self.model}}
+        return kwargs
+
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        kwargs = self._routed(method, kwargs)
         try:
             response = await self._client().request(method, path, **kwargs)
         except httpx.TransportError as error:
@@ -110,6 +129,8 @@ class LlamaClient:
         connection, which is how llama-server learns to free the slot.
         """
         body = {**payload, "stream": True}
+        if self.model is not None:
+            body["model"] = self.model
         try:
             async with self._client().stream("POST", "/v1/chat/completions", json=body) as response:
                 if response.status_code >= 400:

@@ -61,7 +61,14 @@ class ServerProfile(models.Model):
     description = models.CharField(_("description"), max_length=200, blank=True)
     available_to_users = models.BooleanField(_("available to users"), default=True)
     is_default = models.BooleanField(_("default profile"), default=False)
-    model_file = models.CharField(_("model file"), max_length=255)
+    model_file = models.CharField(_("model file"), max_length=255, blank=True)
+    # A remote profile talks to an existing llama-server elsewhere instead of a local model file.
+    remote_url = models.URLField(_("remote llama-server URL"), blank=True, help_text=_("leave empty for a local model"))
+    remote_api_key = models.CharField(_("remote API key"), max_length=200, blank=True)
+    remote_model = models.CharField(
+        _("remote model name"), max_length=200, blank=True, help_text=_("for a remote router; empty: its only model")
+    )
+    load_on_startup = models.BooleanField(_("load when llama-server starts"), default=False)
     ctx_size = models.PositiveIntegerField(_("context size"), default=8192)
     gpu_layers = models.CharField(_("GPU layers"), max_length=8, default="auto", help_text=_("a number, auto or all"))
     n_cpu_moe = models.PositiveIntegerField(_("MoE layers on CPU"), default=0)
@@ -96,6 +103,10 @@ class ServerProfile(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def is_remote(self) -> bool:
+        return bool(self.remote_url)
+
     def clean(self) -> None:
         from monitor.profiles import validate_profile
 
@@ -105,3 +116,37 @@ class ServerProfile(models.Model):
         super().save(*args, **kwargs)
         if self.is_default:  # one default at a time
             ServerProfile.objects.exclude(pk=self.pk).filter(is_default=True).update(is_default=False)
+
+
+class Event(models.Model):
+    """One line of the box's timeline: loads, failures, restarts, downloads, queue overflows."""
+
+    class Kind(models.TextChoices):
+        PROFILE_LOADED = "profile_loaded", _("Profile loaded")
+        PROFILE_FAILED = "profile_failed", _("Profile failed to load")
+        PROFILE_UNLOADED = "profile_unloaded", _("Profile unloaded")
+        SERVER_STARTED = "server_started", _("llama-server started")
+        SERVER_RESTARTED = "server_restarted", _("llama-server restarted")
+        SERVER_DOWN = "server_down", _("llama-server down")
+        DOWNLOAD_FINISHED = "download_finished", _("Download finished")
+        DOWNLOAD_FAILED = "download_failed", _("Download failed")
+        QUEUE_OVERFLOW = "queue_overflow", _("Queue overflow")
+        SELF_TEST = "self_test", _("Self-test")
+
+    class Level(models.TextChoices):
+        INFO = "info", _("info")
+        WARNING = "warning", _("warning")
+        ERROR = "error", _("error")
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    level = models.CharField(max_length=8, choices=Level.choices, default=Level.INFO)
+    profile = models.CharField(max_length=64, blank=True)
+    message = models.TextField()
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind} {self.message}"

@@ -31,21 +31,21 @@ class ServingInfo:
         )
 
 
-_cache: tuple[float, str, ServingInfo] | None = None
+_cache: dict[tuple[str, str | None], tuple[float, ServingInfo]] = {}
 
 
 async def serving_info(client: LlamaClient | None = None, *, fresh: bool = False) -> ServingInfo:
     """Raises LlamaUnavailable when the server is down, so callers can say so."""
-    global _cache
     client = client or get_client()
+    key = (client.base_url, client.model)
     now = time.monotonic()
-    if not fresh and _cache and _cache[1] == client.base_url and now - _cache[0] < CACHE_SECONDS:
-        return _cache[2]
+    cached = _cache.get(key)
+    if not fresh and cached and now - cached[0] < CACHE_SECONDS:
+        return cached[1]
     info = ServingInfo.from_props(await client.props())
-    _cache = (now, client.base_url, info)
+    _cache[key] = (now, info)
     return info
 
 
 def forget_serving_info() -> None:
-    global _cache
-    _cache = None
+    _cache.clear()

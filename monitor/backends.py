@@ -1,0 +1,69 @@
+"""Which llama-server (and which model id on it) answers for a server profile.
+
+Everything that sends a request for a profile asks here: ``client_for(profile)`` gives
+a ``LlamaClient`` bound to the right base URL, API key and router model id. Local
+profiles go through the one local llama-server (router mode, model id per profile);
+remote profiles go to their own llama-server with their own key.
+"""
+
+from __future__ import annotations
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
+
+from monitor.llama_client import LlamaClient, LlamaError
+from monitor.models import ServerProfile
+
+
+class ProfileUnavailable(LlamaError):
+    default_message = _("This server profile is not available.")
+
+
+_clients: dict[tuple[str, str, str | None], LlamaClient] = {}
+
+
+def _client(base_url: str, api_key: str, model: str | None) -> LlamaClient:
+    key = (base_url, api_key, model)
+    client = _clients.get(key)
+    if client is None:
+        client = _clients[key] = LlamaClient(base_url=base_url, api_key=api_key, model=model)
+    return client
+
+
+def served_model_id(profile: ServerProfile) -> str:
+    """The model id the local router knows this profile by."""
+    return profile.name
+
+
+def profile_client(profile: ServerProfile) -> LlamaClient:
+    if profile.is_remote:
+        return _client(profile.remote_url.rstrip("/"), profile.remote_api_key, profile.remote_model or None)
+    return _client(settings.LLAMA_SERVER_URL.rstrip("/"), settings.LLAMA_API_KEY, served_model_id(profile))
+
+
+def find_profile(name: str | None = None, *, for_users: bool = False) -> ServerProfile:
+    """The named profile, or the default one; ProfileUnavailable when there is none to use."""
+    profiles = user_profiles() if for_users else ServerProfile.objects.all()
+    if name:
+        profile = profiles.filter(name=name).first()
+    else:
+        profile = profiles.filter(is_default=True).first() or profiles.first()
+    if profile is None:
+        raise ProfileUnavailable(_("No server profile named %(name)s is available.") % {"name": name or "default"})
+    return profile
+
+
+def client_for(profile: ServerProfile | str | None = None, *, for_users: bool = False) -> LlamaClient:
+    if not isinstance(profile, ServerProfile):
+        profile = find_profile(profile, for_users=for_users)
+    return profile_client(profile)
+
+
+aclient_for = sync_to_async(client_for)
+
+
+def user_profiles() -> QuerySet[ServerProfile]:
+    """The profiles people may pick for a conversation or name as an API model."""
+    return ServerProfile.objects.filter(available_to_users=True)

@@ -1,0 +1,19 @@
+"""The box's timeline: every part records what happened through ``record``."""
+
+from __future__ import annotations
+
+import logging
+
+from monitor.models import Event
+
+log = logging.getLogger(__name__)
+
+
+def record(kind: str, message: str, *, level: str = Event.Level.INFO, profile: str = "", **details) -> Event:
+    """Store one event (and log it); callable from views, tasks and the supervisor alike."""
+    log.log(logging.WARNING if level != Event.Level.INFO else logging.INFO, "%s: %s", kind, message)
+    return Event.objects.create(kind=kind, level=level, profile=profile, message=str(message)[:4000], details=details)
+
+
+def recent(limit: int = 100, **filters) -> list[Event]:
+    return list(Event.objects.filter(**filters)[:limit])

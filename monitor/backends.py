@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 
 from monitor.llama_client import LlamaClient, LlamaError
 from monitor.models import ServerProfile
+from monitor.presets import live_id
 
 
 class ProfileUnavailable(LlamaError):
@@ -32,15 +33,10 @@ def _client(base_url: str, api_key: str, model: str | None) -> LlamaClient:
     return client
 
 
-def served_model_id(profile: ServerProfile) -> str:
-    """The model id the local router knows this profile by."""
-    return profile.name
-
-
 def profile_client(profile: ServerProfile) -> LlamaClient:
     if profile.is_remote:
         return _client(profile.remote_url.rstrip("/"), profile.remote_api_key, profile.remote_model or None)
-    return _client(settings.LLAMA_SERVER_URL.rstrip("/"), settings.LLAMA_API_KEY, served_model_id(profile))
+    return _client(settings.LLAMA_SERVER_URL.rstrip("/"), settings.LLAMA_API_KEY, live_id(profile))
 
 
 def find_profile(name: str | None = None, *, for_users: bool = False) -> ServerProfile:

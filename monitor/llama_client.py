@@ -111,6 +111,17 @@ class LlamaClient:
     async def slots(self) -> list[dict]:
         return await self.get_json("/slots")
 
+    # Router mode (llama-server started with --models-preset): one instance per profile.
+    async def list_models(self, *, reload: bool = False) -> list[dict]:
+        params = {"reload": "1"} if reload else {}
+        return (await self._request("GET", "/models", params=params)).json()["data"]
+
+    async def load_model(self, model_id: str) -> None:
+        await self._request("POST", "/models/load", json={"model": model_id})
+
+    async def unload_model(self, model_id: str) -> None:
+        await self._request("POST", "/models/unload", json={"model": model_id})
+
     async def apply_template(self, messages: list[dict], **kwargs: Any) -> str:
         body = await self.post_json("/apply-template", {"messages": messages, **kwargs})
         return body["prompt"]

@@ -69,6 +69,13 @@ class ServerProfile(models.Model):
         _("remote model name"), max_length=200, blank=True, help_text=_("for a remote router; empty: its only model")
     )
     load_on_startup = models.BooleanField(_("load when llama-server starts"), default=False)
+    # Every change of the launch options is a new revision, served by the router as
+    # "<name>@<revision>". The live revision is the last one that loaded: it keeps
+    # serving while a newer one loads, and stays when the newer one fails.
+    revision = models.PositiveIntegerField(default=1, editable=False)
+    revision_options = models.JSONField(default=list, editable=False)
+    live_revision = models.PositiveIntegerField(null=True, editable=False)
+    live_options = models.JSONField(default=list, editable=False)
     ctx_size = models.PositiveIntegerField(_("context size"), default=8192)
     gpu_layers = models.CharField(_("GPU layers"), max_length=8, default="auto", help_text=_("a number, auto or all"))
     n_cpu_moe = models.PositiveIntegerField(_("MoE layers on CPU"), default=0)

@@ -145,6 +145,16 @@ DEFAULT_MODEL_FILE = os.environ.get("QWENWEB_DEFAULT_MODEL", "gemma-3-270m-q4_k_
 LLAMA_CTX_SIZE = env_int("QWENWEB_CTX_SIZE", 8192)
 LLAMA_PARALLEL = env_int("QWENWEB_PARALLEL", 2)
 LLAMA_THREADS = env_int("QWENWEB_THREADS", 0)  # 0: let llama-server decide
+# Router mode: profiles kept loaded at once (the router gets one more, so a changed
+# profile loads before the one it replaces goes away).
+LLAMA_MODELS_MAX = env_int("QWENWEB_MODELS_MAX", 1)
+LLAMA_STOP_TIMEOUT_S = env_int("QWENWEB_STOP_TIMEOUT_S", 10)
+PROFILE_LOAD_TIMEOUT_S = env_int("QWENWEB_PROFILE_LOAD_TIMEOUT_S", 600)
+LLAMA_LOG_FILE = VAR_DIR / "log" / "llama-server.log"
+# The watchdog checks llama-server this often and restarts it when it stopped answering.
+WATCHDOG_INTERVAL_S = env_int("QWENWEB_WATCHDOG_INTERVAL_S", 15)
+# "HH:MM" (server time): restart llama-server once a day (slow VRAM growth on some drivers); empty: never.
+LLAMA_DAILY_RESTART = os.environ.get("QWENWEB_DAILY_RESTART", "")
 
 # Chat limits, named to the user when they are hit.
 CHAT_MAX_MESSAGE_CHARS = env_int("QWENWEB_MAX_MESSAGE_CHARS", 32_000)
@@ -170,3 +180,4 @@ DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S"
 # A download whose worker has not reported for this long was killed: resume it.
 DOWNLOAD_STALL_S = env_int("QWENWEB_DOWNLOAD_STALL_S", 60)
 CELERY_BEAT_SCHEDULE["resume-stalled-downloads"] = {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0}
+CELERY_BEAT_SCHEDULE["llama-watchdog"] = {"task": "monitor.tasks.watchdog", "schedule": float(WATCHDOG_INTERVAL_S)}

@@ -218,11 +218,12 @@ class FairQueue:
             await self.refresh(ticket)
 
 
-_default_queue: FairQueue | None = None
+_queues: dict[str, FairQueue] = {}
 
 
-def get_queue() -> FairQueue:
-    global _default_queue
-    if _default_queue is None:
-        _default_queue = FairQueue()
-    return _default_queue
+def get_queue(name: str = "llama") -> FairQueue:
+    """The queue in front of one llama-server instance (one per server profile)."""
+    queue = _queues.get(name)
+    if queue is None:
+        queue = _queues[name] = FairQueue(name=name)
+    return queue

@@ -22,8 +22,11 @@ from chat.models import Conversation, Message
 from chat.services import conversations
 from chat.services.context import fit_messages
 from chat.services.fair_queue import FairQueue, get_queue
-from monitor.llama_client import LlamaClient, LlamaError, LlamaStreamBroken, LlamaUnavailable, get_client
+from monitor.backends import find_profile, profile_client
+from monitor.llama_client import LlamaClient, LlamaError, LlamaStreamBroken, LlamaUnavailable
+from monitor.models import ServerProfile
 from monitor.serving import forget_serving_info, serving_info
+from monitor.switching import ensure_serving, router_status
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict], Awaitable[None]]
@@ -96,8 +99,8 @@ class TurnRunner:
         self.user_key = user_key
         self.send = send
         self.options = options or {}
-        self.client = client or get_client()
-        self.queue = queue or get_queue()
+        self.client = client  # None: the conversation's profile decides, when the turn runs
+        self.queue = queue
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.stop_status = Message.Status.STOPPED
@@ -164,11 +167,27 @@ class TurnRunner:
         else:
             await self._finish(Message.Status.COMPLETE, "", stats)
 
+    async def _connect(self) -> None:
+        """Bind the client and queue to the conversation's profile, loading it if it is not."""
+        profile = await database_sync_to_async(_profile_of)(self.conversation)
+        if not profile.is_remote:
+            statuses = await router_status()
+            model_id = await database_sync_to_async(lambda: profile_client(profile).model)()
+            if statuses.get(model_id, {}).get("value") not in ("loaded", "sleeping"):
+                await self._emit({"type": "notice", "text": _("Loading %(name)s…") % {"name": profile.name}})
+            await ensure_serving(profile)
+            profile = await database_sync_to_async(ServerProfile.objects.get)(pk=profile.pk)
+        self.client = profile_client(profile)
+        self.queue = self.queue or get_queue(profile.name)
+
     async def _prepare(self) -> tuple[dict, str]:
         history = await database_sync_to_async(conversations.history_before)(self.assistant_id)
         messages = build_messages(history)
         if not messages or messages[-1]["role"] != "user":
             raise ChatError(_("There is no question to answer."))
+        if self.client is None:
+            await self._connect()
+        self.queue = self.queue or get_queue()
         info = await serving_info(self.client)
         self.capacity = info.total_slots
         if _has_images(messages) and not info.vision:
@@ -265,6 +284,15 @@ class TurnRunner:
             )
         )
         await self._emit({"type": "done", "status": status, "error": error, "stats": stats or {}})
+
+
+def _profile_of(conversation: Conversation) -> ServerProfile:
+    """The conversation's profile; the default one when it has none or its own was made unavailable."""
+    if conversation.profile_id:
+        profile = ServerProfile.objects.filter(pk=conversation.profile_id, available_to_users=True).first()
+        if profile is not None:
+            return profile
+    return find_profile(None)
 
 
 def _stats(timings: dict, usage: dict | None) -> dict:

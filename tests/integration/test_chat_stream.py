@@ -28,7 +28,7 @@ def test_chat_template_renders_gemma_turns(llama):
     key = llama.env["LLAMA_API_KEY"]
     response = httpx.post(
         llama.url + "/apply-template",
-        json={"messages": [{"role": "user", "content": "hello"}]},
+        json={"model": llama.model_id, "messages": [{"role": "user", "content": "hello"}]},
         headers={"Authorization": f"Bearer {key}"},
     )
     prompt = response.json()["prompt"]

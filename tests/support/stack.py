@@ -107,20 +107,43 @@ class Service:
 
 
 class LlamaServer(Service):
-    def __init__(self, run_dir: Path, argv: list[str], env: dict):
+    """The product's own llama-server: the supervisor, its router, one instance per loaded profile."""
+
+    def __init__(self, run_dir: Path, env: dict):
+        argv = [sys.executable, str(ROOT / "manage.py"), "run_llama_server"]
         super().__init__("llama-server", argv, run_dir, env)
         self.url = os.environ["LLAMA_SERVER_URL"]
+        self.headers = {"Authorization": f"Bearer {env['LLAMA_API_KEY']}"}
+
+    def models(self) -> dict[str, dict]:
+        data = httpx.get(self.url + "/models", headers=self.headers, timeout=5).json()["data"]
+        return {model["id"]: model["status"] for model in data}
+
+    @property
+    def model_id(self) -> str:
+        """The loaded instance of the default profile (the one chat uses)."""
+        from monitor.backends import find_profile
+        from monitor.presets import live_id
+
+        return live_id(find_profile(None))
 
     def healthy(self) -> bool:
-        return httpx.get(self.url + "/health", timeout=2).status_code == 200
+        if httpx.get(self.url + "/health", timeout=2).status_code != 200:
+            return False
+        return self.models().get(self.model_id, {}).get("value") == "loaded"
 
     def start(self) -> None:
         super().start()
         wait_until(self.healthy, 120, "llama-server", self.process, self.log_path)
 
-    def slots(self) -> list[dict]:
-        key = self.env["LLAMA_API_KEY"]
-        return httpx.get(self.url + "/slots", headers={"Authorization": f"Bearer {key}"}, timeout=5).json()
+    def router_pid(self) -> int:
+        from monitor.supervisor import read_pid, router_pid_path
+
+        return read_pid(router_pid_path())
+
+    def slots(self, model_id: str | None = None) -> list[dict]:
+        params = {"model": model_id or self.model_id}
+        return httpx.get(self.url + "/slots", params=params, headers=self.headers, timeout=5).json()
 
 
 def start_redis(run_dir: Path) -> Service:
@@ -141,14 +164,28 @@ def start_redis(run_dir: Path) -> Service:
     return service
 
 
-def start_llama(run_dir: Path, extra_args: list[str] | None = None) -> LlamaServer:
+def start_llama(run_dir: Path) -> LlamaServer:
+    from monitor.launch import llama_environment
+
+    server = LlamaServer(run_dir, llama_environment())
+    server.start()
+    return server
+
+
+def start_plain_llama(run_dir: Path, extra_args: list[str] | None = None) -> Service:
+    """A single-model llama-server with the built-in launch settings (the reference in benchmarks)."""
     from monitor.launch import default_profile, llama_environment
 
     profile = default_profile()
     profile.extra_args = list(extra_args or [])
-    server = LlamaServer(run_dir, profile.argv(os.environ["LLAMA_SERVER_BIN"]), llama_environment())
-    server.start()
-    return server
+    service = Service("llama-plain", profile.argv(os.environ["LLAMA_SERVER_BIN"]), run_dir, llama_environment())
+    service.start()
+    url = f"http://{profile.host}:{profile.port}"
+    wait_until(
+        lambda: httpx.get(url + "/health", timeout=2).status_code == 200, 120, "llama-server", service.process,
+        service.log_path,
+    )  # fmt: skip
+    return service
 
 
 def start_web(run_dir: Path) -> Service:

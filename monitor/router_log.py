@@ -1,0 +1,50 @@
+"""llama-server's log as the supervisor writes it, and the part of it that belongs to one instance.
+
+The router prints ``spawning server instance with name=ID on port P`` and then forwards
+that instance's output with a ``[P]`` prefix; its own lines about the instance name it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from pathlib import Path
+
+from django.conf import settings
+
+TAIL_BYTES = 2 * 1024 * 1024
+
+
+def _read_tail(path: Path) -> list[str]:
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(size - TAIL_BYTES, 0))
+            return handle.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def instance_log_tail(model_id: str, lines: int = 40, path: Path | None = None) -> list[str]:
+    """The last lines of the most recent start of ``model_id`` (empty when it never started)."""
+    text = _read_tail(Path(path or settings.LLAMA_LOG_FILE))
+    spawn = re.compile(rf"spawning server instance with name={re.escape(model_id)} on port (\d+)")
+    start, port = None, None
+    for index, line in enumerate(text):
+        match = spawn.search(line)
+        if match:
+            start, port = index, match.group(1)
+    if start is None:
+        return []
+    prefix = re.compile(rf"^\[\s*{port}\]")
+    mentions = f"name={model_id}"
+    tail: deque[str] = deque(maxlen=lines)
+    for line in text[start:]:
+        if prefix.match(line) or mentions in line:
+            tail.append(line)
+    return list(tail)
+
+
+def server_log_tail(lines: int = 40, path: Path | None = None) -> list[str]:
+    return _read_tail(Path(path or settings.LLAMA_LOG_FILE))[-lines:]

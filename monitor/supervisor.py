@@ -1,0 +1,186 @@
+"""Keeps the local llama-server (router mode) running, and restarts it when asked or when it dies.
+
+The router itself loads, unloads and restarts model instances; this process only keeps
+the router alive: it writes the presets, starts the router with an argv list (the API
+key in the environment), copies its output to the log the admin pages read, records
+each start and restart on the timeline, and restarts it on SIGUSR1 (the watchdog's
+request, with the reason in a file beside the pid file).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from monitor import events
+from monitor.launch import llama_environment
+from monitor.models import Event
+from monitor.presets import preset_path, write_preset
+
+log = logging.getLogger(__name__)
+LOG_ROTATE_BYTES = 20 * 1024 * 1024
+QUICK_EXIT_S = 10.0
+
+
+def run_dir() -> Path:
+    path = Path(settings.VAR_DIR) / "run"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def supervisor_pid_path() -> Path:
+    return run_dir() / "llama-supervisor.pid"
+
+
+def router_pid_path() -> Path:
+    return run_dir() / "llama-router.pid"
+
+
+def restart_reason_path() -> Path:
+    return run_dir() / "llama-restart-reason"
+
+
+def router_argv(binary: str) -> list[str]:
+    url = urlsplit(settings.LLAMA_SERVER_URL)
+    return [
+        binary,
+        "--models-preset", str(preset_path()),
+        # One instance to spare: a changed profile loads before the one it replaces is unloaded.
+        "--models-max", str(settings.LLAMA_MODELS_MAX + 1),
+        "--no-models-autoload",  # every load goes through qwenweb, which records it and keeps the limit
+        "--host", url.hostname or "127.0.0.1",
+        "--port", str(url.port or 8081),
+        "--no-webui",
+    ]  # fmt: skip
+
+
+def read_pid(path: Path) -> int | None:
+    try:
+        pid = int(path.read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return None
+    return pid
+
+
+def request_restart(reason: str) -> bool:
+    """Ask the running supervisor to restart llama-server; False when there is none."""
+    pid = read_pid(supervisor_pid_path())
+    if pid is None:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        cmdline = b"run_llama_server"
+    if b"run_llama_server" not in cmdline:
+        return False  # a stale pid file naming some other process
+    restart_reason_path().write_text(reason)
+    os.kill(pid, signal.SIGUSR1)
+    return True
+
+
+class RouterSupervisor:
+    def __init__(self, binary: str, *, out=None):
+        self.binary = binary
+        self.out = out or sys.stdout
+        self.process: subprocess.Popen | None = None
+        self.stopping = False
+        self.restart_requested = False
+        self._wake = threading.Event()
+
+    def _rotate_log(self) -> Path:
+        path = Path(settings.LLAMA_LOG_FILE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(path, path.with_suffix(".log.1"))
+        return path
+
+    def _pump(self, process: subprocess.Popen, log_path: Path) -> None:
+        with log_path.open("ab", buffering=0) as log_file:
+            for line in iter(process.stdout.readline, b""):
+                log_file.write(line)
+                self.out.write(line.decode(errors="replace"))
+                self.out.flush()
+
+    def _start(self) -> subprocess.Popen:
+        write_preset()
+        log_path = self._rotate_log()
+        process = subprocess.Popen(
+            router_argv(self.binary), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=llama_environment()
+        )
+        router_pid_path().write_text(str(process.pid))
+        threading.Thread(target=self._pump, args=(process, log_path), daemon=True).start()
+        return process
+
+    def _stop_router(self) -> None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(settings.LLAMA_STOP_TIMEOUT_S + 5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+    def _on_stop(self, signum, frame) -> None:
+        self.stopping = True
+        self._wake.set()
+
+    def _on_restart(self, signum, frame) -> None:
+        self.restart_requested = True
+        self._wake.set()
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        signal.signal(signal.SIGUSR1, self._on_restart)
+        supervisor_pid_path().write_text(str(os.getpid()))
+        reason = ""
+        quick_exits = 0
+        try:
+            while not self.stopping:
+                started = time.monotonic()
+                self.process = self._start()
+                if reason:
+                    events.record(Event.Kind.SERVER_RESTARTED, reason, level=Event.Level.WARNING, pid=self.process.pid)
+                else:
+                    events.record(Event.Kind.SERVER_STARTED, _("llama-server started."), pid=self.process.pid)
+                while self.process.poll() is None and not self.stopping and not self.restart_requested:
+                    self._wake.wait(0.5)
+                    self._wake.clear()
+                if self.stopping:
+                    break
+                if self.restart_requested:
+                    self.restart_requested = False
+                    try:
+                        asked = restart_reason_path().read_text().strip()
+                    except OSError:
+                        asked = ""
+                    reason = _("Restarted on request: %(why)s") % {"why": asked or _("no reason given")}
+                    self._stop_router()
+                    quick_exits = 0
+                    continue
+                code = self.process.returncode
+                reason = _("llama-server exited with code %(code)s and was restarted.") % {"code": code}
+                quick_exits = quick_exits + 1 if time.monotonic() - started < QUICK_EXIT_S else 0
+                if quick_exits:
+                    # Crash loop: back off, so a broken preset does not spin the CPU.
+                    self._wake.wait(min(2**quick_exits, 30))
+        finally:
+            self._stop_router()
+            for path in (router_pid_path(), supervisor_pid_path()):
+                path.unlink(missing_ok=True)

@@ -1,0 +1,248 @@
+"""Loading, unloading and changing server profiles in llama-server's router, safely.
+
+A profile's launch options are served as ``<name>@<revision>``. Loading a new revision
+happens beside the live one (the router is started with one instance to spare); only
+when the new one answers does it become live and the old one go. When it fails, the
+live revision keeps serving and the admin gets llama-server's own words for why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from monitor import events
+from monitor.llama_client import LlamaClient, LlamaError, LlamaRejected, get_client
+from monitor.models import Event, ServerProfile
+from monitor.presets import current_options, live_id, parse_served_id, served_id, write_preset
+from monitor.profiles import profile_options
+from monitor.router_log import instance_log_tail
+
+POLL_S = 0.05
+STATUS_CACHE_S = 1.0
+
+
+class LoadFailed(LlamaError):
+    """A profile did not load; the message says why, in llama-server's words where it gave some."""
+
+    def __init__(self, message: str, *, log_tail: list[str] | None = None, exit_code: int | None = None):
+        super().__init__(message)
+        self.log_tail = log_tail or []
+        self.exit_code = exit_code
+
+
+@dataclass
+class ProfileState:
+    state: str  # loaded, loading, unloaded, failed, remote, down
+    served_id: str
+    pending_revision: bool  # the saved settings are not the ones serving
+    exit_code: int | None = None
+
+
+_status_cache: tuple[float, dict[str, dict]] | None = None
+
+
+async def router_status(client: LlamaClient | None = None, *, fresh: bool = False) -> dict[str, dict]:
+    """Model id -> the router's status object; raises LlamaUnavailable when it is down."""
+    global _status_cache
+    now = time.monotonic()
+    if not fresh and _status_cache and now - _status_cache[0] < STATUS_CACHE_S:
+        return _status_cache[1]
+    models = await (client or get_client()).list_models()
+    statuses = {model["id"]: model.get("status", {}) for model in models}
+    _status_cache = (now, statuses)
+    return statuses
+
+
+def forget_status() -> None:
+    global _status_cache
+    _status_cache = None
+
+
+def state_of(profile: ServerProfile, statuses: dict[str, dict]) -> ProfileState:
+    if profile.is_remote:
+        return ProfileState("remote", profile.remote_model or "", False)
+    current = served_id(profile.name, profile.revision)
+    pending = bool(profile.live_revision) and profile.live_revision != profile.revision
+    for model_id in (current, live_id(profile)):
+        status = statuses.get(model_id, {})
+        value = status.get("value", "unloaded")
+        if value in ("loaded", "sleeping", "loading"):
+            return ProfileState(value, model_id, pending and model_id != current)
+    status = statuses.get(current, {})
+    if status.get("failed"):
+        return ProfileState("failed", current, pending, status.get("exit_code"))
+    return ProfileState("unloaded", live_id(profile), pending)
+
+
+async def _wait_for(client: LlamaClient, model_id: str, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = (await router_status(client, fresh=True)).get(model_id)
+        if status is None:
+            raise LoadFailed(_("llama-server does not know %(id)s.") % {"id": model_id})
+        value = status.get("value")
+        if value in ("loaded", "sleeping"):
+            return status
+        if value == "unloaded" and status.get("failed"):
+            return status
+        if value == "unloaded" and time.monotonic() > deadline - timeout + 2:
+            return status  # never started (the router refused it)
+        await asyncio.sleep(POLL_S)
+    raise LoadFailed(_("%(id)s did not load within %(s)d s.") % {"id": model_id, "s": timeout})
+
+
+def _failure(model_id: str, status: dict) -> LoadFailed:
+    tail = instance_log_tail(model_id)
+    errors = [line for line in tail if " E " in line or "error" in line.lower()]
+    reason = errors[-1].split("] ", 1)[-1] if errors else ""
+    exit_code = status.get("exit_code")
+    message = _("%(id)s failed to load (exit code %(code)s).") % {"id": model_id, "code": exit_code}
+    if reason:
+        message += " " + reason
+    return LoadFailed(message, log_tail=tail, exit_code=exit_code)
+
+
+async def _load(client: LlamaClient, model_id: str) -> float:
+    """Load one served id and wait; returns the seconds it took. Raises LoadFailed."""
+    started = time.monotonic()
+    status = (await router_status(client, fresh=True)).get(model_id, {})
+    if status.get("value") not in ("loaded", "sleeping", "loading"):
+        try:
+            await client.load_model(model_id)
+        except LlamaRejected as error:
+            raise LoadFailed(str(error)) from error
+    status = await _wait_for(client, model_id, settings.PROFILE_LOAD_TIMEOUT_S)
+    if status.get("value") not in ("loaded", "sleeping"):
+        raise _failure(model_id, status)
+    return time.monotonic() - started
+
+
+@sync_to_async
+def _refresh(profile: ServerProfile) -> ServerProfile:
+    return ServerProfile.objects.get(pk=profile.pk)
+
+
+@sync_to_async
+def _promote(profile: ServerProfile) -> None:
+    options = [list(option) for option in current_options(profile)]
+    ServerProfile.objects.filter(pk=profile.pk).update(live_revision=profile.revision, live_options=options)
+    write_preset()
+
+
+record = sync_to_async(events.record)
+publish_preset = sync_to_async(write_preset)
+
+
+async def reload_presets(client: LlamaClient | None = None) -> None:
+    """Write the presets from the profiles and have the router read them again."""
+    await publish_preset()
+    await (client or get_client()).list_models(reload=True)
+    forget_status()
+
+
+async def load_profile(profile: ServerProfile, client: LlamaClient | None = None) -> float:
+    """Load the profile's saved settings beside whatever serves now; on success they go live.
+
+    Returns the load time. On failure records why and raises LoadFailed; the live
+    revision (if any) keeps serving.
+    """
+    client = client or get_client()
+    profile = await _refresh(profile)
+    target = served_id(profile.name, profile.revision)
+    await reload_presets(client)
+    try:
+        seconds = await _load(client, target)
+    except LoadFailed as error:
+        await record(
+            Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name,
+            log_tail=error.log_tail[-20:], exit_code=error.exit_code,
+        )  # fmt: skip
+        raise
+    if profile.live_revision != profile.revision:
+        await _promote(profile)  # the old revision's section goes: the router unloads it
+        await client.list_models(reload=True)
+    await trim(client, keep=target)
+    await record(
+        Event.Kind.PROFILE_LOADED,
+        _("%(name)s loaded in %(s).1f s.") % {"name": profile.name, "s": seconds},
+        profile=profile.name,
+        load_s=round(seconds, 3),
+        revision=profile.revision,
+    )
+    forget_status()
+    return seconds
+
+
+async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = None) -> str:
+    """Make sure the profile's live revision is loaded (loading it if needed); returns its id."""
+    if profile.is_remote:
+        return profile.remote_model
+    client = client or get_client()
+    model_id = live_id(profile)
+    status = (await router_status(client)).get(model_id, {})
+    if status.get("value") in ("loaded", "sleeping"):
+        return model_id
+    if profile.live_revision is None:
+        await load_profile(profile, client)
+        return live_id(await _refresh(profile))
+    try:
+        seconds = await _load(client, model_id)
+    except LoadFailed as error:
+        await record(Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name)
+        raise
+    await trim(client, keep=model_id)
+    await record(
+        Event.Kind.PROFILE_LOADED,
+        _("%(name)s loaded in %(s).1f s.") % {"name": profile.name, "s": seconds},
+        profile=profile.name,
+        load_s=round(seconds, 3),
+    )
+    return model_id
+
+
+async def unload_profile(profile: ServerProfile, client: LlamaClient | None = None) -> None:
+    client = client or get_client()
+    statuses = await router_status(client, fresh=True)
+    for model_id, status in statuses.items():
+        parsed = parse_served_id(model_id)
+        if parsed and parsed[0] == profile.name and status.get("value") in ("loaded", "loading", "sleeping"):
+            await client.unload_model(model_id)
+    forget_status()
+    await record(Event.Kind.PROFILE_UNLOADED, _("%(name)s unloaded.") % {"name": profile.name}, profile=profile.name)
+
+
+async def trim(client: LlamaClient, *, keep: str) -> list[str]:
+    """Unload instances beyond LLAMA_MODELS_MAX, keeping ``keep``; returns what was unloaded."""
+    statuses = await router_status(client, fresh=True)
+    loaded = [model_id for model_id, status in statuses.items() if status.get("value") in ("loaded", "sleeping")]
+    extra = [model_id for model_id in loaded if model_id != keep]
+    unloaded = []
+    while len(extra) + 1 > settings.LLAMA_MODELS_MAX and extra:
+        model_id = extra.pop(0)
+        await client.unload_model(model_id)
+        unloaded.append(model_id)
+    forget_status()
+    return unloaded
+
+
+def save_profile(profile: ServerProfile) -> bool:
+    """Save a validated profile; a change of its launch options makes a new revision.
+
+    Returns True when the launch options changed (the caller then loads the new
+    revision if the profile is serving).
+    """
+    options = [list(option) for option in profile_options(profile)] if not profile.is_remote else []
+    changed = options != profile.revision_options
+    if changed and profile.revision_options:
+        profile.revision += 1
+    profile.revision_options = options
+    profile.save()
+    if not profile.is_remote:
+        write_preset()
+    return changed

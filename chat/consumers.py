@@ -95,7 +95,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if conversation_id:
             self._ensure_idle(str(conversation_id))
         conversation, user_message, assistant = await database_sync_to_async(conversations.post_to_conversation)(
-            self.user, conversation_id, text, image
+            self.user, conversation_id, text, image, content.get("profile")
         )
         await self.send_json(
             {

@@ -25,8 +25,17 @@ def _page(request, conversation=None):
             "conversations": conversations.list_conversations(request.user),
             "history": history,
             "ui_strings": ui_strings(),
+            "profiles": conversations.profile_choices(),
+            "current_profile": _current_profile_name(conversation),
         },
     )
+
+
+def _current_profile_name(conversation) -> str:
+    if conversation is not None and conversation.profile_id and conversation.profile.available_to_users:
+        return conversation.profile.name
+    default = next((choice for choice in conversations.profile_choices() if choice["default"]), None)
+    return default["name"] if default else ""
 
 
 @login_required

@@ -53,3 +53,51 @@ class PlannerForm(forms.Form):
     @property
     def margin(self) -> int:
         return int(self.cleaned_data["margin_gib"] * GIB)
+
+
+class ServerProfileForm(forms.ModelForm):
+    """Every field of a profile; the model's clean() runs validate_profile (one message per field)."""
+
+    class Meta:
+        from monitor.models import ServerProfile
+
+        model = ServerProfile
+        fields = [
+            "name", "description", "available_to_users", "is_default", "load_on_startup",
+            "model_file", "remote_url", "remote_api_key", "remote_model",
+            "ctx_size", "gpu_layers", "n_cpu_moe", "cache_type_k", "cache_type_v", "flash_attn", "parallel",
+            "batch_size", "ubatch_size", "threads",
+            "draft_model_file", "draft_max", "draft_min", "mmproj_file",
+            "reasoning", "reasoning_budget", "chat_template", "chat_template_jinja",
+            "temperature", "top_p", "top_k", "min_p", "repeat_penalty", "extra_args",
+        ]  # fmt: skip
+        widgets = {
+            "remote_api_key": forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+            "chat_template_jinja": forms.Textarea(attrs={"rows": 6, "spellcheck": "false"}),
+            "extra_args": forms.TextInput(attrs={"spellcheck": "false"}),
+        }
+
+    def __init__(self, *args, model_names: list[str], **kwargs):
+        from monitor.profiles import BUILTIN_TEMPLATES
+
+        super().__init__(*args, **kwargs)
+        files = [("", "—")] + [(name, name) for name in model_names]
+        for field in ("model_file", "draft_model_file", "mmproj_file"):
+            current = getattr(self.instance, field, "")
+            choices = files + ([(current, current)] if current and current not in model_names else [])
+            self.fields[field] = forms.ChoiceField(
+                label=self.fields[field].label, choices=choices, required=False, help_text=self.fields[field].help_text
+            )
+        self.fields["cache_type_k"] = forms.ChoiceField(label=_("K cache type"), choices=CACHE_CHOICES)
+        self.fields["cache_type_v"] = forms.ChoiceField(label=_("V cache type"), choices=CACHE_CHOICES)
+        self.fields["chat_template"] = forms.ChoiceField(
+            label=_("built-in chat template"),
+            choices=[("", _("from the model file"))] + [(name, name) for name in BUILTIN_TEMPLATES],
+            required=False,
+        )
+        if self.instance.pk and self.instance.remote_api_key:
+            self.fields["remote_api_key"].help_text = _("A key is stored; leave empty to keep it.")
+        self._stored_key = self.instance.remote_api_key if self.instance.pk else ""
+
+    def clean_remote_api_key(self) -> str:
+        return self.cleaned_data.get("remote_api_key") or self._stored_key

@@ -65,6 +65,42 @@ def known_options(binary: str) -> frozenset[str]:
     return frozenset(names)
 
 
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_remote(url: str, api_key: str, model: str) -> str | None:
+    """Why a remote llama-server cannot be used (None when it answers with that key and model)."""
+    from asgiref.sync import async_to_sync
+
+    from monitor.llama_client import LlamaClient, LlamaRejected, LlamaUnavailable
+
+    async def probe():
+        client = LlamaClient(base_url=url, api_key=api_key, timeout=5)
+        try:
+            return await client.get_json("/v1/models")
+        finally:
+            await client.aclose()
+
+    try:
+        listing = async_to_sync(probe)()
+    except LlamaUnavailable:
+        return _("No llama-server answers at %(url)s.") % {"url": url}
+    except LlamaRejected as error:
+        if error.status in (401, 403):
+            return _("The server at %(url)s refused the API key.") % {"url": url}
+        return _("The server at %(url)s answered with an error: %(error)s") % {"url": url, "error": error}
+    except ValueError:
+        return _("The server at %(url)s is not a llama-server (its answer is not JSON).") % {"url": url}
+    ids = [item.get("id") for item in (listing or {}).get("data", []) if isinstance(item, dict)]
+    if model and model not in ids:
+        return _("The server at %(url)s has no model %(model)s; it serves: %(ids)s.") % {
+            "url": url,
+            "model": model,
+            "ids": ", ".join(map(str, ids)) or "—",
+        }
+    return None
+
+
 def model_path(name: str) -> Path:
     return Path(settings.MODELS_DIR) / name
 
@@ -111,8 +147,20 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
         }
     if profile.chat_template and profile.chat_template_jinja.strip():
         errors["chat_template_jinja"] = _("Give either a built-in template or a custom one, not both.")
+    if not NAME_PATTERN.match(profile.name or ""):
+        errors["name"] = _("Use letters, digits, dots, dashes and underscores (it becomes a model id).")
+    if profile.is_remote:
+        if profile.model_file:
+            errors["model_file"] = _("A remote profile has no local model file.")
+        elif "remote_url" not in errors:
+            problem = check_remote(profile.remote_url, profile.remote_api_key, profile.remote_model)
+            if problem:
+                errors["remote_url"] = problem
+        if errors:
+            raise ValidationError(errors)
+        return
     if not profile.model_file:
-        errors["model_file"] = _("Choose a model file.")
+        errors["model_file"] = _("Choose a model file, or give a remote llama-server URL.")
     main = _check_file(errors, "model_file", profile.model_file)
     draft = _check_file(errors, "draft_model_file", profile.draft_model_file)
     projector = _check_file(errors, "mmproj_file", profile.mmproj_file)
@@ -129,6 +177,8 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
     except ValueError as error:
         errors["extra_args"] = _("The extra arguments cannot be read: %(reason)s.") % {"reason": error}
         extra = []
+    if any("\n" in token or "\r" in token for token in extra):
+        errors["extra_args"] = _("Extra arguments cannot contain line breaks.")
     if extra:
         try:
             known = known_options(binary or llama_server_binary())
@@ -222,6 +272,19 @@ def profile_argv(profile: ServerProfile, binary: str, *, host: str, port: int) -
     """The exact standalone llama-server command line of a profile (the API key travels in the environment)."""
     server: list[Option] = [("--host", host), ("--port", str(port)), *SERVER_FLAGS]
     return [binary, *options_argv(profile_options(profile)[:1] + server + profile_options(profile)[1:])]
+
+
+def command_line(profile: ServerProfile) -> str:
+    """The profile as one command to paste into a terminal (values quoted for a POSIX shell)."""
+    from urllib.parse import urlsplit
+
+    url = urlsplit(settings.LLAMA_SERVER_URL)
+    try:
+        binary = llama_server_binary()
+    except FileNotFoundError:
+        binary = "llama-server"
+    argv = profile_argv(profile, binary, host=url.hostname or "127.0.0.1", port=url.port or 8081)
+    return shlex.join(argv)
 
 
 def write_template(profile: ServerProfile) -> None:

@@ -17,3 +17,36 @@ def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
         downloads.restart_job(job_id)
         download_model.delay(job_id)
     return stalled
+
+
+@shared_task(ignore_result=True)
+def watchdog() -> list[str]:
+    """Health of llama-server and its profiles; restarts what died (see monitor.watchdog)."""
+    from monitor.watchdog import run_watchdog
+
+    return run_watchdog()
+
+
+@shared_task
+def load_profile(profile_id: int) -> dict:
+    """Load a profile's saved settings (beside the live ones); the result for the admin page."""
+    import asyncio
+
+    from monitor.llama_client import LlamaClient
+    from monitor.models import ServerProfile
+    from monitor.switching import LoadFailed
+    from monitor.switching import load_profile as load
+
+    profile = ServerProfile.objects.get(pk=profile_id)
+
+    async def main() -> dict:
+        client = LlamaClient()
+        try:
+            seconds = await load(profile, client)
+            return {"ok": True, "load_s": seconds}
+        except LoadFailed as error:
+            return {"ok": False, "error": str(error)}
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from monitor import views
+from monitor import profile_views, views
 
 app_name = "monitor"
 
@@ -12,4 +12,13 @@ urlpatterns = [
     path("models/downloads.json", views.downloads_json, name="downloads-json"),
     path("models/planner/", views.planner_page, name="planner"),
     path("models/planner/apply/", views.apply_recommendation, name="apply"),
+    path("profiles/", profile_views.profile_list, name="profiles"),
+    path("profiles/status.json", profile_views.profile_status, name="profiles-status"),
+    path("profiles/new/", profile_views.profile_edit, name="profile-new"),
+    path("profiles/<int:profile_id>/", profile_views.profile_detail, name="profile"),
+    path("profiles/<int:profile_id>/edit/", profile_views.profile_edit, name="profile-edit"),
+    path("profiles/<int:profile_id>/clone/", profile_views.profile_clone, name="profile-clone"),
+    path("profiles/<int:profile_id>/delete/", profile_views.profile_delete, name="profile-delete"),
+    path("profiles/<int:profile_id>/load/", profile_views.profile_load, name="profile-load"),
+    path("profiles/<int:profile_id>/unload/", profile_views.profile_unload, name="profile-unload"),
 ]

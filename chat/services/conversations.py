@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 
 from chat.errors import ChatError, NotFound
 from chat.models import Conversation, Message
+from monitor.backends import ProfileUnavailable, find_profile, user_profiles
 
 TITLE_MAX = 200
 
@@ -85,14 +86,49 @@ def post_user_message(
     return user_message, assistant
 
 
-def post_to_conversation(user, conversation_id, text: str, image) -> tuple[Conversation, Message, Message]:
+def post_to_conversation(
+    user, conversation_id, text: str, image, profile_name: str | None = None
+) -> tuple[Conversation, Message, Message]:
     """The user's message to their conversation, or to a new one when no id is given."""
     if conversation_id:
         conversation = get_conversation(user, conversation_id)
     else:
         conversation = create_conversation(user)
+    if profile_name:
+        choose_profile(conversation, profile_name)
     user_message, assistant = post_user_message(conversation, text, image)
     return conversation, user_message, assistant
+
+
+def choose_profile(conversation: Conversation, profile_name: str) -> None:
+    """Answer this conversation with another server profile (one the admin made available)."""
+    if not isinstance(profile_name, str):
+        raise ChatError(_("Unknown server profile."))
+    try:
+        profile = find_profile(profile_name, for_users=True)
+    except ProfileUnavailable as error:
+        raise ChatError(_("The server profile %(name)s is not available.") % {"name": profile_name[:64]}) from error
+    if conversation.profile_id != profile.pk:
+        conversation.profile = profile
+        conversation.save(update_fields=["profile", "updated_at"])
+
+
+def profile_choices() -> list[dict[str, Any]]:
+    """What a user picks from: each available profile with its context per answer and image support."""
+    choices = []
+    for profile in user_profiles():
+        choices.append(
+            {
+                "name": profile.name,
+                "description": profile.description,
+                "default": profile.is_default,
+                "remote": profile.is_remote,
+                # llama-server splits the context between its slots.
+                "context": None if profile.is_remote else profile.ctx_size // max(profile.parallel, 1),
+                "images": None if profile.is_remote else bool(profile.mmproj_file),
+            }
+        )
+    return choices
 
 
 @transaction.atomic

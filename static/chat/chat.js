@@ -9,6 +9,7 @@
   const list = document.getElementById("messages");
   const statusLine = document.getElementById("status");
   const form = document.getElementById("composer");
+  const profileSelect = document.getElementById("profile");
   const prompt = document.getElementById("prompt");
   const stopButton = document.getElementById("stop");
   const sendButton = document.getElementById("send");
@@ -249,7 +250,8 @@
     const text = prompt.value.trim();
     if (!text && !pendingImage) return;
     setStatus("");
-    if (send({ type: "send", conversation: conversationId, text, image: pendingImage })) {
+    const profile = profileSelect ? profileSelect.value : undefined;
+    if (send({ type: "send", conversation: conversationId, text, image: pendingImage, profile })) {
       prompt.value = "";
       clearImage();
     }

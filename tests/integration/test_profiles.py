@@ -98,10 +98,12 @@ def test_profile_argv_runs_llama_server_and_context_change_shows_in_props(run_di
             candidate.save()
             write_template(candidate)
             port = stack.free_port()
-            server = stack.LlamaServer(
-                run_dir, profile_argv(candidate, BINARY, host="127.0.0.1", port=port), dict(os.environ)
+            server = stack.PlainLlamaServer(
+                run_dir,
+                profile_argv(candidate, BINARY, host="127.0.0.1", port=port),
+                dict(os.environ),
+                f"http://127.0.0.1:{port}",
             )
-            server.url = f"http://127.0.0.1:{port}"
             server.start()
             try:
                 props = httpx.get(server.url + "/props").json()

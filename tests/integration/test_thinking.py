@@ -30,9 +30,10 @@ def thinking_server(run_dir, redis_server):
     profile.port = stack.free_port()
     profile.chat_template_file = TEMPLATE
     env = llama_environment()
-    server = stack.LlamaServer(run_dir, profile.argv(os.environ["LLAMA_SERVER_BIN"]), env)
+    server = stack.PlainLlamaServer(
+        run_dir, profile.argv(os.environ["LLAMA_SERVER_BIN"]), env, f"http://127.0.0.1:{profile.port}"
+    )
     server.name = "llama-thinking"
-    server.url = f"http://127.0.0.1:{profile.port}"
     server.log_path = run_dir / "llama-thinking.log"
     server.start()
     yield server

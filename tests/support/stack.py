@@ -172,20 +172,19 @@ def start_llama(run_dir: Path) -> LlamaServer:
     return server
 
 
-def start_plain_llama(run_dir: Path, extra_args: list[str] | None = None) -> Service:
-    """A single-model llama-server with the built-in launch settings (the reference in benchmarks)."""
-    from monitor.launch import default_profile, llama_environment
+class PlainLlamaServer(Service):
+    """A single-model llama-server run from an argv (a profile's command line, a reference)."""
 
-    profile = default_profile()
-    profile.extra_args = list(extra_args or [])
-    service = Service("llama-plain", profile.argv(os.environ["LLAMA_SERVER_BIN"]), run_dir, llama_environment())
-    service.start()
-    url = f"http://{profile.host}:{profile.port}"
-    wait_until(
-        lambda: httpx.get(url + "/health", timeout=2).status_code == 200, 120, "llama-server", service.process,
-        service.log_path,
-    )  # fmt: skip
-    return service
+    def __init__(self, run_dir: Path, argv: list[str], env: dict, url: str):
+        super().__init__("llama-plain", argv, run_dir, env)
+        self.url = url
+
+    def start(self) -> None:
+        super().start()
+        wait_until(
+            lambda: httpx.get(self.url + "/health", timeout=2).status_code == 200, 120, "llama-server",
+            self.process, self.log_path,
+        )  # fmt: skip
 
 
 def start_web(run_dir: Path) -> Service:

@@ -1,0 +1,110 @@
+"""The watchdog: is llama-server answering, are the profiles that should serve loaded, is it restart time?
+
+Run every few seconds by Celery beat. The supervisor restarts a router that exits;
+the watchdog covers what a process manager cannot see: a router that still runs but
+no longer answers, a model instance that died inside it, and the optional daily restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+
+import redis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from monitor import events
+from monitor.llama_client import LlamaClient, LlamaError
+from monitor.models import Event, ServerProfile
+from monitor.presets import live_id
+from monitor.supervisor import request_restart
+from monitor.switching import LoadFailed, ensure_serving, router_status
+
+log = logging.getLogger(__name__)
+FAILURES_KEY = "qwenweb:watchdog:failures"
+DAILY_KEY = "qwenweb:watchdog:daily"
+FAILURES_BEFORE_RESTART = 2
+
+
+def _redis() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+
+
+def daily_restart_due(now: dt.datetime, at: str, last_done: str | None) -> bool:
+    """True once a day, at the first check after ``at`` ("HH:MM", server time)."""
+    try:
+        hour, minute = (int(part) for part in at.split(":"))
+    except ValueError:
+        return False
+    today = now.date().isoformat()
+    return (now.hour, now.minute) >= (hour, minute) and last_done != today
+
+
+def _should_serve() -> list[ServerProfile]:
+    return [
+        profile
+        for profile in ServerProfile.objects.filter(remote_url="")
+        if profile.is_default or profile.load_on_startup
+    ]
+
+
+async def _check(client: LlamaClient) -> list[str]:
+    notes: list[str] = []
+    store = _redis()
+    try:
+        statuses = await router_status(client, fresh=True)
+    except LlamaError:
+        failures = store.incr(FAILURES_KEY)
+        store.expire(FAILURES_KEY, 3600)
+        if failures == FAILURES_BEFORE_RESTART:
+            reason = _("llama-server did not answer %(n)d checks in a row.") % {"n": failures}
+            if request_restart(reason):
+                notes.append("restart requested")
+            else:
+                await sync_to_async(events.record)(
+                    Event.Kind.SERVER_DOWN,
+                    _("llama-server is not answering and no supervisor is running to restart it."),
+                    level=Event.Level.ERROR,
+                )
+                notes.append("down, no supervisor")
+        return notes or ["unreachable"]
+    store.delete(FAILURES_KEY)
+    for profile in await sync_to_async(_should_serve)():
+        status = statuses.get(live_id(profile), {})
+        if status.get("value") == "unloaded" and status.get("failed"):
+            # It was started and died (killed, crashed, out of memory): bring it back.
+            await sync_to_async(events.record)(
+                Event.Kind.SERVER_RESTARTED,
+                _("%(name)s stopped (exit code %(code)s); the watchdog loads it again.")
+                % {"name": profile.name, "code": status.get("exit_code")},
+                level=Event.Level.WARNING,
+                profile=profile.name,
+            )
+            try:
+                await ensure_serving(profile, client)
+                notes.append(f"reloaded {profile.name}")
+            except LoadFailed as error:
+                notes.append(f"reload of {profile.name} failed: {error}")
+    if settings.LLAMA_DAILY_RESTART:
+        now = timezone.localtime()
+        last = store.get(DAILY_KEY)
+        if daily_restart_due(now, settings.LLAMA_DAILY_RESTART, last.decode() if last else None):
+            store.set(DAILY_KEY, now.date().isoformat())
+            if request_restart(_("daily restart at %(at)s") % {"at": settings.LLAMA_DAILY_RESTART}):
+                notes.append("daily restart")
+    return notes or ["ok"]
+
+
+def run_watchdog() -> list[str]:
+    async def main() -> list[str]:
+        client = LlamaClient(timeout=10)
+        try:
+            return await _check(client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())

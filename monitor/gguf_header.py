@@ -45,6 +45,8 @@ class Header:
     version: int
     metadata: dict[str, object]
     tensors: list[TensorEntry]
+    data_end: int = 0  # where the last tensor's data ends; beyond the file size means truncated
+    file_size: int = 0
 
 
 class _Cursor:
@@ -123,12 +125,13 @@ def read_header(path: Path) -> Header:
             key = cursor.string()
             metadata[key] = cursor.value(cursor.take("I"))
         tensors = []
+        data_extent = 0
         for _ in range(n_tensors):
             name = cursor.string()
             n_dims = cursor.take("I")
             shape = tuple(cursor.take("Q") for _ in range(n_dims))
             type_id = cursor.take("I")
-            cursor.take("Q")  # offset in the data section
+            offset = cursor.take("Q")  # in the data section
             try:
                 kind = GGMLQuantizationType(type_id)
             except ValueError as error:
@@ -138,4 +141,8 @@ def read_header(path: Path) -> Header:
             for dim in shape:
                 n_elements *= dim
             tensors.append(TensorEntry(name, shape, kind.name, n_elements, n_elements // block * type_size))
-        return Header(version, metadata, tensors)
+            data_extent = max(data_extent, offset + tensors[-1].n_bytes)
+        alignment = metadata.get("general.alignment", 32)
+        alignment = alignment if isinstance(alignment, int) and alignment > 0 else 32
+        data_start = -(-cursor.offset // alignment) * alignment
+        return Header(version, metadata, tensors, data_start + data_extent, len(data))

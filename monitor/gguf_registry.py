@@ -118,6 +118,10 @@ def read_model_info(path: Path) -> ModelInfo:
         if str(error) == "not a GGUF file":
             raise NotGGUF(f"{path.name} is not a GGUF file") from error
         raise NotGGUF(f"{path.name}: the GGUF header cannot be read ({error})") from error
+    if header.tensors and header.data_end > header.file_size:
+        raise NotGGUF(
+            f"{path.name} is truncated: its tensors need {header.data_end} bytes, the file has {header.file_size}"
+        )
     meta = header.metadata
     arch = str(meta.get("general.architecture", "unknown"))
 

@@ -25,8 +25,9 @@ PROMPT = "Write a story about a lighthouse keeper and a storm."
 OPTIONS = {"seed": 1234, "max_tokens": 128, "temperature": 0.7}
 
 
-def direct_run(client: httpx.Client) -> tuple[float, float, int, float]:
-    body = {"messages": [{"role": "user", "content": PROMPT}], "stream": True, **OPTIONS}
+def direct_run(client: httpx.Client, model_id: str) -> tuple[float, float, int, float]:
+    # Straight to llama-server (its router, the model id of the default profile), as any client would.
+    body = {"model": model_id, "messages": [{"role": "user", "content": PROMPT}], "stream": True, **OPTIONS}
     started = time.perf_counter()
     first = last = None
     tokens, server_tps = 0, 0.0
@@ -171,9 +172,9 @@ def main() -> None:
         http = login(make_user())
         direct, app = [], []
         with chat_socket(http) as ws:
-            direct_run(direct_client), app_run(ws)  # warm-up
+            direct_run(direct_client, llama.model_id), app_run(ws)  # warm-up
             for run in range(RUNS):
-                direct.append(direct_run(direct_client))
+                direct.append(direct_run(direct_client, llama.model_id))
                 app.append(app_run(ws))
                 print(
                     f"run {run + 1}: direct ttft={direct[-1][0]:.1f}ms {direct[-1][1]:.1f} tok/s ({direct[-1][2]} tokens) | "

@@ -28,6 +28,10 @@ CACHE_TYPE_BYTES = {
     "q5_1": 24 / 32,
 }
 SWA_PAD = 256
+# What the CUDA runtime itself holds per llama-server process (context, cuBLAS workspace):
+# NVML's per-process figure minus llama.cpp's buffers was 590 MiB at three context sizes
+# on an H200 (driver 580, CUDA 13; bench/gpu_check.py). Smaller cards hold somewhat less.
+GPU_RUNTIME_BYTES = 590 * 1024**2
 
 
 def _pad(value: int, multiple: int) -> int:
@@ -72,6 +76,7 @@ class Plan:
     kv_cells_swa: int = 0
     compute_gpu: int = 0
     compute_cpu: int = 0
+    runtime_gpu: int = 0
 
     @property
     def weights_gpu(self) -> int:
@@ -95,7 +100,7 @@ class Plan:
 
     @property
     def vram(self) -> int:
-        return self.weights_gpu + self.kv_gpu + self.compute_gpu
+        return self.weights_gpu + self.kv_gpu + self.compute_gpu + self.runtime_gpu
 
     @property
     def ram(self) -> int:
@@ -146,6 +151,7 @@ def plan(model: ModelInfo, request: PlanRequest) -> Plan:
     compute = estimate_compute(model, request, full_cells, swa_cells)
     if request.gpu_layers > 0:
         result.compute_gpu = compute
+        result.runtime_gpu = GPU_RUNTIME_BYTES
         result.compute_cpu = request.ubatch * model.n_embd * 4 * 2  # host-side staging
     else:
         result.compute_cpu = compute

@@ -134,7 +134,7 @@ def planner_page(request):
             bar={
                 "weights": min(100, result.weights_gpu * 100 / budget),
                 "kv": min(100, result.kv_gpu * 100 / budget),
-                "compute": min(100, result.compute_gpu * 100 / budget),
+                "compute": min(100, (result.compute_gpu + result.runtime_gpu) * 100 / budget),
             },
             flags=_flags(advice, request_),
         )

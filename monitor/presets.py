@@ -61,12 +61,11 @@ def preset_text(profiles: list[ServerProfile]) -> str:
     for profile in profiles:
         if profile.is_remote or not profile.model_file:
             continue
-        live = live_id(profile)
+        # No load-on-startup here: a section that changes is unloaded by the router, so
+        # making another profile the default would unload both; the supervisor loads them.
         for model_id, options in sections(profile).items():
             lines += ["", f"[{model_id}]"]
             lines += [f"{name.lstrip('-')} = {_value(value)}" for name, value in options]
-            if model_id == live and (profile.is_default or profile.load_on_startup):
-                lines.append("load-on-startup = true")
     return "\n".join(lines) + "\n"
 
 

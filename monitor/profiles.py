@@ -316,5 +316,7 @@ def apply_plan(
     profile.cache_type_v = cache_type_v
     profile.n_cpu_moe = cpu_moe_layers
     validate_profile(profile)
-    profile.save()
+    from monitor.switching import save_profile  # switching builds on this module
+
+    save_profile(profile)
     return profile

@@ -9,6 +9,7 @@ request, with the reason in a file beside the pid file).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -24,8 +25,10 @@ from django.utils.translation import gettext as _
 
 from monitor import events
 from monitor.launch import llama_environment
+from monitor.llama_client import LlamaClient, LlamaError
 from monitor.models import Event
 from monitor.presets import preset_path, write_preset
+from monitor.switching import load_startup_profiles
 
 log = logging.getLogger(__name__)
 LOG_ROTATE_BYTES = 20 * 1024 * 1024
@@ -123,7 +126,28 @@ class RouterSupervisor:
         )
         router_pid_path().write_text(str(process.pid))
         threading.Thread(target=self._pump, args=(process, log_path), daemon=True).start()
+        threading.Thread(target=self._load_startup_profiles, args=(process,), daemon=True).start()
         return process
+
+    def _load_startup_profiles(self, process: subprocess.Popen) -> None:
+        """Once the router answers, load the default profile (and those marked load-on-start)."""
+
+        async def main() -> None:
+            client = LlamaClient()
+            try:
+                deadline = time.monotonic() + 120
+                while process.poll() is None and time.monotonic() < deadline:
+                    try:
+                        await client.list_models()
+                        break
+                    except LlamaError:
+                        await asyncio.sleep(0.1)
+                for failure in await load_startup_profiles(client):
+                    log.error("startup profile did not load: %s", failure)
+            finally:
+                await client.aclose()
+
+        asyncio.run(main())
 
     def _stop_router(self) -> None:
         process = self.process

@@ -231,6 +231,26 @@ async def trim(client: LlamaClient, *, keep: str) -> list[str]:
     return unloaded
 
 
+def startup_profiles() -> list[ServerProfile]:
+    """Local profiles that should always be loaded: the default and those marked load-on-start."""
+    return [
+        profile
+        for profile in ServerProfile.objects.filter(remote_url="")
+        if profile.is_default or profile.load_on_startup
+    ]
+
+
+async def load_startup_profiles(client: LlamaClient | None = None) -> list[str]:
+    """Load every startup profile (their live revisions); returns what failed, with why."""
+    failures = []
+    for profile in await sync_to_async(startup_profiles)():
+        try:
+            await ensure_serving(profile, client)
+        except LlamaError as error:
+            failures.append(f"{profile.name}: {error}")
+    return failures
+
+
 def save_profile(profile: ServerProfile) -> bool:
     """Save a validated profile; a change of its launch options makes a new revision.
 

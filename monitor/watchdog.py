@@ -19,10 +19,10 @@ from django.utils.translation import gettext as _
 
 from monitor import events
 from monitor.llama_client import LlamaClient, LlamaError
-from monitor.models import Event, ServerProfile
+from monitor.models import Event
 from monitor.presets import live_id
 from monitor.supervisor import request_restart
-from monitor.switching import LoadFailed, ensure_serving, router_status
+from monitor.switching import LoadFailed, ensure_serving, router_status, startup_profiles
 
 log = logging.getLogger(__name__)
 FAILURES_KEY = "qwenweb:watchdog:failures"
@@ -42,14 +42,6 @@ def daily_restart_due(now: dt.datetime, at: str, last_done: str | None) -> bool:
         return False
     today = now.date().isoformat()
     return (now.hour, now.minute) >= (hour, minute) and last_done != today
-
-
-def _should_serve() -> list[ServerProfile]:
-    return [
-        profile
-        for profile in ServerProfile.objects.filter(remote_url="")
-        if profile.is_default or profile.load_on_startup
-    ]
 
 
 async def _check(client: LlamaClient) -> list[str]:
@@ -73,7 +65,7 @@ async def _check(client: LlamaClient) -> list[str]:
                 notes.append("down, no supervisor")
         return notes or ["unreachable"]
     store.delete(FAILURES_KEY)
-    for profile in await sync_to_async(_should_serve)():
+    for profile in await sync_to_async(startup_profiles)():
         status = statuses.get(live_id(profile), {})
         if status.get("value") == "unloaded" and status.get("failed"):
             # It was started and died (killed, crashed, out of memory): bring it back.

@@ -101,8 +101,9 @@ def test_corrupt_model_fails_to_load_and_the_serving_profile_keeps_answering(lla
             "the failure",
         )
         assert status
-        event = Event.objects.filter(profile="broken", kind=Event.Kind.PROFILE_FAILED).first()
-        assert event is not None
+        event = wait_for(
+            lambda: Event.objects.filter(profile="broken", kind=Event.Kind.PROFILE_FAILED).first(), 10, "the event"
+        )
         assert "broken@1 failed to load" in event.message
         assert event.details["log_tail"], event.details
         page = staff.get(f"/monitor/profiles/{profile.pk}/").text

@@ -113,15 +113,18 @@ def profile_detail(request, profile_id: int):
     )
 
 
-def _apply(request, profile: ServerProfile, *, was_serving: bool) -> None:
+def _apply(request, profile: ServerProfile, *, was_serving: bool, changed: bool) -> None:
     """After a save: a serving profile loads its new revision beside the old one."""
-    if was_serving:
+    if was_serving and changed:
         tasks.load_profile.delay(profile.pk)
         flash.info(
             request,
             _("Saved. %(name)s is loading its new settings; the old ones serve until then.") % {"name": profile.name},
         )
     else:
+        if not was_serving:
+            # Nothing of it serves, so there is no old revision to protect: the next load uses the new settings.
+            ServerProfile.objects.filter(pk=profile.pk).update(live_revision=None, live_options=[])
         try:
             async_to_sync(reload_presets)()
         except LlamaError:
@@ -144,7 +147,7 @@ def profile_edit(request, profile_id: int | None = None):
         was_serving = bool(profile.pk) and _is_serving(profile)
         with transaction.atomic():
             changed = save_profile(form.save(commit=False))
-        _apply(request, profile, was_serving=was_serving and changed)
+        _apply(request, profile, was_serving=was_serving, changed=changed)
         return redirect("monitor:profile", profile_id=profile.pk)
     return render(request, "monitor/profile_form.html", {"form": form, "profile": profile})
 

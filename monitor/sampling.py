@@ -75,6 +75,7 @@ def slot_figures(slots: list[dict]) -> list[dict]:
                 "id": slot.get("id"),
                 "n_ctx": n_ctx,
                 "used": min(used, n_ctx) if n_ctx else used,
+                "decoded": decoded,
                 "processing": bool(slot.get("is_processing")),
             }
         )
@@ -148,27 +149,38 @@ class Sampler:
             return figures
         metrics = parse_llama_metrics(text)
         figures.update({name: metrics.get(name) for name in LLAMA_GAUGES.values()})
-        figures.update(self._rates(target.profile, now, metrics))
         figures["slots"] = slot_figures(slots if isinstance(slots, list) else [])
+        figures.update(self._rates(target.profile, now, metrics, figures["slots"]))
         total = sum(s["n_ctx"] for s in figures["slots"])
         figures["kv_used_pct"] = round(sum(s["used"] for s in figures["slots"]) * 100 / total, 1) if total else None
         figures["ok"] = True
         return figures
 
-    def _rates(self, profile: str, now: float, metrics: dict[str, float]) -> dict:
-        """Tokens per second of wall clock since the last sample: what the box does right now."""
+    def _rates(self, profile: str, now: float, metrics: dict[str, float], slots: list[dict]) -> dict:
+        """Tokens per second of wall clock since the last sample: what the box does right now.
+
+        llama-server adds a request's tokens to its counters only when the request ends,
+        so generation also counts the tokens the busy slots decoded since the last sample:
+        counter delta + (tokens decoded by busy slots now - then)."""
         counters = {name: metrics[name] for name in LLAMA_COUNTERS.values() if name in metrics}
+        counters["decoding"] = sum(s["decoded"] for s in slots if s["processing"])
         previous = self._counters.get(profile)
         self._counters[profile] = (now, counters)
         rates = {"prompt_tps": None, "generation_tps": None}
         if previous is None or now <= previous[0]:
             return rates
         elapsed = now - previous[0]
-        for rate, counter in (("prompt_tps", "prompt_tokens_total"), ("generation_tps", "generated_tokens_total")):
-            if counter in counters and counter in previous[1]:
-                # A counter that went down belongs to a restarted server: count from zero.
-                delta = counters[counter] - previous[1][counter]
-                rates[rate] = round((delta if delta >= 0 else counters[counter]) / elapsed, 2)
+        before = previous[1]
+        if "prompt_tokens_total" in counters and "prompt_tokens_total" in before:
+            delta = counters["prompt_tokens_total"] - before["prompt_tokens_total"]
+            # A counter that went down belongs to a restarted server: count from zero.
+            rates["prompt_tps"] = round((delta if delta >= 0 else counters["prompt_tokens_total"]) / elapsed, 2)
+        if "generated_tokens_total" in counters and "generated_tokens_total" in before:
+            delta = counters["generated_tokens_total"] - before["generated_tokens_total"]
+            if delta < 0:
+                delta = counters["generated_tokens_total"]
+            tokens = delta + counters["decoding"] - before["decoding"]
+            rates["generation_tps"] = round(max(tokens, 0) / elapsed, 2)
         return rates
 
     async def sample(self) -> dict:

@@ -105,3 +105,17 @@ def test_generation_rate_counts_busy_slots_and_finished_requests():
     )
     # A restarted server: its counters start again from zero.
     assert sampler._rates("p", 103.0, {"generated_tokens_total": 5}, [])["generation_tps"] == 5.0
+
+
+def test_llama_metrics_text_keeps_the_figures_we_chart():
+    from monitor.sampling import parse_llama_metrics
+
+    text = (
+        "# HELP llamacpp:requests_processing Number of requests processing\n"
+        "# TYPE llamacpp:requests_processing gauge\n"
+        "llamacpp:requests_processing 2\n"
+        "llamacpp:tokens_predicted_total 1234\n"
+        "llamacpp:n_decode_total 99\n"
+        "llamacpp:requests_deferred not-a-number\n"
+    )
+    assert parse_llama_metrics(text) == {"requests_processing": 2.0, "generated_tokens_total": 1234.0}

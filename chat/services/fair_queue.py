@@ -176,7 +176,12 @@ class FairQueue:
         except BaseException as error:
             await asyncio.shield(self._cancel(ticket, user))
             if last_position is not None:  # it stood in line behind others and left without a slot
-                await asyncio.shield(_record_overflow(error, last_position, time.monotonic() - waited_from))
+                # Recorded beside, not awaited here: leaving the line stays exactly as it was.
+                record = asyncio.get_running_loop().create_task(
+                    _record_overflow(error, last_position, time.monotonic() - waited_from)
+                )
+                recording.add(record)
+                record.add_done_callback(recording.discard)
             raise
 
     async def _cancel(self, ticket: str, user: str) -> None:
@@ -221,6 +226,10 @@ class FairQueue:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
             await self.refresh(ticket)
+
+
+# Timeline writes in flight (kept so they are not garbage-collected half-way).
+recording: set[asyncio.Task] = set()
 
 
 async def _record_overflow(error: BaseException, position: int, waited_s: float) -> None:

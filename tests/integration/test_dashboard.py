@@ -184,9 +184,9 @@ def test_download_end_is_on_the_timeline(tmp_path):
 
 
 def test_a_waiter_giving_up_is_a_queue_overflow_event(redis_server):
-    from chat.services.fair_queue import FairQueue
+    from chat.services import fair_queue
 
-    queue = FairQueue(name=f"overflow{time.monotonic_ns()}", capacity=1, poll_s=0.01)
+    queue = fair_queue.FairQueue(name=f"overflow{time.monotonic_ns()}", capacity=1, poll_s=0.01)
     before = Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW).count()
 
     async def main():
@@ -197,6 +197,7 @@ def test_a_waiter_giving_up_is_a_queue_overflow_event(redis_server):
         with pytest.raises(asyncio.CancelledError):
             await waiter
         await queue.release(holder)
+        await asyncio.gather(*fair_queue.recording)
 
     asyncio.run(main())
     events = Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW)

@@ -4,7 +4,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHES = ["stream_bench.py", "planner_bench.py", "download_bench.py", "profile_bench.py"]
+BENCHES = [
+    "stream_bench.py",
+    "planner_bench.py",
+    "download_bench.py",
+    "profile_bench.py",
+    "sampler_bench.py",
+    "selftest_bench.py",
+]
 
 failed = False
 for name in BENCHES:

@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class ChatConfig(AppConfig):
     name = "chat"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The dashboard (monitor) shows chat's request figures without importing chat.
+        from chat.services.request_stats import request_figures
+        from monitor.dashboard import register_request_figures
+
+        register_request_figures(request_figures)

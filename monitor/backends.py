@@ -39,6 +39,11 @@ def profile_client(profile: ServerProfile) -> LlamaClient:
     return _client(settings.LLAMA_SERVER_URL.rstrip("/"), settings.LLAMA_API_KEY, live_id(profile))
 
 
+def local_server_client() -> LlamaClient:
+    """The local llama-server itself, not bound to a model id (router-level requests such as ``/models``)."""
+    return _client(settings.LLAMA_SERVER_URL.rstrip("/"), settings.LLAMA_API_KEY, None)
+
+
 def find_profile(name: str | None = None, *, for_users: bool = False) -> ServerProfile:
     """The named profile, or the default one; ProfileUnavailable when there is none to use."""
     profiles = user_profiles() if for_users else ServerProfile.objects.all()

@@ -102,6 +102,10 @@ class LlamaClient:
     async def get_json(self, path: str) -> Any:
         return (await self._request("GET", path)).json()
 
+    async def get_text(self, path: str) -> str:
+        """A plain-text endpoint, e.g. ``/metrics`` (Prometheus text format)."""
+        return (await self._request("GET", path)).text
+
     async def post_json(self, path: str, payload: dict) -> Any:
         return (await self._request("POST", path, json=payload)).json()
 

@@ -157,3 +157,37 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.kind} {self.message}"
+
+
+class MetricMinute(models.Model):
+    """One minute of dashboard figures (means of the per-second samples), kept for the history charts."""
+
+    at = models.DateTimeField(db_index=True)
+    # Flat series name -> mean value over the minute, e.g. {"host.cpu_pct": 12.5, "gpu0.used_bytes": ...}.
+    values = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["at"]
+
+
+class SelfTestResult(models.Model):
+    """What one self-test of a server profile measured."""
+
+    profile = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    ok = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    models_listed = models.JSONField(default=list, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    prompt_tps = models.FloatField(null=True, blank=True)
+    generated_tokens = models.PositiveIntegerField(null=True, blank=True)
+    generation_tps = models.FloatField(null=True, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    # The profile's settings at the time (context, slots, GPU layers, cache types...), to compare runs.
+    settings_summary = models.CharField(max_length=400, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.profile} {self.created_at:%Y-%m-%d %H:%M}"

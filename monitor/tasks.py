@@ -50,3 +50,26 @@ def load_profile(profile_id: int) -> dict:
             await client.aclose()
 
     return asyncio.run(main())
+
+
+@shared_task
+def run_self_test(profile_name: str | None = None) -> int:
+    """The dashboard's one-click self-test; the result row's id."""
+    import asyncio
+
+    from monitor.selftest import run_self_test as self_test
+
+    return asyncio.run(self_test(profile_name)).id
+
+
+@shared_task
+def prune_metric_history() -> int:
+    """Drop dashboard history rows older than MONITOR_HISTORY_HOURS."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from monitor.models import MetricMinute
+
+    cutoff = timezone.now() - timedelta(hours=settings.MONITOR_HISTORY_HOURS)
+    return MetricMinute.objects.filter(at__lt=cutoff).delete()[0]

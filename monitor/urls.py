@@ -5,6 +5,9 @@ from monitor import profile_views, views
 app_name = "monitor"
 
 urlpatterns = [
+    path("", views.dashboard_page, name="dashboard"),
+    path("dashboard.json", views.dashboard_json, name="dashboard-json"),
+    path("selftest/", views.start_self_test, name="selftest"),
     path("models/", views.models_page, name="models"),
     path("models/download/", views.start_download, name="download"),
     path("models/download/<int:job_id>/cancel/", views.cancel_download, name="cancel"),

@@ -181,3 +181,105 @@ def _flags(advice, request_) -> str:
     if advice.cpu_moe_layers:
         parts.append(f"--n-cpu-moe {advice.cpu_moe_layers}")
     return " ".join(parts)
+
+
+# The admin dashboard: live figures over /ws/monitor/, the rest from dashboard.json.
+
+
+@staff_only
+@require_GET
+def dashboard_page(request):
+    from monitor import dashboard
+
+    gpus, gpu_problem = detect_gpus()
+    return render(
+        request,
+        "monitor/dashboard.html",
+        {
+            "gpu_problem": "" if gpus else (gpu_problem or _("NVML found no GPU")),
+            "profiles": ServerProfile.objects.all(),
+            "ui_strings": _dashboard_strings(),
+            "initial": {
+                "request_figures": dashboard.request_figures(),
+                "self_tests": dashboard.self_tests(),
+                "latest_self_tests": dashboard.latest_self_test_per_profile(),
+                "timeline": dashboard.timeline(),
+            },
+        },
+    )
+
+
+@staff_only
+@require_GET
+def dashboard_json(request):
+    from monitor import dashboard
+
+    body = {
+        "request_figures": dashboard.request_figures(),
+        "self_tests": dashboard.self_tests(),
+        "latest_self_tests": dashboard.latest_self_test_per_profile(),
+        "timeline": dashboard.timeline(),
+    }
+    if request.GET.get("history"):
+        body["history"] = dashboard.history(hours=24)
+    return JsonResponse(body)
+
+
+@staff_only
+@require_POST
+def start_self_test(request):
+    from monitor.tasks import run_self_test
+
+    name = request.POST.get("profile") or None
+    if name and not ServerProfile.objects.filter(name=name).exists():
+        return JsonResponse({"error": _("No server profile named %(name)s.") % {"name": name[:64]}}, status=400)
+    run_self_test.delay(name)
+    return JsonResponse({"queued": True})
+
+
+def metrics_endpoint(request):
+    """Prometheus text for a staff session or a scraper's bearer token (QWENWEB_METRICS_TOKEN)."""
+    from django.http import HttpResponse
+    from prometheus_client import CONTENT_TYPE_LATEST
+
+    from monitor.metrics import render as render_metrics
+    from monitor.metrics import token_allows
+
+    staff = request.user.is_authenticated and request.user.is_staff
+    if not staff and not token_allows(request.headers.get("Authorization", "")):
+        return render(request, "monitor/forbidden.html", status=403)
+    return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
+
+
+def _dashboard_strings() -> dict:
+    return {
+        "no_gpu": _("no GPU"),
+        "vram": _("VRAM"),
+        "utilization": _("Utilization"),
+        "temperature": _("Temperature"),
+        "power": _("Power"),
+        "clocks": _("Clocks (SM / memory)"),
+        "throttle": _("Throttling"),
+        "none": _("none"),
+        "cpu": _("CPU"),
+        "ram": _("RAM"),
+        "swap": _("Swap"),
+        "load": _("Load (1 min)"),
+        "no_server": _("No llama-server to sample."),
+        "unreachable": _("not answering"),
+        "generation": _("Generation"),
+        "prompt": _("Prompt"),
+        "requests": _("Requests (processing / deferred)"),
+        "kv": _("KV cache in use"),
+        "slot": _("Slot"),
+        "stale_sources": _("Not updating:"),
+        "last_sample": _("Last sample:"),
+        "nothing_yet": _("Nothing yet."),
+        "passed": _("passed"),
+        "selftest_running": _("Running the self-test…"),
+        "selftest_done": _("Self-test finished."),
+        "selftest_failed": _("Self-test failed:"),
+        "sampler_down": _("The sampler is not running: the figures are old. Start it with manage.py run_sampler."),
+        "redis_down": _("Redis is not answering: the figures are old."),
+        "disconnected": _("Connection to the dashboard lost; reconnecting…"),
+    }

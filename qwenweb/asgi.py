@@ -9,11 +9,14 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
+from monitor.routing import websocket_urlpatterns as monitor_websocket_urlpatterns  # noqa: E402
 from qwenweb.origin import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns + monitor_websocket_urlpatterns))
+        ),
     }
 )

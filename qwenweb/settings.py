@@ -181,3 +181,14 @@ DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S"
 DOWNLOAD_STALL_S = env_int("QWENWEB_DOWNLOAD_STALL_S", 60)
 CELERY_BEAT_SCHEDULE["resume-stalled-downloads"] = {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0}
 CELERY_BEAT_SCHEDULE["llama-watchdog"] = {"task": "monitor.tasks.watchdog", "schedule": float(WATCHDOG_INTERVAL_S)}
+
+# The admin dashboard (monitor/sampling.py): one sample a second, live minutes in Redis,
+# minute means in the database for the history, self-test sizes.
+MONITOR_SAMPLE_INTERVAL_S = float(os.environ.get("QWENWEB_SAMPLE_INTERVAL_S", "1.0"))
+MONITOR_LIVE_SECONDS = env_int("QWENWEB_LIVE_SECONDS", 600)
+MONITOR_HISTORY_HOURS = env_int("QWENWEB_HISTORY_HOURS", 48)
+MONITOR_SELFTEST_PROMPT_TOKENS = env_int("QWENWEB_SELFTEST_PROMPT_TOKENS", 128)
+MONITOR_SELFTEST_GENERATE_TOKENS = env_int("QWENWEB_SELFTEST_GENERATE_TOKENS", 32)
+# A bearer token Prometheus may scrape /metrics with (besides a staff session); empty: none.
+METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
+CELERY_BEAT_SCHEDULE["prune-metric-history"] = {"task": "monitor.tasks.prune_metric_history", "schedule": 3600.0}

@@ -2,11 +2,14 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from monitor.views import metrics_endpoint
+
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path("monitor/", include("monitor.urls")),
+    path("metrics", metrics_endpoint, name="metrics"),
     path("", include("chat.urls")),
 ]

@@ -67,6 +67,13 @@ def celery_worker(redis_server):
     service.stop()
 
 
+@pytest.fixture(scope="session")
+def sampler(redis_server, llama_server):
+    service = stack.start_sampler(RUN_DIR)
+    yield service
+    service.stop()
+
+
 def pytest_sessionfinish(session, exitstatus):
     if exitstatus == 0:
         shutil.rmtree(RUN_DIR, ignore_errors=True)

@@ -11,6 +11,7 @@ dropped from the line.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -159,6 +160,7 @@ class FairQueue:
         client = self._redis()
         await client.rpush(self._wait_key(user), ticket)
         last_position = None
+        waited_from = time.monotonic()
         try:
             while True:
                 position = await self._try_acquire(ticket, user, capacity)
@@ -166,12 +168,20 @@ class FairQueue:
                     return ticket
                 if position < 0:
                     raise QueueTicketLost()
-                if on_position and position != last_position:
+                if position != last_position:
                     last_position = position
-                    await on_position(position)
+                    if on_position:
+                        await on_position(position)
                 await asyncio.sleep(self.poll_s)
-        except BaseException:
+        except BaseException as error:
             await asyncio.shield(self._cancel(ticket, user))
+            if last_position is not None:  # it stood in line behind others and left without a slot
+                # Recorded beside, not awaited here: leaving the line stays exactly as it was.
+                record = asyncio.get_running_loop().create_task(
+                    _record_overflow(error, last_position, time.monotonic() - waited_from)
+                )
+                recording.add(record)
+                record.add_done_callback(recording.discard)
             raise
 
     async def _cancel(self, ticket: str, user: str) -> None:
@@ -216,6 +226,34 @@ class FairQueue:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
             await self.refresh(ticket)
+
+
+# Timeline writes in flight (kept so they are not garbage-collected half-way).
+recording: set[asyncio.Task] = set()
+
+
+async def _record_overflow(error: BaseException, position: int, waited_s: float) -> None:
+    """Put a request that left the line without a slot on the dashboard's timeline."""
+    from asgiref.sync import sync_to_async
+    from django.utils.translation import gettext as _
+
+    from monitor import events
+    from monitor.models import Event
+
+    if isinstance(error, QueueTicketLost):
+        message = _("A request lost its place in the queue (position %(position)d) after %(seconds).0f s.")
+    else:
+        message = _("A request gave up waiting in the queue at position %(position)d after %(seconds).0f s.")
+    try:
+        await sync_to_async(events.record)(
+            Event.Kind.QUEUE_OVERFLOW,
+            message % {"position": position, "seconds": waited_s},
+            level=Event.Level.WARNING,
+            position=position,
+            waited_s=round(waited_s, 1),
+        )
+    except Exception:  # the timeline is a record, never a reason to fail a request
+        logging.getLogger(__name__).warning("could not record a queue event", exc_info=True)
 
 
 _queues: dict[str, FairQueue] = {}

@@ -229,5 +229,18 @@ def start_worker(run_dir: Path) -> Service:
     return service
 
 
+def start_sampler(run_dir: Path) -> Service:
+    """The dashboard's sampler (``manage.py run_sampler``), as the Procfile runs it."""
+    service = Service("sampler", [sys.executable, str(ROOT / "manage.py"), "run_sampler"], run_dir)
+    service.start()
+    import redis
+
+    from monitor.sampling import LIVE_KEY
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    wait_until(lambda: client.llen(LIVE_KEY) > 0, 60, "sampler", service.process, service.log_path)
+    return service
+
+
 def new_run_dir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))

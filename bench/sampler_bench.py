@@ -1,0 +1,104 @@
+"""CPU cost of the dashboard's sampler, against a real llama-server and Redis.
+
+Ours: the long-lived sampler process (``manage.py run_sampler``, as the Procfile runs it), one
+sample a second, its CPU time over the wall time (paused while the reference runs). Reference: the same sample as a Celery
+task sent once a second (a beat entry per second), CPU time of the worker process (the beat
+scheduler's own cost not counted). Alternating windows, medians.
+Prints `sampler_cpu_pct=` (percent of one core; target < 1) and `celery_task_cpu_pct=`.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.support import stack  # noqa: E402
+
+SAMPLES = 20
+ROUNDS = 2
+
+
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return times.user + times.system + sum(c.cpu_times().user + c.cpu_times().system for c in process.children())
+
+
+def ours(sampler: psutil.Process) -> float:
+    """The sampler process as the Procfile runs it, let run for one window."""
+    sampler.resume()
+    started_cpu, started = cpu_seconds(sampler), time.monotonic()
+    time.sleep(SAMPLES)
+    used = cpu_seconds(sampler) - started_cpu
+    elapsed = time.monotonic() - started
+    sampler.suspend()  # so it does not compete with the reference's window
+    return used / elapsed * 100
+
+
+def reference(worker: psutil.Process) -> float:
+    from qwenweb.celery import app
+
+    started_cpu, started = cpu_seconds(worker), time.monotonic()
+    results = []
+    for i in range(SAMPLES):
+        results.append(app.send_task("bench.sample_once"))
+        time.sleep(max(0.0, started + i + 1 - time.monotonic()))
+    for result in results:
+        result.get(timeout=30)
+    return (cpu_seconds(worker) - started_cpu) / (time.monotonic() - started) * 100
+
+
+def main() -> None:
+    run_dir = stack.new_run_dir("qwenweb-bench-")
+    stack.configure_environment(run_dir, parallel=2, ctx_size=4096)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+    services = [stack.start_redis(run_dir), stack.start_llama(run_dir)]
+    try:
+        os.environ["PYTHONPATH"] = str(Path(__file__).parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
+        worker_service = stack.Service(
+            "celery-bench",
+            [str(Path(sys.executable).parent / "celery"), "-A", "qwenweb", "worker", "-I", "sampler_celery_task",
+             "--concurrency", "1", "--pool", "solo", "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
+            run_dir,
+        )  # fmt: skip
+        worker_service.start()
+        services.append(worker_service)
+        from qwenweb.celery import app
+
+        stack.wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker", worker_service.process)
+        app.send_task("bench.sample_once").get(timeout=60)  # warm: imports and the first sample
+        worker = psutil.Process(worker_service.process.pid)
+        sampler_service = stack.start_sampler(run_dir)  # `manage.py run_sampler`, waits for its first sample
+        services.append(sampler_service)
+        time.sleep(3)  # past start-up
+        sampler = psutil.Process(sampler_service.process.pid)
+        sampler.suspend()
+        ours_pct, reference_pct = [], []
+        for round_ in range(ROUNDS):
+            ours_pct.append(ours(sampler))
+            reference_pct.append(reference(worker))
+            print(f"round {round_}: sampler {ours_pct[-1]:.2f} %, celery task {reference_pct[-1]:.2f} %", flush=True)
+        print(f"samples_per_window={SAMPLES}")
+        print(f"celery_task_cpu_pct={statistics.median(reference_pct):.2f}")
+        print(f"sampler_cpu_pct={statistics.median(ours_pct):.2f}")
+    finally:
+        for service in reversed(services):
+            if service.process and service.process.poll() is None:
+                psutil.Process(service.process.pid).resume()
+            service.stop()
+
+
+if __name__ == "__main__":
+    main()

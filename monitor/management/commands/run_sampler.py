@@ -1,0 +1,24 @@
+"""The dashboard's sampler: one long-lived process (Procfile ``sampler``), or ``--once`` to print one sample."""
+
+import asyncio
+
+import orjson
+from django.core.management.base import BaseCommand
+
+from monitor.sampling import one_sample, run_forever
+
+
+class Command(BaseCommand):
+    help = "Sample GPU, host and llama-server figures every second for the dashboard (--once: print one as JSON)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="print one sample as JSON and exit")
+
+    def handle(self, *args, **options):
+        if options["once"]:
+            self.stdout.write(orjson.dumps(one_sample(), option=orjson.OPT_INDENT_2).decode())
+            return
+        try:
+            asyncio.run(run_forever())
+        except KeyboardInterrupt:
+            pass

@@ -1,0 +1,143 @@
+"""The app's own Prometheus metrics for ``/metrics``: the newest dashboard sample,
+request figures, self-test results and the timeline's counts.
+
+Figures are read from the shared stores (Redis, the database) at scrape time, so
+every process (Daphne, Celery, the sampler) counts, not only the one scraped.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+import orjson
+import redis
+from django.conf import settings
+from django.db.models import Count
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from monitor import dashboard
+from monitor.models import Event
+from monitor.sampling import LIVE_KEY
+
+
+def token_allows(header: str) -> bool:
+    """A scraper's ``Authorization: Bearer <QWENWEB_METRICS_TOKEN>``; no token set: never."""
+    expected = settings.METRICS_TOKEN
+    if not expected or not header.startswith("Bearer "):
+        return False
+    return hmac.compare_digest(header[7:].strip().encode(), expected.encode())
+
+
+def _latest_sample() -> dict | None:
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
+    try:
+        raw = client.lindex(LIVE_KEY, 0)
+    except redis.RedisError:
+        return None
+    finally:
+        client.close()
+    return orjson.loads(raw) if raw else None
+
+
+def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(f"qwenweb_{name}", help_text, labels=labels)
+
+
+class DashboardCollector:
+    def collect(self):
+        sample = _latest_sample()
+        up = _gauge("sampler_sample_timestamp_seconds", "When the newest dashboard sample was taken", [])
+        if sample:
+            up.add_metric([], sample["t"])
+            yield from self._sample(sample)
+        yield up
+        yield from self._requests()
+        yield from self._self_tests()
+        events = CounterMetricFamily(
+            "qwenweb_events", "Timeline events recorded, by kind and level", labels=["kind", "level"]
+        )
+        for row in Event.objects.values("kind", "level").annotate(n=Count("id")):
+            events.add_metric([row["kind"], row["level"]], row["n"])
+        yield events
+
+    def _sample(self, sample: dict):
+        host = sample.get("host") or {}
+        for key, help_text in (
+            ("cpu_pct", "Host CPU use, percent"),
+            ("ram_used_bytes", "Host RAM in use"),
+            ("ram_total_bytes", "Host RAM"),
+            ("swap_used_bytes", "Host swap in use"),
+        ):
+            if host.get(key) is not None:
+                metric = _gauge(f"host_{key}", help_text, [])
+                metric.add_metric([], host[key])
+                yield metric
+        gpu_info = sample.get("gpu") or {}
+        available = _gauge("gpu_available", "1 when NVML answered", [])
+        available.add_metric([], 1 if gpu_info.get("available") else 0)
+        yield available
+        for key, help_text in (
+            ("used_bytes", "GPU memory in use"),
+            ("total_bytes", "GPU memory"),
+            ("utilization_pct", "GPU utilization, percent"),
+            ("temperature_c", "GPU temperature, Celsius"),
+            ("power_w", "GPU power draw, watts"),
+            ("sm_clock_mhz", "GPU SM clock, MHz"),
+        ):
+            metric = _gauge(f"gpu_{key}", help_text, ["gpu", "name"])
+            for gpu in gpu_info.get("gpus") or ():
+                if gpu.get(key) is not None:
+                    metric.add_metric([str(gpu["index"]), gpu["name"]], gpu[key])
+            yield metric
+        servers = sample.get("servers") or ()
+        server_up = _gauge("llama_up", "1 when the profile's llama-server answered the last sample", ["profile"])
+        for server in servers:
+            server_up.add_metric([server["profile"]], 1 if server.get("ok") else 0)
+        yield server_up
+        for key, help_text in (
+            ("prompt_tps", "Prompt tokens processed per second of wall clock"),
+            ("generation_tps", "Tokens generated per second of wall clock"),
+            ("requests_processing", "Requests llama-server is processing"),
+            ("requests_deferred", "Requests llama-server deferred"),
+            ("kv_used_pct", "Share of the slots' context in use, percent"),
+        ):
+            metric = _gauge(f"llama_{key}", help_text, ["profile"])
+            for server in servers:
+                if server.get(key) is not None:
+                    metric.add_metric([server["profile"]], server[key])
+            yield metric
+
+    def _requests(self):
+        rows = dashboard.request_figures(hours=1)
+        for key, help_text in (
+            ("answers", "Complete answers in the last hour"),
+            ("ttft_p50_ms", "Time to first token, median over the last hour, ms"),
+            ("ttft_p95_ms", "Time to first token, 95th percentile over the last hour, ms"),
+            ("generation_tps_p50", "Generation tokens/s, median over the last hour"),
+            ("generation_tps_p95", "Generation tokens/s, 95th percentile over the last hour"),
+        ):
+            metric = _gauge(f"requests_{key}", help_text, ["profile"])
+            for row in rows:
+                if row.get(key) is not None:
+                    metric.add_metric([row["profile"]], row[key])
+            yield metric
+
+    def _self_tests(self):
+        rows = dashboard.latest_self_test_per_profile()
+        for key, help_text in (
+            ("prompt_tps", "Newest self-test: prompt tokens/s"),
+            ("generation_tps", "Newest self-test: generation tokens/s"),
+            ("ttft_ms", "Newest self-test: time to first token, ms"),
+        ):
+            metric = _gauge(f"selftest_{key}", help_text, ["profile"])
+            for row in rows:
+                if row.get(key) is not None:
+                    metric.add_metric([row["profile"]], row[key])
+            yield metric
+
+
+def render() -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DashboardCollector())
+    return generate_latest(registry)

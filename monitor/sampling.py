@@ -1,0 +1,335 @@
+"""The dashboard's sampler: GPU (NVML), host (psutil) and llama-server (/metrics, /slots).
+
+One long-lived process (``manage.py run_sampler``) samples about once a second, keeps
+the last minutes in Redis for the live charts and writes one mean row per minute for
+the 24-hour history. Each source is read on its own with a short timeout: one that is
+down, missing or slow is marked stale in that sample and the rest still arrive.
+
+``manage.py run_sampler --once`` prints one sample as JSON (the NVML check on a GPU box).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+
+import orjson
+import psutil
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from monitor.backends import local_server_client, profile_client, served_model_id
+from monitor.gpu import NvmlSampler
+from monitor.llama_client import LlamaClient, LlamaError, get_client
+from monitor.models import ServerProfile
+
+log = logging.getLogger(__name__)
+
+LIVE_KEY = "qwenweb:monitor:live"
+# llama-server's /metrics names we chart, under our short names.
+LLAMA_GAUGES = {
+    "llamacpp:requests_processing": "requests_processing",
+    "llamacpp:requests_deferred": "requests_deferred",
+    "llamacpp:prompt_tokens_seconds": "prompt_tps_avg",
+    "llamacpp:predicted_tokens_seconds": "generation_tps_avg",
+}
+LLAMA_COUNTERS = {
+    "llamacpp:prompt_tokens_total": "prompt_tokens_total",
+    "llamacpp:tokens_predicted_total": "generated_tokens_total",
+}
+
+
+@dataclass
+class Target:
+    """One llama-server (or one model id on the local router) to read figures from."""
+
+    profile: str
+    client: LlamaClient
+
+
+def parse_llama_metrics(text: str) -> dict[str, float]:
+    """llama-server's Prometheus text as {our name: value}; names we do not chart are dropped.
+
+    Its lines are plain ``name value`` without labels; reading just those is some
+    fifty times cheaper than a full exposition-format parser, once a second."""
+    wanted = LLAMA_GAUGES | LLAMA_COUNTERS
+    figures: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        name, _, value = line.partition(" ")
+        ours = wanted.get(name)
+        if ours is not None:
+            try:
+                figures[ours] = float(value.split()[0])
+            except (ValueError, IndexError):
+                continue
+    return figures
+
+
+def slot_figures(slots: list[dict]) -> list[dict]:
+    """Per slot: context size, tokens it holds (prompt + generated so far) and whether it is busy."""
+    result = []
+    for slot in slots:
+        n_ctx = int(slot.get("n_ctx") or 0)
+        decoded = sum(int(t.get("n_decoded") or 0) for t in slot.get("next_token") or ())
+        used = int(slot.get("n_prompt_tokens") or 0) + decoded
+        result.append(
+            {
+                "id": slot.get("id"),
+                "n_ctx": n_ctx,
+                "used": min(used, n_ctx) if n_ctx else used,
+                "decoded": decoded,
+                "processing": bool(slot.get("is_processing")),
+            }
+        )
+    return result
+
+
+def host_figures() -> dict:
+    memory = psutil.virtual_memory()
+    swap = psutil.swap_memory()
+    return {
+        "cpu_pct": psutil.cpu_percent(interval=None),
+        "ram_used_bytes": memory.total - memory.available,
+        "ram_total_bytes": memory.total,
+        "swap_used_bytes": swap.used,
+        "load1": psutil.getloadavg()[0],
+    }
+
+
+def _local_profiles() -> tuple[list[ServerProfile], list[ServerProfile]]:
+    profiles = list(ServerProfile.objects.all())
+    local = [p for p in profiles if not p.is_remote]
+    local.sort(key=lambda p: not p.is_default)  # the default first
+    return local, [p for p in profiles if p.is_remote]
+
+
+async def find_targets(timeout_s: float) -> list[Target]:
+    """Every server worth reading: each remote profile, and on the local server the
+    profiles it has loaded (router mode) or the default one (a single-model server).
+    Never names an unloaded router model, which would make the router load it."""
+    local, remote = await sync_to_async(_local_profiles)()
+    targets = [Target(p.name, profile_client(p)) for p in remote]
+    if not local:
+        return [Target("default", get_client()), *targets]
+    try:
+        listing = await asyncio.wait_for(local_server_client().get_json("/models"), timeout_s)
+        entries = listing.get("data") or []
+    except (LlamaError, TimeoutError, ValueError, AttributeError):
+        entries = []
+    if any(isinstance(entry.get("status"), dict) for entry in entries):  # router mode
+        loaded = {e.get("id") for e in entries if (e.get("status") or {}).get("value") == "loaded"}
+        return [Target(p.name, profile_client(p)) for p in local if served_model_id(p) in loaded] + targets
+    return [Target(local[0].name, profile_client(local[0])), *targets]
+
+
+class Sampler:
+    """Reads every source once per ``sample()``; keeps what it needs to turn counters into rates."""
+
+    def __init__(self, *, source_timeout_s: float = 0.8, targets_every_s: float = 15.0):
+        self.nvml = NvmlSampler()
+        self.source_timeout_s = source_timeout_s
+        self.targets_every_s = targets_every_s
+        self._targets: list[Target] = []
+        self._targets_at = -1e9
+        self._counters: dict[str, tuple[float, dict[str, float]]] = {}
+        psutil.cpu_percent(interval=None)  # the first call only starts the measurement
+
+    async def _server(self, target: Target, now: float) -> dict:
+        figures: dict = {"profile": target.profile, "ok": False, "error": ""}
+        try:
+            text, slots = await asyncio.wait_for(
+                asyncio.gather(target.client.get_text("/metrics"), target.client.slots()), self.source_timeout_s
+            )
+        except TimeoutError:
+            figures["error"] = "timeout"
+            return figures
+        except LlamaError as error:
+            figures["error"] = str(error)
+            return figures
+        except Exception as error:  # a page that is not Prometheus text, JSON of another shape
+            figures["error"] = str(error) or error.__class__.__name__
+            return figures
+        metrics = parse_llama_metrics(text)
+        figures.update({name: metrics.get(name) for name in LLAMA_GAUGES.values()})
+        figures["slots"] = slot_figures(slots if isinstance(slots, list) else [])
+        figures.update(self._rates(target.profile, now, metrics, figures["slots"]))
+        total = sum(s["n_ctx"] for s in figures["slots"])
+        figures["kv_used_pct"] = round(sum(s["used"] for s in figures["slots"]) * 100 / total, 1) if total else None
+        figures["ok"] = True
+        return figures
+
+    def _rates(self, profile: str, now: float, metrics: dict[str, float], slots: list[dict]) -> dict:
+        """Tokens per second of wall clock since the last sample: what the box does right now.
+
+        llama-server adds a request's tokens to its counters only when the request ends,
+        so generation also counts the tokens the busy slots decoded since the last sample:
+        counter delta + (tokens decoded by busy slots now - then)."""
+        counters = {name: metrics[name] for name in LLAMA_COUNTERS.values() if name in metrics}
+        counters["decoding"] = sum(s["decoded"] for s in slots if s["processing"])
+        previous = self._counters.get(profile)
+        self._counters[profile] = (now, counters)
+        rates = {"prompt_tps": None, "generation_tps": None}
+        if previous is None or now <= previous[0]:
+            return rates
+        elapsed = now - previous[0]
+        before = previous[1]
+        if "prompt_tokens_total" in counters and "prompt_tokens_total" in before:
+            delta = counters["prompt_tokens_total"] - before["prompt_tokens_total"]
+            # A counter that went down belongs to a restarted server: count from zero.
+            rates["prompt_tps"] = round((delta if delta >= 0 else counters["prompt_tokens_total"]) / elapsed, 2)
+        if "generated_tokens_total" in counters and "generated_tokens_total" in before:
+            delta = counters["generated_tokens_total"] - before["generated_tokens_total"]
+            if delta < 0:
+                delta = counters["generated_tokens_total"]
+            tokens = delta + counters["decoding"] - before["decoding"]
+            rates["generation_tps"] = round(max(tokens, 0) / elapsed, 2)
+        return rates
+
+    async def sample(self) -> dict:
+        now = time.time()
+        mono = time.monotonic()
+        stale: list[str] = []
+        if mono - self._targets_at >= self.targets_every_s:
+            try:
+                self._targets = await find_targets(self.source_timeout_s)
+                self._targets_at = mono
+            except Exception as error:  # the database is busy or not migrated: keep the last list
+                log.warning("could not list the servers to sample: %s", error)
+                self._targets = self._targets or [Target("default", get_client())]
+        gpus, gpu_reason = self.nvml.sample(mono)
+        try:
+            host = host_figures()
+        except Exception as error:
+            host, _ = {}, stale.append(f"host: {error}")
+        servers = await asyncio.gather(*(self._server(t, now) for t in self._targets))
+        stale += [f"llama-server {s['profile']}: {s['error']}" for s in servers if not s["ok"]]
+        return {
+            "t": round(now, 3),
+            "host": host,
+            "gpu": {"available": bool(gpus), "reason": gpu_reason, "gpus": [g.as_dict() for g in gpus]},
+            "servers": list(servers),
+            "stale": stale,
+        }
+
+
+def flatten(sample: dict) -> dict[str, float]:
+    """A sample as flat series {name: number}, the shape the charts and the history use."""
+    values: dict[str, float] = {}
+    for key, value in (sample.get("host") or {}).items():
+        if isinstance(value, (int, float)):
+            values[f"host.{key}"] = value
+    for gpu in sample.get("gpu", {}).get("gpus", ()):
+        for key in ("used_bytes", "total_bytes", "utilization_pct", "temperature_c", "power_w", "sm_clock_mhz"):
+            if gpu.get(key) is not None:
+                values[f"gpu{gpu['index']}.{key}"] = gpu[key]
+    for server in sample.get("servers", ()):
+        if not server.get("ok"):
+            continue
+        for key in ("prompt_tps", "generation_tps", "requests_processing", "requests_deferred", "kv_used_pct"):
+            if server.get(key) is not None:
+                values[f"llama.{server['profile']}.{key}"] = server[key]
+    return values
+
+
+class MinuteAverager:
+    """Means of the flat series over each wall-clock minute, for the history rows."""
+
+    def __init__(self) -> None:
+        self.minute: int | None = None
+        self.sums: dict[str, float] = defaultdict(float)
+        self.counts: dict[str, int] = defaultdict(int)
+
+    def add(self, t: float, values: dict[str, float]) -> tuple[int, dict[str, float]] | None:
+        """Add one sample; returns (minute start, means) when ``t`` opens a new minute."""
+        minute = int(t // 60) * 60
+        finished = None
+        if self.minute is not None and minute != self.minute and self.counts:
+            finished = (self.minute, {k: round(self.sums[k] / self.counts[k], 3) for k in self.sums})
+            self.sums.clear()
+            self.counts.clear()
+        self.minute = minute
+        for key, value in values.items():
+            self.sums[key] += value
+            self.counts[key] += 1
+        return finished
+
+
+def _save_minute(minute: int, values: dict[str, float]) -> None:
+    from datetime import UTC, datetime
+
+    from monitor.models import MetricMinute
+
+    MetricMinute.objects.create(at=datetime.fromtimestamp(minute, tz=UTC), values=values)
+
+
+async def run_forever(interval_s: float | None = None, *, samples: int | None = None) -> None:
+    """Sample every ``interval_s`` until cancelled (or ``samples`` times, for the benchmark)."""
+    import redis.asyncio as aioredis
+
+    interval_s = interval_s or settings.MONITOR_SAMPLE_INTERVAL_S
+    keep = int(settings.MONITOR_LIVE_SECONDS / interval_s)
+    sampler = Sampler()
+    averager = MinuteAverager()
+    redis = aioredis.Redis.from_url(settings.REDIS_URL)
+    taken = 0
+    next_at = time.monotonic()
+    try:
+        while samples is None or taken < samples:
+            sample = await sampler.sample()
+            values = flatten(sample)
+            sample["values"] = values
+            try:
+                await (
+                    redis.pipeline(transaction=False)
+                    .lpush(LIVE_KEY, orjson.dumps(sample))
+                    .ltrim(LIVE_KEY, 0, keep - 1)
+                    .execute()
+                )
+            except Exception:  # Redis restarting: the next sample tries again
+                log.warning("could not store a sample", exc_info=True)
+            finished = averager.add(sample["t"], values)
+            if finished:
+                try:
+                    await sync_to_async(_save_minute)(*finished)
+                except Exception:
+                    log.warning("could not store a history row", exc_info=True)
+            taken += 1
+            next_at += interval_s
+            now = time.monotonic()
+            if next_at < now:  # fell behind (a stall, a suspended machine): go on from now, no burst
+                next_at = now
+            await asyncio.sleep(max(0.0, next_at - now))
+    finally:
+        sampler.nvml.close()
+        await redis.aclose()
+
+
+async def live_samples(limit: int) -> list[dict]:
+    """The newest ``limit`` samples, oldest first."""
+    import redis.asyncio as aioredis
+
+    redis = aioredis.Redis.from_url(settings.REDIS_URL)
+    try:
+        raw = await redis.lrange(LIVE_KEY, 0, limit - 1)
+    finally:
+        await redis.aclose()
+    return [orjson.loads(item) for item in reversed(raw)]
+
+
+def one_sample() -> dict:
+    """One sample, read twice a second apart so that the rates have a baseline."""
+
+    async def take() -> dict:
+        sampler = Sampler()
+        await sampler.sample()
+        await asyncio.sleep(1.0)
+        sample = await sampler.sample()
+        sampler.nvml.close()
+        return sample
+
+    return asyncio.run(take())

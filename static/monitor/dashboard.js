@@ -1,0 +1,243 @@
+// The admin dashboard: live samples over /ws/monitor/, charts drawn with the vendored uPlot,
+// tables (request figures, self-tests, timeline) refreshed from dashboard.json.
+(function () {
+  "use strict";
+  const root = document.getElementById("dashboard");
+  const T = JSON.parse(document.getElementById("ui-strings").textContent);
+  const initial = JSON.parse(document.getElementById("dashboard-data").textContent);
+  const LIVE_POINTS = 600;
+  let live = [];            // samples, oldest first
+  let range = "live";
+  let dayHistory = null;
+  let knownSelfTest = Math.max(0, ...initial.self_tests.map((r) => r.id));
+  let waitingSelfTest = false;
+
+  // ---- formatting
+  function num(value, digits) {
+    if (value == null || Number.isNaN(value)) return "—";
+    return Number(value).toFixed(digits == null ? 1 : digits);
+  }
+  function gb(bytes) { return bytes == null ? "—" : (bytes / 1e9).toFixed(2) + " GB"; }
+  function el(tag, text, cls) {
+    const node = document.createElement(tag);
+    if (text != null) node.textContent = text;
+    if (cls) node.className = cls;
+    return node;
+  }
+  function figure(label, value) {
+    const row = el("div", null, "figure");
+    row.append(el("span", label), el("b", value));
+    return row;
+  }
+  function when(iso) { return new Date(iso).toLocaleString(); }
+
+  // ---- cards
+  function drawCards(sample) {
+    const gpuBody = document.querySelector("#card-gpu .body");
+    gpuBody.textContent = "";
+    gpuBody.className = "body";
+    if (!sample.gpu.available) {
+      gpuBody.append(el("div", T.no_gpu, "muted"));
+    }
+    for (const g of sample.gpu.gpus) {
+      gpuBody.append(el("div", "#" + g.index + " " + g.name));
+      gpuBody.append(figure(T.vram, gb(g.used_bytes) + " / " + gb(g.total_bytes)));
+      gpuBody.append(figure(T.utilization, num(g.utilization_pct, 0) + " %"));
+      gpuBody.append(figure(T.temperature, num(g.temperature_c, 0) + " °C"));
+      gpuBody.append(figure(T.power, num(g.power_w, 0) + " / " + num(g.power_limit_w, 0) + " W"));
+      gpuBody.append(figure(T.clocks, num(g.sm_clock_mhz, 0) + " / " + num(g.memory_clock_mhz, 0) + " MHz"));
+      gpuBody.append(figure(T.throttle, g.throttle_reasons.length ? g.throttle_reasons.join(", ") : T.none));
+    }
+    const hostBody = document.querySelector("#card-host .body");
+    hostBody.textContent = "";
+    const h = sample.host || {};
+    hostBody.append(figure(T.cpu, num(h.cpu_pct) + " %"));
+    hostBody.dataset.cpu = h.cpu_pct;
+    hostBody.append(figure(T.ram, gb(h.ram_used_bytes) + " / " + gb(h.ram_total_bytes)));
+    hostBody.append(figure(T.swap, gb(h.swap_used_bytes)));
+    hostBody.append(figure(T.load, num(h.load1, 2)));
+    const serverBody = document.querySelector("#card-servers .body");
+    serverBody.textContent = "";
+    if (!sample.servers.length) serverBody.append(el("div", T.no_server, "muted"));
+    for (const s of sample.servers) {
+      const box = el("div", null, s.ok ? "server" : "server is-stale");
+      box.dataset.profile = s.profile;
+      box.append(el("div", s.profile + (s.ok ? "" : " — " + T.unreachable + ": " + s.error)));
+      if (s.ok) {
+        box.append(figure(T.generation, num(s.generation_tps) + " tok/s"));
+        box.append(figure(T.prompt, num(s.prompt_tps) + " tok/s"));
+        box.append(figure(T.requests, num(s.requests_processing, 0) + " / " + num(s.requests_deferred, 0)));
+        box.append(figure(T.kv, num(s.kv_used_pct) + " %"));
+        for (const slot of s.slots) {
+          box.append(figure(T.slot + " " + slot.id, slot.used + " / " + slot.n_ctx + (slot.processing ? " ●" : "")));
+        }
+      }
+      serverBody.append(box);
+    }
+    const stale = document.getElementById("stale");
+    if (sample.stale.length) {
+      stale.hidden = false;
+      stale.textContent = T.stale_sources + " " + sample.stale.join("; ");
+    } else {
+      stale.hidden = true;
+    }
+    const last = document.getElementById("last-sample");
+    last.dataset.t = sample.t;
+    last.textContent = T.last_sample + " " + new Date(sample.t * 1000).toLocaleTimeString();
+  }
+
+  // ---- charts
+  const CHARTS = [
+    { id: "chart-throughput", match: /^llama\..+\.(generation_tps|prompt_tps)$/, scale: 1 },
+    { id: "chart-load", match: /^(host\.cpu_pct|gpu\d+\.utilization_pct)$/, scale: 1 },
+    { id: "chart-memory", match: /^(host\.ram_used_bytes|gpu\d+\.used_bytes)$/, scale: 1e-9 },
+    { id: "chart-requests", match: /^llama\..+\.(requests_processing|requests_deferred|kv_used_pct)$/, scale: 1 },
+  ];
+  const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04"];
+  const plots = {};
+
+  function columns() {
+    if (range === "day" && dayHistory) return dayHistory;
+    const t = live.map((s) => s.t);
+    const names = new Set();
+    for (const s of live) for (const k in s.values || {}) names.add(k);
+    const series = {};
+    for (const name of names) series[name] = live.map((s) => (s.values && name in s.values ? s.values[name] : null));
+    return { t: t, series: series };
+  }
+
+  function drawCharts() {
+    const data = columns();
+    for (const chart of CHARTS) {
+      const holder = document.getElementById(chart.id);
+      const names = Object.keys(data.series).filter((n) => chart.match.test(n)).sort();
+      const key = names.join("|");
+      const rows = [data.t].concat(names.map((n) => data.series[n].map((v) => (v == null ? null : v * chart.scale))));
+      let plot = plots[chart.id];
+      if (!plot || plot.key !== key) {
+        if (plot) plot.uplot.destroy();
+        holder.textContent = "";
+        const opts = {
+          width: Math.max(300, holder.clientWidth || 500),
+          height: 200,
+          series: [{}].concat(names.map((n, i) => ({ label: n, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: false }))),
+          axes: [{}, { size: 50 }],
+          legend: { live: false },
+        };
+        plot = plots[chart.id] = { key: key, uplot: new uPlot(opts, rows, holder) };
+      } else {
+        plot.uplot.setData(rows);
+      }
+      holder.dataset.points = String(data.t.length);
+      holder.dataset.series = String(names.length);
+    }
+  }
+
+  // ---- tables
+  function fillTable(id, rows, cells, rowClass) {
+    const body = document.querySelector("#" + id + " tbody");
+    body.textContent = "";
+    if (!rows.length) {
+      const row = body.insertRow();
+      const cell = row.insertCell();
+      cell.colSpan = 8;
+      cell.textContent = T.nothing_yet;
+      cell.className = "muted";
+      return;
+    }
+    for (const item of rows) {
+      const row = body.insertRow();
+      if (rowClass) row.className = rowClass(item);
+      if (item.id != null) row.dataset.id = item.id;
+      for (const value of cells(item)) row.insertCell().textContent = value;
+    }
+  }
+
+  function drawTables(body) {
+    fillTable("request-figures", body.request_figures, (r) => [
+      r.profile, r.answers, num(r.ttft_p50_ms, 0), num(r.ttft_p95_ms, 0), num(r.generation_tps_p50), num(r.generation_tps_p95),
+    ]);
+    fillTable("selftest-latest", body.latest_self_tests, (r) => [
+      r.profile, when(r.at), num(r.prompt_tps), num(r.generation_tps), num(r.ttft_ms, 0), r.ok ? r.settings : r.error,
+    ], (r) => (r.ok ? "ok" : "failed"));
+    fillTable("selftests", body.self_tests, (r) => [
+      r.profile, when(r.at), num(r.prompt_tps), num(r.generation_tps), num(r.ttft_ms, 0), r.ok ? T.passed : r.error,
+    ], (r) => (r.ok ? "ok" : "failed"));
+    fillTable("timeline", body.timeline, (e) => [when(e.at), e.kind_label, e.profile, e.message], (e) => e.level);
+    const newest = Math.max(0, ...body.self_tests.map((r) => r.id));
+    if (waitingSelfTest && newest > knownSelfTest) {
+      waitingSelfTest = false;
+      const result = body.self_tests.find((r) => r.id === newest);
+      document.getElementById("selftest-status").textContent = result.ok ? T.selftest_done : T.selftest_failed + " " + result.error;
+      document.getElementById("selftest-run").disabled = false;
+    }
+    knownSelfTest = Math.max(knownSelfTest, newest);
+  }
+
+  async function refreshTables(withHistory) {
+    try {
+      const response = await fetch(root.dataset.json + (withHistory ? "?history=1" : ""), { credentials: "same-origin" });
+      if (!response.ok) return;
+      const body = await response.json();
+      drawTables(body);
+      if (body.history) { dayHistory = body.history; drawCharts(); }
+    } catch (error) { /* the next refresh tries again */ }
+  }
+
+  // ---- self-test
+  document.getElementById("selftest-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const form = event.target;
+    const status = document.getElementById("selftest-status");
+    document.getElementById("selftest-run").disabled = true;
+    status.textContent = T.selftest_running;
+    try {
+      const response = await fetch(root.dataset.selftest, { method: "POST", body: new FormData(form), credentials: "same-origin" });
+      const body = await response.json();
+      if (!response.ok) throw new Error(body.error || response.statusText);
+      waitingSelfTest = true;
+    } catch (error) {
+      status.textContent = T.selftest_failed + " " + error.message;
+      document.getElementById("selftest-run").disabled = false;
+    }
+  });
+
+  document.getElementById("range").addEventListener("change", (event) => {
+    range = event.target.value;
+    if (range === "day") refreshTables(true); else drawCharts();
+  });
+
+  // ---- live socket
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    const socket = new WebSocket(scheme + location.host + root.dataset.wsPath);
+    socket.onmessage = (message) => {
+      const event = JSON.parse(message.data);
+      if (event.type === "history") {
+        live = event.samples.slice(-LIVE_POINTS);
+        if (live.length) drawCards(live[live.length - 1]);
+        drawCharts();
+      } else if (event.type === "sample") {
+        live.push(event.sample);
+        if (live.length > LIVE_POINTS) live.shift();
+        drawCards(event.sample);
+        if (range === "live") drawCharts();
+      } else if (event.type === "stale") {
+        const stale = document.getElementById("stale");
+        stale.hidden = false;
+        stale.textContent = event.reason === "redis" ? T.redis_down : T.sampler_down;
+      }
+    };
+    socket.onclose = () => {
+      const stale = document.getElementById("stale");
+      stale.hidden = false;
+      stale.textContent = T.disconnected;
+      setTimeout(connect, 3000);
+    };
+  }
+
+  drawTables(initial);
+  connect();
+  setInterval(() => refreshTables(false), 5000);
+  setInterval(() => { if (waitingSelfTest) refreshTables(false); }, 1000);
+})();

@@ -1,0 +1,282 @@
+"""The dashboard against real services: the sampler reading a real llama-server under load,
+its faults (server killed, server hung), the self-test on the default model, the live
+socket, request figures, the timeline's events and the Prometheus endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from django.test import Client, override_settings
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+from monitor import dashboard, downloads
+from monitor.backends import client_for
+from monitor.models import Event, SelfTestResult
+from monitor.sampling import Sampler
+from monitor.selftest import run_self_test
+from tests.support.client import base_url, login, make_user
+from tests.support.file_server import FileServer
+
+MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])
+
+
+def _generate_in_background(client, tokens: int = 96) -> threading.Thread:
+    async def generate():
+        payload = {
+            "messages": [{"role": "user", "content": "Count slowly from one to one hundred."}],
+            "max_tokens": tokens,
+            "ignore_eos": True,
+        }
+        async for _batch in client.stream_chat(payload):
+            pass
+
+    thread = threading.Thread(target=lambda: asyncio.run(generate()), daemon=True)
+    thread.start()
+    return thread
+
+
+def test_sampler_reads_the_real_server_under_load_and_says_there_is_no_gpu(llama):
+    client = client_for(None)
+
+    async def main():
+        sampler = Sampler(source_timeout_s=5)
+        first = await sampler.sample()
+        thread = _generate_in_background(client)
+        busy = []
+        for _ in range(40):
+            await asyncio.sleep(0.5)
+            sample = await sampler.sample()
+            server = sample["servers"][0]
+            if server["ok"] and server["requests_processing"] >= 1 and (server["generation_tps"] or 0) > 0:
+                busy.append(sample)
+                if len(busy) >= 2:
+                    break
+        thread.join(120)
+        return first, busy
+
+    first, busy = asyncio.run(main())
+    # No NVIDIA GPU on this machine: said plainly, the rest still sampled.
+    assert first["gpu"]["available"] is False and first["gpu"]["reason"]
+    assert first["host"]["ram_total_bytes"] > 0
+    assert first["servers"][0]["profile"] == "chat-8k"
+    assert first["servers"][0]["ok"], first["servers"][0]
+    assert busy, "never saw the server generating"
+    server = busy[-1]["servers"][0]
+    assert any(slot["processing"] and slot["used"] > 0 for slot in server["slots"])
+    assert server["kv_used_pct"] > 0
+    assert busy[-1]["stale"] == []
+
+
+def test_a_killed_server_is_marked_stale_and_the_rest_still_arrives(llama):
+    async def main():
+        sampler = Sampler(source_timeout_s=2)
+        before = await sampler.sample()
+        llama.kill()
+        after = await sampler.sample()
+        return before, after
+
+    before, after = asyncio.run(main())
+    assert before["servers"][0]["ok"]
+    server = after["servers"][0]
+    assert not server["ok"]
+    assert server["error"] == "The model server is not reachable right now."
+    assert after["stale"] == ["llama-server chat-8k: The model server is not reachable right now."]
+    assert after["host"]["cpu_pct"] is not None
+
+
+def test_a_hung_server_times_out_and_is_marked_stale(llama):
+    async def main():
+        sampler = Sampler(source_timeout_s=0.5)
+        os.kill(llama.process.pid, signal.SIGSTOP)  # accepts connections, answers nothing
+        try:
+            started = time.monotonic()
+            sample = await sampler.sample()
+            took = time.monotonic() - started
+        finally:
+            os.kill(llama.process.pid, signal.SIGCONT)
+        return sample, took
+
+    sample, took = asyncio.run(main())
+    assert sample["servers"][0]["error"] == "timeout"
+    assert sample["stale"] == ["llama-server chat-8k: timeout"]
+    assert took < 3
+
+
+def test_self_test_measures_the_default_model(llama):
+    result = asyncio.run(run_self_test(None))
+    assert result.ok, result.error
+    assert result.profile == "chat-8k"
+    assert result.models_listed
+    assert result.prompt_tokens >= 100 and result.prompt_tps > 0
+    assert result.generated_tokens == 32 and result.generation_tps > 0
+    assert result.ttft_ms > 0
+    assert "ctx 8192" in result.settings_summary
+    event = Event.objects.filter(kind=Event.Kind.SELF_TEST, profile="chat-8k").first()
+    assert "generation" in event.message and event.details["result"] == result.id
+
+
+def test_self_test_with_the_server_down_records_why(llama):
+    llama.kill()
+    result = asyncio.run(run_self_test("chat-8k"))
+    assert not result.ok
+    assert result.error == "listing models failed: The model server is not reachable right now."
+    event = Event.objects.filter(kind=Event.Kind.SELF_TEST, level=Event.Level.ERROR).first()
+    assert "not reachable" in event.message
+
+
+def test_request_figures_per_profile_from_recorded_answers():
+    from chat.models import Conversation, Message
+
+    owner = make_user()
+    tag = uuid.uuid4().hex[:6]
+    from monitor.models import ServerProfile
+
+    other = ServerProfile.objects.get(name="long-32k")
+    plain = Conversation.objects.create(owner=owner, title=tag)
+    long = Conversation.objects.create(owner=owner, title=tag, profile=other)
+    for i in range(1, 21):
+        Message.objects.create(
+            conversation=plain,
+            role=Message.Role.ASSISTANT,
+            stats={"ttft_ms": i * 10.0, "tokens_per_second": float(i)},
+        )
+    Message.objects.create(
+        conversation=long, role=Message.Role.ASSISTANT, stats={"ttft_ms": 500.0, "tokens_per_second": 3.0}
+    )
+    # An answer that failed counts nowhere.
+    Message.objects.create(
+        conversation=long, role=Message.Role.ASSISTANT, status=Message.Status.ERROR, stats={"ttft_ms": 1.0}
+    )
+    rows = {row["profile"]: row for row in dashboard.request_figures()}
+    assert rows["chat-8k"]["answers"] >= 20
+    assert rows["long-32k"]["answers"] >= 1
+    Message.objects.filter(conversation__title=tag).delete()
+    if rows["chat-8k"]["answers"] == 20:  # only ours in the window: exact figures
+        assert rows["chat-8k"]["ttft_p50_ms"] == 100.0
+        assert rows["chat-8k"]["ttft_p95_ms"] == 190.0
+        assert rows["chat-8k"]["generation_tps_p50"] == 10.0
+
+
+def test_download_end_is_on_the_timeline(tmp_path):
+    (tmp_path / "timeline-model.gguf").symlink_to((MODELS / "gemma-3-270m-q4_k_m.gguf").resolve())
+    mirror = FileServer(tmp_path)
+    try:
+        done = downloads.run_job(downloads.create_job(None, mirror.url("ok", "timeline-model.gguf")).id)
+        failed = downloads.run_job(downloads.create_job(None, mirror.url("missing", "gone.gguf")).id)
+    finally:
+        mirror.close()
+        (MODELS / "timeline-model.gguf").unlink(missing_ok=True)
+    assert done.status == "done" and failed.status == "failed"
+    finished = Event.objects.get(kind=Event.Kind.DOWNLOAD_FINISHED, details__job=done.id)
+    assert finished.message == "Download of timeline-model.gguf finished."
+    failure = Event.objects.get(kind=Event.Kind.DOWNLOAD_FAILED, details__job=failed.id)
+    assert failure.level == Event.Level.ERROR and "404" in failure.message
+
+
+def test_a_waiter_giving_up_is_a_queue_overflow_event(redis_server):
+    from chat.services import fair_queue
+
+    queue = fair_queue.FairQueue(name=f"overflow{time.monotonic_ns()}", capacity=1, poll_s=0.01)
+    before = Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW).count()
+
+    async def main():
+        holder = await queue.acquire("A")
+        waiter = asyncio.create_task(queue.acquire("B"))
+        await asyncio.sleep(0.2)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await queue.release(holder)
+        await asyncio.gather(*fair_queue.recording)
+
+    asyncio.run(main())
+    events = Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW)
+    assert events.count() == before + 1
+    assert events.first().message.startswith("A request gave up waiting in the queue at position 1")
+
+
+def _socket(http: httpx.Client | None):
+    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in http.cookies.items())} if http else {}
+    return connect(
+        base_url().replace("http", "ws") + "/ws/monitor/",
+        origin=base_url(),
+        additional_headers=headers,
+        open_timeout=10,
+    )
+
+
+def test_live_socket_pushes_new_samples_to_staff_only(web_server, sampler):
+    admin = login(make_user(is_staff=True))
+    with _socket(admin) as ws:
+        history = json.loads(ws.recv(timeout=10))
+        assert history["type"] == "history" and history["samples"]
+        times = []
+        while len(times) < 3:
+            event = json.loads(ws.recv(timeout=10))
+            if event["type"] == "sample":
+                times.append(event["sample"]["t"])
+                assert event["sample"]["gpu"]["available"] is False
+        assert times == sorted(times) and len(set(times)) == 3
+    person = login(make_user())
+    with pytest.raises(InvalidStatus) as refused:
+        _socket(person)
+    assert refused.value.response.status_code == 403
+
+
+def test_metrics_endpoint_for_staff_and_token_only(web_server, sampler):
+    admin = login(make_user(is_staff=True))
+    body = admin.get("/metrics")
+    assert body.status_code == 200
+    assert "qwenweb_host_cpu_pct" in body.text
+    assert 'qwenweb_llama_up{profile="chat-8k"} 1.0' in body.text
+    assert "qwenweb_gpu_available 0.0" in body.text
+    assert "qwenweb_events_total" in body.text
+    assert login(make_user()).get("/metrics").status_code == 403
+    assert httpx.get(base_url() + "/metrics").status_code == 403
+    # A scraper's bearer token (in-process client: the setting is read per request).
+    client = Client()
+    with override_settings(METRICS_TOKEN="scrape-token-123"):
+        assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token-123").status_code == 200
+        assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token-123").status_code == 403
+
+
+def test_dashboard_pages_are_staff_only(web_server):
+    person = login(make_user())
+    for path in ("/monitor/", "/monitor/dashboard.json"):
+        assert person.get(path).status_code == 403
+        assert httpx.get(base_url() + path).status_code == 403
+    token = person.cookies["csrftoken"]
+    assert person.post("/monitor/selftest/", data={"csrfmiddlewaretoken": token}).status_code == 403
+    admin = login(make_user(is_staff=True))
+    page = admin.get("/monitor/")
+    assert page.status_code == 200 and "No NVIDIA GPU is visible" in page.text
+    history = admin.get("/monitor/dashboard.json?history=1").json()
+    assert set(history) >= {"request_figures", "self_tests", "timeline", "history"}
+
+
+def test_history_rows_are_pruned_after_the_window(celery_worker):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from monitor.models import MetricMinute
+    from monitor.tasks import prune_metric_history
+
+    old = MetricMinute.objects.create(at=timezone.now() - timedelta(hours=72), values={"host.cpu_pct": 1})
+    new = MetricMinute.objects.create(at=timezone.now() - timedelta(hours=23), values={"host.cpu_pct": 2})
+    assert prune_metric_history.delay().get(timeout=60) >= 1
+    assert not MetricMinute.objects.filter(id=old.id).exists()
+    assert MetricMinute.objects.filter(id=new.id).exists()
+    assert dashboard.history(24)["series"]["host.cpu_pct"][-1] == 2
+    assert SelfTestResult.objects.model is SelfTestResult

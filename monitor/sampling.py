@@ -21,10 +21,11 @@ import psutil
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from monitor.backends import local_server_client, profile_client, served_model_id
+from monitor.backends import local_server_client, profile_client
 from monitor.gpu import NvmlSampler
 from monitor.llama_client import LlamaClient, LlamaError, get_client
 from monitor.models import ServerProfile
+from monitor.presets import live_id
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ async def find_targets(timeout_s: float) -> list[Target]:
         entries = []
     if any(isinstance(entry.get("status"), dict) for entry in entries):  # router mode
         loaded = {e.get("id") for e in entries if (e.get("status") or {}).get("value") == "loaded"}
-        return [Target(p.name, profile_client(p)) for p in local if served_model_id(p) in loaded] + targets
+        return [Target(p.name, profile_client(p)) for p in local if live_id(p) in loaded] + targets
     return [Target(local[0].name, profile_client(local[0])), *targets]
 
 

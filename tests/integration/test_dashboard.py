@@ -97,13 +97,14 @@ def test_a_killed_server_is_marked_stale_and_the_rest_still_arrives(llama):
 def test_a_hung_server_times_out_and_is_marked_stale(llama):
     async def main():
         sampler = Sampler(source_timeout_s=0.5)
-        os.kill(llama.process.pid, signal.SIGSTOP)  # accepts connections, answers nothing
+        router = llama.router_pid()
+        os.kill(router, signal.SIGSTOP)  # accepts connections, answers nothing
         try:
             started = time.monotonic()
             sample = await sampler.sample()
             took = time.monotonic() - started
         finally:
-            os.kill(llama.process.pid, signal.SIGCONT)
+            os.kill(router, signal.SIGCONT)
         return sample, took
 
     sample, took = asyncio.run(main())
@@ -278,5 +279,5 @@ def test_history_rows_are_pruned_after_the_window(celery_worker):
     assert prune_metric_history.delay().get(timeout=60) >= 1
     assert not MetricMinute.objects.filter(id=old.id).exists()
     assert MetricMinute.objects.filter(id=new.id).exists()
-    assert dashboard.history(24)["series"]["host.cpu_pct"][-1] == 2
+    assert 2 in dashboard.history(24)["series"]["host.cpu_pct"]  # a running sampler may add later minutes
     assert SelfTestResult.objects.model is SelfTestResult

@@ -156,9 +156,40 @@ def load_and_measure(binary: str, model: Path, ctx: int, parallel: int, cache: s
     return result
 
 
+def sampler_check() -> None:
+    """The dashboard's NVML sampler, idle and under load (a PyTorch matrix loop, where installed)."""
+    import threading
+    from dataclasses import asdict
+
+    from monitor.gpu import NvmlSampler
+
+    sampler = NvmlSampler()
+    stop = threading.Event()
+
+    def load() -> None:
+        import torch
+
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        while not stop.is_set():
+            (a @ a).sum().item()
+
+    for phase in ("idle", "busy"):
+        if phase == "busy":
+            threading.Thread(target=load, daemon=True).start()
+            time.sleep(2)
+        for _ in range(3):
+            started = time.perf_counter()
+            gpus, reason = sampler.sample(time.monotonic())
+            cost_ms = (time.perf_counter() - started) * 1000
+            print(f"sampler_{phase} cost_ms={cost_ms:.2f} reason={reason!r} " + json.dumps([asdict(g) for g in gpus]))
+            time.sleep(1)
+    stop.set()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--binary", required=True)
+    parser.add_argument("--sampler", action="store_true", help="only the dashboard's NVML sampler, idle and busy")
+    parser.add_argument("--binary")
     parser.add_argument("--vocab", default=None, help="a ggml-vocab-*.gguf from llama.cpp's models/ folder")
     parser.add_argument("--layers", type=int, default=28)
     parser.add_argument("--embd", type=int, default=3072)
@@ -167,6 +198,9 @@ def main() -> None:
     parser.add_argument("--ff", type=int, default=8192)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.sampler:
+        sampler_check()
+        return
     out = Path(args.out or tempfile.mkdtemp(prefix="qwenweb-gpu-"))
     gpus, reason = detect_gpus()
     print(f"detect_gpus={[(gpu.name, round(gpu.total_bytes / MIB)) for gpu in gpus]} reason={reason!r}")

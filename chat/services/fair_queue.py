@@ -161,9 +161,14 @@ class FairQueue:
         await client.rpush(self._wait_key(user), ticket)
         last_position = None
         waited_from = time.monotonic()
+        task = asyncio.current_task()
         try:
             while True:
                 position = await self._try_acquire(ticket, user, capacity)
+                if task is not None and task.cancelling():
+                    # A cancellation that landed inside the Redis call can be swallowed there;
+                    # the task still knows it was asked to stop.
+                    raise asyncio.CancelledError()
                 if position == 0:
                     return ticket
                 if position < 0:

@@ -24,19 +24,28 @@ def test_capacity_is_never_exceeded_and_users_take_turns(queue_factory):
     queue = queue_factory(capacity=1, poll_s=0.01)
     served: list[str] = []
 
-    async def job(user: str, name: str, delay: float):
+    async def job(user: str, name: str, delay: float, holding: asyncio.Event | None = None):
+        if holding is not None:
+            await holding.wait()
         await asyncio.sleep(delay)
         async with queue.slot(user):
             assert await queue.active_count() == 1
             served.append(name)
             await asyncio.sleep(0.05)
 
+    async def head(holding: asyncio.Event):
+        async with queue.slot("A"):
+            served.append("a0")
+            holding.set()
+            await asyncio.sleep(0.2)
+
     async def main():
         # A holds the slot; then A queues a burst of 4 and B one request, a little later.
+        holding = asyncio.Event()
         await asyncio.gather(
-            job("A", "a0", 0),
-            *(job("A", f"a{i}", 0.01 * i) for i in range(1, 5)),
-            job("B", "b1", 0.03),
+            head(holding),
+            *(job("A", f"a{i}", 0.01 * i, holding) for i in range(1, 5)),
+            job("B", "b1", 0.03, holding),
         )
 
     asyncio.run(main())

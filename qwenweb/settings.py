@@ -170,3 +170,7 @@ DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S"
 # A download whose worker has not reported for this long was killed: resume it.
 DOWNLOAD_STALL_S = env_int("QWENWEB_DOWNLOAD_STALL_S", 60)
 CELERY_BEAT_SCHEDULE["resume-stalled-downloads"] = {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0}
+
+# OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
+API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
+API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)

@@ -8,5 +8,6 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path("monitor/", include("monitor.urls")),
+    path("v1/", include("chat.api.urls")),
     path("", include("chat.urls")),
 ]

@@ -362,7 +362,7 @@ def test_upstream_errors_are_relayed_with_their_status(owner_key):
 
 
 def open_stream(key: str, max_tokens: int = 1000):
-    """A streamed request read with raw httpx: (client, response) left open mid-answer."""
+    """A streamed request read with raw httpx: (client, response, lines) left open mid-answer."""
     client = httpx.Client(timeout=120)
     request = client.build_request(
         "POST",
@@ -383,12 +383,12 @@ def open_stream(key: str, max_tokens: int = 1000):
     while seen < 5:
         if next(lines).startswith("data: {"):
             seen += 1
-    return client, response
+    return client, response, lines
 
 
 def test_client_disconnect_frees_the_slot_and_the_turn_at_once(owner_key, llama):
     _, row, key = owner_key
-    client, response = open_stream(key)
+    client, response, _lines = open_stream(key)
     assert any(slot["is_processing"] for slot in llama.slots())
     assert asyncio.run(FairQueue().active_count()) == 1
     response.close()
@@ -404,7 +404,7 @@ def test_concurrency_limit_per_key_is_429(owner_key, llama):
     _, row, key = owner_key
     row.concurrency_limit = 1
     row.save()
-    client, response = open_stream(key)
+    client, response, _lines = open_stream(key)
     try:
         refused = raw_post("/v1/chat/completions", key, json={"model": MODEL, "messages": [], "max_tokens": 1})
         error = assert_openai_error(refused, 429, "rate_limit_exceeded")
@@ -435,7 +435,7 @@ def test_api_requests_wait_in_the_fair_queue(owner_key, llama):
         time.sleep(1.0)
         assert not started.is_set() and asyncio.run(FairQueue().waiting_count()) == 1
     finally:
-        for client, response in (first, second):
+        for client, response, _lines in (first, second):
             response.close()
             client.close()
     thread.join(30)

@@ -33,6 +33,14 @@ BODY = {
 
 def streamed_run(client: httpx.Client, path: str) -> tuple[float, float, int, float]:
     """(ttft ms, tokens/s as received, tokens, llama-server's own tokens/s)."""
+    try:
+        return _streamed_run(client, path)
+    except httpx.RemoteProtocolError:
+        # A kept-alive connection the server closed while idle (a slow run on a busy box): retry on a new one.
+        return _streamed_run(client, path)
+
+
+def _streamed_run(client: httpx.Client, path: str) -> tuple[float, float, int, float]:
     started = time.perf_counter()
     first = last = None
     tokens, server_tps = 0, 0.0
@@ -85,8 +93,9 @@ def main() -> None:
             for _name, client, results in order if run % 2 == 0 else reversed(order):
                 results.append(streamed_run(client, "/v1/chat/completions"))
             print(
-                f"run {run + 1}: direct ttft={direct[-1][0]:.1f}ms {direct[-1][1]:.1f} tok/s ({direct[-1][2]} tokens) | "
-                f"api ttft={api[-1][0]:.1f}ms {api[-1][1]:.1f} tok/s ({api[-1][2]} tokens)",
+                f"run {run + 1}: direct ttft={direct[-1][0]:.1f}ms {direct[-1][1]:.1f} tok/s "
+                f"(server {direct[-1][3]:.1f}, {direct[-1][2]} tokens) | "
+                f"api ttft={api[-1][0]:.1f}ms {api[-1][1]:.1f} tok/s (server {api[-1][3]:.1f}, {api[-1][2]} tokens)",
                 flush=True,
             )
         direct_tps = statistics.median(d[1] for d in direct)

@@ -8,6 +8,7 @@ BENCHES = [
     "stream_bench.py",
     "planner_bench.py",
     "download_bench.py",
+    "api_bench.py",
     "profile_bench.py",
     "sampler_bench.py",
     "selftest_bench.py",

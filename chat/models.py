@@ -64,3 +64,42 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+
+def default_key_concurrency() -> int:
+    return settings.API_KEY_CONCURRENCY
+
+
+class ApiKey(models.Model):
+    """A person's key for the OpenAI-compatible API. Only the key's SHA-256 is kept."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(_("name"), max_length=100)
+    # The key's visible id (after "qw-"): finds the row; the rest of the key is checked against key_hash.
+    prefix = models.CharField(_("key id"), max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64)
+    concurrency_limit = models.PositiveSmallIntegerField(
+        _("concurrent requests"), default=default_key_concurrency, help_text=_("queued and running requests at once")
+    )
+    requests = models.PositiveBigIntegerField(_("requests"), default=0)
+    prompt_tokens = models.PositiveBigIntegerField(_("prompt tokens"), default=0)
+    completion_tokens = models.PositiveBigIntegerField(_("output tokens"), default=0)
+    created_at = models.DateTimeField(_("created"), auto_now_add=True)
+    last_used_at = models.DateTimeField(_("last used"), null=True, blank=True)
+    revoked_at = models.DateTimeField(_("revoked"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = _("API key")
+        verbose_name_plural = _("API keys")
+
+    def __str__(self) -> str:
+        return f"{self.name} (qw-{self.prefix}…)"
+
+    @property
+    def display_id(self) -> str:
+        return f"qw-{self.prefix}…"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

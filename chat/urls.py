@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import views
+from chat import key_views, views
 
 app_name = "chat"
 
@@ -12,4 +12,8 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/delete/", views.delete_conversation, name="delete"),
     path("c/<uuid:conversation_id>/settings/", views.conversation_settings, name="settings"),
     path("m/<int:message_id>/image/", views.message_image, name="message-image"),
+    path("keys/", key_views.api_keys, name="api-keys"),
+    path("keys/new/", key_views.create_api_key, name="api-key-create"),
+    path("keys/<int:key_id>/revoke/", key_views.revoke_api_key, name="api-key-revoke"),
+    path("connect/", key_views.connect_agent, name="connect"),
 ]

@@ -38,14 +38,20 @@ class LlamaStreamBroken(LlamaError):
 class LlamaRejected(LlamaError):
     """llama-server answered with an error status (bad request, context too long...)."""
 
+    # llama-server's own error body when it sent JSON (already OpenAI-shaped), for relaying.
+    payload: dict | None = None
+
 
 def _rejection(status: int, body: bytes) -> LlamaRejected:
+    payload = None
     try:
         payload = json.loads(body)
         message = payload.get("error", {}).get("message") or body.decode(errors="replace")
     except (ValueError, AttributeError):
         message = body.decode(errors="replace")[:500]
-    return LlamaRejected(message, status=status)
+    rejection = LlamaRejected(message, status=status)
+    rejection.payload = payload if isinstance(payload, dict) else None
+    return rejection
 
 
 class LlamaClient:
@@ -108,6 +114,29 @@ class LlamaClient:
 
     async def post_json(self, path: str, payload: dict) -> Any:
         return (await self._request("POST", path, json=payload)).json()
+
+    async def post_raw(self, path: str, payload: dict) -> bytes:
+        """POST an OpenAI-shaped request (model routed) and return llama-server's answer body untouched."""
+        return (await self._request("POST", path, json=payload)).content
+
+    async def stream_raw(self, path: str, payload: dict) -> AsyncIterator[bytes]:
+        """POST a streamed request and yield llama-server's SSE bytes as they arrive, untouched.
+
+        An error status raises LlamaRejected (with llama-server's body in ``payload``)
+        before anything is yielded. Whether the stream reached ``[DONE]`` is the
+        caller's to see; leaving early closes the connection and frees the slot.
+        """
+        kwargs = self._routed("POST", {"json": {**payload, "stream": True}})
+        try:
+            async with self._client().stream("POST", path, **kwargs) as response:
+                if response.status_code >= 400:
+                    raise _rejection(response.status_code, await response.aread())
+                async for data in response.aiter_raw():
+                    yield data
+        except httpx.ConnectError as error:
+            raise LlamaUnavailable() from error
+        except (httpx.TransportError, httpx.StreamError) as error:
+            raise LlamaStreamBroken() from error
 
     async def props(self) -> dict:
         return await self.get_json("/props")

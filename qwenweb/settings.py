@@ -192,3 +192,7 @@ MONITOR_SELFTEST_GENERATE_TOKENS = env_int("QWENWEB_SELFTEST_GENERATE_TOKENS", 3
 # A bearer token Prometheus may scrape /metrics with (besides a staff session); empty: none.
 METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
 CELERY_BEAT_SCHEDULE["prune-metric-history"] = {"task": "monitor.tasks.prune_metric_history", "schedule": 3600.0}
+
+# OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
+API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
+API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)

@@ -11,5 +11,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("monitor/", include("monitor.urls")),
     path("metrics", metrics_endpoint, name="metrics"),
+    path("v1/", include("chat.api.urls")),
     path("", include("chat.urls")),
 ]

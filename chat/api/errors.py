@@ -1,0 +1,44 @@
+"""Errors of the OpenAI-compatible API, in OpenAI's shape: ``{"error": {message, type, param, code}}``."""
+
+from __future__ import annotations
+
+import orjson
+
+from monitor.llama_client import LlamaRejected
+
+
+class ApiError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        payload: dict | None = None,
+    ):
+        super().__init__(str(message))
+        self.status = status
+        self.type = type
+        self.code = code
+        self.param = param
+        self.payload = payload  # an upstream body relayed as is
+
+    def body(self) -> dict:
+        if self.payload is not None:
+            return self.payload
+        return {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
+
+    def sse_event(self) -> bytes:
+        """The same error as a stream's last event, for failures after the answer began."""
+        return b"data: " + orjson.dumps(self.body()) + b"\n\n"
+
+    @classmethod
+    def from_upstream(cls, rejection: LlamaRejected) -> ApiError:
+        """llama-server's own error (already OpenAI-shaped) with its status."""
+        status = rejection.status or 502
+        payload = rejection.payload if isinstance((rejection.payload or {}).get("error"), dict) else None
+        return cls(
+            status, str(rejection), type="server_error" if status >= 500 else "invalid_request_error", payload=payload
+        )

@@ -1,0 +1,311 @@
+"""The OpenAI-compatible gateway: check a request, take the key's place and a turn in the
+fair queue, relay llama-server's answer, count the usage.
+
+Streams are relayed as llama-server's own SSE bytes, never decoded per token: a
+``StreamTally`` only looks for the end marker and the last event carrying usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import orjson
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from chat.api import keys
+from chat.api.errors import ApiError
+from chat.api.keys import CallerKey
+from chat.api.limits import KeyLimiter, OverLimit, get_limiter
+from chat.services.fair_queue import FairQueue, get_queue
+from monitor.backends import ProfileUnavailable, aclient_for, user_profiles
+from monitor.llama_client import LlamaClient, LlamaError, LlamaRejected, LlamaUnavailable
+from monitor.serving import forget_serving_info, serving_info
+
+# Our endpoint → llama-server's path.
+ENDPOINTS = {
+    "chat/completions": "/v1/chat/completions",
+    "completions": "/v1/completions",
+    "embeddings": "/v1/embeddings",
+}
+STREAMABLE = {"chat/completions", "completions"}
+# OpenAI parameters llama-server does not do (it fails on them with a bare server error).
+REFUSED_PARAMETERS = ("best_of", "suffix")
+# Content parts that name a file: llama-server would fetch an http(s) URL itself.
+MEDIA_PARTS = ("image_url", "input_audio", "input_video")
+
+
+@dataclass
+class ApiCall:
+    endpoint: str
+    body: dict
+    client: LlamaClient
+    stream: bool
+
+    @property
+    def path(self) -> str:
+        return ENDPOINTS[self.endpoint]
+
+
+def _bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
+    return ApiError(400, message, param=param, code=code)
+
+
+def parse_body(raw: bytes) -> dict:
+    if len(raw) > settings.API_MAX_BODY_BYTES:
+        raise _bad(
+            _("The request is too large: the limit is %(mb)d MB.") % {"mb": settings.API_MAX_BODY_BYTES // 1_048_576},
+            code="request_too_large",
+        )
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise _bad(_("The request body is not valid JSON: %(why)s") % {"why": error}, code="invalid_json") from error
+    if not isinstance(body, dict):
+        raise _bad(_("The request body must be a JSON object."), code="invalid_json")
+    return body
+
+
+def check_parameters(endpoint: str, body: dict) -> None:
+    """Refuse what the gateway does not pass on, naming the parameter."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise _bad(_("Name a model in 'model': GET /v1/models lists them."), "model")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise _bad(_("'stream' must be true or false."), "stream")
+    if stream and endpoint not in STREAMABLE:
+        raise _bad(_("This endpoint does not stream."), "stream")
+    for name in ("n", "n_cmpl"):
+        if name in body and body[name] != 1:
+            raise _bad(
+                _("Unsupported parameter '%(name)s': one answer per request; send several requests instead.")
+                % {"name": name},
+                name,
+            )
+    for name in REFUSED_PARAMETERS:
+        if name in body:
+            raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": name}, name)
+    if body.get("echo"):
+        raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": "echo"}, "echo")
+    _check_media(body.get("messages") if endpoint == "chat/completions" else body.get("input"))
+
+
+def _check_media(items) -> None:
+    if not isinstance(items, list):
+        return
+    for item in items:
+        content = item.get("content") if isinstance(item, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind not in MEDIA_PARTS:
+                continue
+            inner = part.get(kind)
+            url = inner.get("url") if isinstance(inner, dict) else inner
+            if isinstance(url, str) and not url.startswith("data:"):
+                raise _bad(
+                    _(
+                        "Unsupported %(kind)s URL: send the file inline as a data: URL (base64); the server does not fetch addresses."
+                    )
+                    % {"kind": kind},
+                    kind,
+                )
+
+
+async def prepare(endpoint: str, raw: bytes) -> ApiCall:
+    """Parse and check a request and find the profile its ``model`` names (404 when none is available)."""
+    body = parse_body(raw)
+    check_parameters(endpoint, body)
+    try:
+        client = await aclient_for(body["model"], for_users=True)
+    except ProfileUnavailable as error:
+        raise ApiError(
+            404,
+            _("The model '%(model)s' does not exist or is not available: GET /v1/models lists them.")
+            % {"model": body["model"][:100]},
+            code="model_not_found",
+            param="model",
+        ) from error
+    return ApiCall(endpoint=endpoint, body=body, client=client, stream=body.get("stream", False))
+
+
+def _unavailable() -> ApiError:
+    return ApiError(503, _("The model server is not reachable right now."), type="server_error", code="unavailable")
+
+
+def _broken() -> ApiError:
+    return ApiError(
+        502, _("The model server stopped in the middle of the answer."), type="server_error", code="stream_broken"
+    )
+
+
+def _from_llama(error: LlamaError) -> ApiError:
+    if isinstance(error, LlamaRejected):
+        return ApiError.from_upstream(error)
+    if isinstance(error, LlamaUnavailable):
+        forget_serving_info()
+        return _unavailable()
+    forget_serving_info()
+    return _broken()
+
+
+@asynccontextmanager
+async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter, queue: FairQueue) -> AsyncIterator[None]:
+    """The key's place (429 over its limit), then the owner's turn in the fair queue, shared with their chats."""
+    async with AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(limiter.hold(key.id, key.concurrency_limit))
+        except OverLimit as error:
+            raise ApiError(
+                429,
+                _("This key already has %(limit)d requests in progress, its limit. Wait for one to finish.")
+                % {"limit": key.concurrency_limit},
+                type="requests",
+                code="rate_limit_exceeded",
+            ) from error
+        try:
+            capacity = (await serving_info(call.client)).total_slots
+        except LlamaError as error:
+            raise _from_llama(error) from error
+        await stack.enter_async_context(queue.slot(str(key.owner_id), None, capacity))
+        yield
+
+
+def usage_of(answer: dict) -> tuple[int, int]:
+    """(prompt, output) tokens from an answer's ``usage``, else its llama.cpp ``timings``."""
+    usage = answer.get("usage")
+    if isinstance(usage, dict):
+        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
+    timings = answer.get("timings")
+    if isinstance(timings, dict):
+        prompt = int(timings.get("prompt_n") or 0) + int(timings.get("cache_n") or 0)
+        return prompt, int(timings.get("predicted_n") or 0)
+    return 0, 0
+
+
+async def complete(
+    call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None, queue: FairQueue | None = None
+) -> bytes:
+    """A non-streamed answer: llama-server's JSON body, relayed as is."""
+    async with _turn(call, key, limiter or get_limiter(), queue or get_queue()):
+        prompt_tokens = completion_tokens = 0
+        try:
+            content = await call.client.post_raw(call.path, call.body)
+            try:
+                prompt_tokens, completion_tokens = usage_of(orjson.loads(content))
+            except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+                pass
+        except LlamaError as error:
+            raise _from_llama(error) from error
+        finally:
+            await asyncio.shield(keys.record_usage(key.id, prompt_tokens, completion_tokens))
+    return content
+
+
+class StreamTally:
+    """Watches relayed SSE bytes: whether ``[DONE]`` or an error event came, and the last event with figures.
+
+    Only splits events and searches bytes; the one event with usage is decoded at the end.
+    """
+
+    def __init__(self) -> None:
+        self._partial = b""
+        self._figures = b""
+        self.events = 0
+        self.finished = False  # [DONE] or an error event from llama-server
+
+    def feed(self, data: bytes) -> None:
+        *events, self._partial = (self._partial + data).split(b"\n\n")
+        for event in events:
+            self.events += 1
+            if b'"timings"' in event or b'"usage"' in event:
+                self._figures = event
+            elif event.startswith(b"data: [DONE]") or event.startswith(b'data: {"error"'):
+                self.finished = True
+
+    def usage(self) -> tuple[int, int]:
+        """(prompt, output) tokens; when the stream was cut before its figures, output counts its events."""
+        for line in self._figures.split(b"\n"):
+            if line.startswith(b"data:"):
+                try:
+                    return usage_of(orjson.loads(line[5:]))
+                except (orjson.JSONDecodeError, TypeError, ValueError):
+                    break
+        return 0, self.events
+
+
+async def stream(
+    call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None, queue: FairQueue | None = None
+) -> AsyncIterator[bytes | None]:
+    """A streamed answer. Yields ``None`` first, once llama-server has begun answering (anything
+    that fails before that raises ApiError, for a plain error response), then its SSE bytes as
+    they come. A failure after that ends the stream with an OpenAI-shaped error event.
+
+    Closing the iteration early (the client went away) closes the upstream request, which
+    frees llama-server's slot, and gives back the queue turn and the key's place.
+    """
+    tally = StreamTally()
+    unrecorded = False
+    try:
+        async with _turn(call, key, limiter or get_limiter(), queue or get_queue()):
+            unrecorded = True
+            upstream = call.client.stream_raw(call.path, call.body)
+            try:
+                try:
+                    data = await upstream.__anext__()
+                except StopAsyncIteration:
+                    raise _broken() from None
+                except LlamaError as error:
+                    raise _from_llama(error) from error
+                yield None
+                try:
+                    while True:
+                        tally.feed(data)
+                        if tally.finished:
+                            # Counted before the client sees the end, so a client that reads the
+                            # usage right after the stream finds it.
+                            unrecorded = False
+                            await keys.record_usage(key.id, *tally.usage())
+                        yield data
+                        data = await upstream.__anext__()
+                except StopAsyncIteration:
+                    pass
+                except LlamaError as error:
+                    yield _from_llama(error).sse_event()
+                    return
+                if not tally.finished:
+                    yield _broken().sse_event()
+            finally:
+                await upstream.aclose()
+    finally:
+        if unrecorded:
+            await asyncio.shield(keys.record_usage(key.id, *tally.usage()))
+
+
+async def list_models() -> dict:
+    """The profiles people may use, as OpenAI's model list (id: the profile's name)."""
+    rows = await sync_to_async(list)(user_profiles().values_list("name", "updated_at"))
+    return {
+        "object": "list",
+        "data": [
+            {"id": name, "object": "model", "created": int(updated.timestamp()), "owned_by": "qwenweb"}
+            for name, updated in rows
+        ],
+    }
+
+
+async def get_model(name: str) -> dict:
+    for item in (await list_models())["data"]:
+        if item["id"] == name:
+            return item
+    raise ApiError(
+        404,
+        _("The model '%(model)s' does not exist or is not available.") % {"model": name[:100]},
+        code="model_not_found",
+    )

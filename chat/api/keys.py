@@ -1,0 +1,104 @@
+"""API keys: create (shown once), check, revoke, count usage.
+
+A key reads ``qw-<id>_<secret>``: the id finds the row, the whole key's SHA-256 is
+compared in constant time. Only the hash is stored; the key itself is never logged.
+Every request reads the row again, so a revoked key fails on the very next call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+
+from django.db.models import F
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from chat.api.errors import ApiError
+from chat.errors import ChatError, NotFound
+from chat.models import ApiKey
+
+KEY_PREFIX = "qw-"
+MAX_NAME_CHARS = 100
+
+
+@dataclass(frozen=True)
+class CallerKey:
+    """What a request needs to know about the key that made it."""
+
+    id: int
+    owner_id: int
+    concurrency_limit: int
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_key(owner, name: str) -> tuple[ApiKey, str]:
+    """A new key for ``owner``; returns the row and the key, which is never available again."""
+    name = (name or "").strip()
+    if not name:
+        raise ChatError(_("Give the key a name, so you can tell your keys apart."))
+    if len(name) > MAX_NAME_CHARS:
+        raise ChatError(_("The name is too long: the limit is %(chars)d characters.") % {"chars": MAX_NAME_CHARS})
+    while True:
+        prefix = secrets.token_hex(4)
+        if not ApiKey.objects.filter(prefix=prefix).exists():
+            break
+    key = f"{KEY_PREFIX}{prefix}_{secrets.token_urlsafe(32)}"
+    row = ApiKey.objects.create(owner=owner, name=name, prefix=prefix, key_hash=_hash(key))
+    return row, key
+
+
+def revoke_key(owner, key_id: int) -> ApiKey:
+    row = ApiKey.objects.filter(owner=owner, pk=key_id).first()
+    if row is None:
+        raise NotFound(_("No such key."))
+    if row.revoked_at is None:
+        row.revoked_at = timezone.now()
+        row.save(update_fields=["revoked_at"])
+    return row
+
+
+def list_keys(owner) -> list[ApiKey]:
+    return list(ApiKey.objects.filter(owner=owner))
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, code="invalid_api_key")
+
+
+async def authenticate(authorization: str | None) -> CallerKey:
+    """The key in an ``Authorization: Bearer`` header; ApiError 401 when missing, wrong or revoked."""
+    scheme, _sep, key = (authorization or "").partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
+        raise _unauthorized(
+            _("No API key given: send it as 'Authorization: Bearer qw-…'. Create one on the API keys page.")
+        )
+    prefix, _sep, secret = key.removeprefix(KEY_PREFIX).partition("_")
+    row = None
+    if key.startswith(KEY_PREFIX) and secret and len(prefix) == 8:
+        row = (
+            await ApiKey.objects.filter(prefix=prefix)
+            .values("id", "owner_id", "key_hash", "concurrency_limit", "revoked_at", "owner__is_active")
+            .afirst()
+        )
+    if row is None or not hmac.compare_digest(row["key_hash"], _hash(key)):
+        raise _unauthorized(_("Incorrect API key."))
+    if row["revoked_at"] is not None or not row["owner__is_active"]:
+        raise _unauthorized(_("This API key was revoked."))
+    return CallerKey(id=row["id"], owner_id=row["owner_id"], concurrency_limit=row["concurrency_limit"])
+
+
+async def record_usage(key_id: int, prompt_tokens: int, completion_tokens: int) -> None:
+    """One request's figures, added in the database (F expressions: concurrent requests add up)."""
+    await ApiKey.objects.filter(pk=key_id).aupdate(
+        requests=F("requests") + 1,
+        prompt_tokens=F("prompt_tokens") + max(prompt_tokens, 0),
+        completion_tokens=F("completion_tokens") + max(completion_tokens, 0),
+        last_used_at=timezone.now(),
+    )

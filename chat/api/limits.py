@@ -1,0 +1,83 @@
+"""Requests a key may have at once (queued or running), counted in Redis across processes.
+
+Each request holds a lease in the key's sorted set while it runs and refreshes it;
+a process that dies leaves a lease that runs out, so the count heals by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import redis.asyncio as aioredis
+from django.conf import settings
+
+# KEYS: the key's lease set; ARGV: ticket, limit, now_ms, lease_ms
+_TRY_HOLD = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[4]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"""
+
+
+class OverLimit(Exception):
+    """The key already has as many requests in flight as its limit allows."""
+
+
+class KeyLimiter:
+    def __init__(self, redis_url: str | None = None, *, lease_s: float = 60.0):
+        self.redis_url = redis_url or settings.REDIS_URL
+        self.lease_ms = int(lease_s * 1000)
+        self._clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
+
+    def _redis(self) -> aioredis.Redis:
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = aioredis.Redis.from_url(self.redis_url)
+        return client
+
+    @staticmethod
+    def _set(key_id: int) -> str:
+        return f"qwenweb:apikey:{key_id}:inflight"
+
+    @asynccontextmanager
+    async def hold(self, key_id: int, limit: int) -> AsyncIterator[None]:
+        """One of the key's ``limit`` places for the body of the ``async with``; OverLimit when none is free."""
+        ticket = uuid.uuid4().hex
+        now = int(time.time() * 1000)
+        held = await self._redis().eval(_TRY_HOLD, 1, self._set(key_id), ticket, limit, now, self.lease_ms)
+        if not int(held):
+            raise OverLimit()
+        keeper = asyncio.create_task(self._keep_alive(key_id, ticket))
+        try:
+            yield
+        finally:
+            keeper.cancel()
+            await asyncio.shield(self._redis().zrem(self._set(key_id), ticket))
+
+    async def in_flight(self, key_id: int) -> int:
+        now = int(time.time() * 1000)
+        return int(await self._redis().zcount(self._set(key_id), now, "+inf"))
+
+    async def _keep_alive(self, key_id: int, ticket: str) -> None:
+        while True:
+            await asyncio.sleep(self.lease_ms / 3000)
+            now = int(time.time() * 1000)
+            await self._redis().zadd(self._set(key_id), {ticket: now + self.lease_ms}, xx=True)
+            await self._redis().pexpire(self._set(key_id), self.lease_ms)
+
+
+_default_limiter: KeyLimiter | None = None
+
+
+def get_limiter() -> KeyLimiter:
+    global _default_limiter
+    if _default_limiter is None:
+        _default_limiter = KeyLimiter()
+    return _default_limiter

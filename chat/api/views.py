@@ -1,0 +1,74 @@
+"""The /v1/ endpoints: thin async views over chat.api.gateway. Authenticated only by
+``Authorization: Bearer <key>`` (no session, no CSRF); every error in OpenAI's shape."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.utils.translation import gettext as _
+from django.views.decorators.csrf import csrf_exempt
+
+from chat.api import gateway, keys
+from chat.api.errors import ApiError
+
+
+def _error(error: ApiError) -> JsonResponse:
+    return JsonResponse(error.body(), status=error.status)
+
+
+def _method_not_allowed(allowed: str) -> JsonResponse:
+    response = _error(
+        ApiError(405, _("Use %(method)s on this endpoint.") % {"method": allowed}, code="method_not_allowed")
+    )
+    response["Allow"] = allowed
+    return response
+
+
+async def _relay(request: HttpRequest, endpoint: str) -> HttpResponse:
+    if request.method != "POST":
+        return _method_not_allowed("POST")
+    try:
+        key = await keys.authenticate(request.headers.get("Authorization"))
+        # One byte over the limit is enough to refuse; the body is already spooled by the server.
+        call = await gateway.prepare(endpoint, request.read(settings.API_MAX_BODY_BYTES + 1))
+        if not call.stream:
+            return HttpResponse(await gateway.complete(call, key), content_type="application/json")
+        events = gateway.stream(call, key)
+        await anext(events)  # waits for the queue and llama-server's first bytes; errors raise here
+    except ApiError as error:
+        return _error(error)
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    return await _relay(request, "chat/completions")
+
+
+@csrf_exempt
+async def completions(request: HttpRequest) -> HttpResponse:
+    return await _relay(request, "completions")
+
+
+@csrf_exempt
+async def embeddings(request: HttpRequest) -> HttpResponse:
+    return await _relay(request, "embeddings")
+
+
+@csrf_exempt
+async def models(request: HttpRequest, name: str | None = None) -> HttpResponse:
+    if request.method != "GET":
+        return _method_not_allowed("GET")
+    try:
+        await keys.authenticate(request.headers.get("Authorization"))
+        return JsonResponse(await gateway.list_models() if name is None else await gateway.get_model(name))
+    except ApiError as error:
+        return _error(error)
+
+
+@csrf_exempt
+async def unknown(request: HttpRequest) -> HttpResponse:
+    return _error(ApiError(404, _("Unknown API endpoint: %(path)s") % {"path": request.path[:200]}, code="unknown_url"))

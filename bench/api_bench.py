@@ -31,20 +31,20 @@ BODY = {
 }
 
 
-def streamed_run(client: httpx.Client, path: str) -> tuple[float, float, int, float]:
+def streamed_run(client: httpx.Client, path: str, model: str) -> tuple[float, float, int, float]:
     """(ttft ms, tokens/s as received, tokens, llama-server's own tokens/s)."""
     try:
-        return _streamed_run(client, path)
+        return _streamed_run(client, path, model)
     except httpx.RemoteProtocolError:
         # A kept-alive connection the server closed while idle (a slow run on a busy box): retry on a new one.
-        return _streamed_run(client, path)
+        return _streamed_run(client, path, model)
 
 
-def _streamed_run(client: httpx.Client, path: str) -> tuple[float, float, int, float]:
+def _streamed_run(client: httpx.Client, path: str, model: str) -> tuple[float, float, int, float]:
     started = time.perf_counter()
     first = last = None
     tokens, server_tps = 0, 0.0
-    with client.stream("POST", path, json=BODY) as response:
+    with client.stream("POST", path, json={**BODY, "model": model}) as response:
         response.raise_for_status()
         for line in response.iter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -85,13 +85,16 @@ def main() -> None:
             base_url=llama.url, headers={"Authorization": f"Bearer {llama.env['LLAMA_API_KEY']}"}, timeout=120
         )
         api_client = httpx.Client(base_url=base_url(), headers={"Authorization": f"Bearer {key}"}, timeout=120)
-        streamed_run(direct_client, "/v1/chat/completions"), streamed_run(api_client, "/v1/chat/completions")  # warm-up
+        # The gateway takes the profile's name; llama-server's router, the id of the profile's live instance.
+        models = {"direct": llama.model_id, "api": BODY["model"]}
+        streamed_run(direct_client, "/v1/chat/completions", models["direct"])  # warm-up
+        streamed_run(api_client, "/v1/chat/completions", models["api"])
         direct, api = [], []
         for run in range(RUNS):
             # Alternate which goes first, so neither always follows the other's cache state.
             order = [("direct", direct_client, direct), ("api", api_client, api)]
-            for _name, client, results in order if run % 2 == 0 else reversed(order):
-                results.append(streamed_run(client, "/v1/chat/completions"))
+            for name, client, results in order if run % 2 == 0 else reversed(order):
+                results.append(streamed_run(client, "/v1/chat/completions", models[name]))
             print(
                 f"run {run + 1}: direct ttft={direct[-1][0]:.1f}ms {direct[-1][1]:.1f} tok/s "
                 f"(server {direct[-1][3]:.1f}, {direct[-1][2]} tokens) | "

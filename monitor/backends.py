@@ -65,6 +65,23 @@ def client_for(profile: ServerProfile | str | None = None, *, for_users: bool = 
 aclient_for = sync_to_async(client_for)
 
 
+async def ready_client(
+    profile: ServerProfile | str | None, *, for_users: bool = False
+) -> tuple[ServerProfile, LlamaClient]:
+    """The profile and a client for it, its live revision loaded first when it is local.
+
+    Raises ProfileUnavailable for an unknown profile, LoadFailed when it cannot load.
+    """
+    from monitor.switching import ensure_serving  # switching builds on the presets, not on this module
+
+    if not isinstance(profile, ServerProfile):
+        profile = await sync_to_async(find_profile)(profile, for_users=for_users)
+    if not profile.is_remote:
+        await ensure_serving(profile)
+        profile = await sync_to_async(ServerProfile.objects.get)(pk=profile.pk)
+    return profile, profile_client(profile)
+
+
 def user_profiles() -> QuerySet[ServerProfile]:
     """The profiles people may pick for a conversation or name as an API model."""
     return ServerProfile.objects.filter(available_to_users=True)

@@ -22,9 +22,10 @@ from chat.api.errors import ApiError
 from chat.api.keys import CallerKey
 from chat.api.limits import KeyLimiter, OverLimit, get_limiter
 from chat.services.fair_queue import FairQueue, get_queue
-from monitor.backends import ProfileUnavailable, aclient_for, user_profiles
+from monitor.backends import ProfileUnavailable, ready_client, user_profiles
 from monitor.llama_client import LlamaClient, LlamaError, LlamaRejected, LlamaUnavailable
 from monitor.serving import forget_serving_info, serving_info
+from monitor.switching import LoadFailed
 
 # Our endpoint → llama-server's path.
 ENDPOINTS = {
@@ -45,6 +46,7 @@ class ApiCall:
     body: dict
     client: LlamaClient
     stream: bool
+    profile: str = ""
 
     @property
     def path(self) -> str:
@@ -118,21 +120,29 @@ def _check_media(items) -> None:
                 )
 
 
+def _not_found(model: str) -> ApiError:
+    return ApiError(
+        404,
+        _("The model '%(model)s' does not exist or is not available: GET /v1/models lists them.")
+        % {"model": model[:100]},
+        code="model_not_found",
+        param="model",
+    )
+
+
 async def prepare(endpoint: str, raw: bytes) -> ApiCall:
     """Parse and check a request and find the profile its ``model`` names (404 when none is available)."""
     body = parse_body(raw)
     check_parameters(endpoint, body)
     try:
-        client = await aclient_for(body["model"], for_users=True)
+        profile, client = await ready_client(body["model"], for_users=True)
+    except LoadFailed as error:
+        raise ApiError(503, str(error), type="server_error", code="model_not_loaded") from error
     except ProfileUnavailable as error:
-        raise ApiError(
-            404,
-            _("The model '%(model)s' does not exist or is not available: GET /v1/models lists them.")
-            % {"model": body["model"][:100]},
-            code="model_not_found",
-            param="model",
-        ) from error
-    return ApiCall(endpoint=endpoint, body=body, client=client, stream=body.get("stream", False))
+        raise _not_found(body["model"]) from error
+    except LlamaError as error:  # the local llama-server is down
+        raise _from_llama(error) from error
+    return ApiCall(endpoint=endpoint, body=body, client=client, stream=body.get("stream", False), profile=profile.name)
 
 
 def _unavailable() -> ApiError:
@@ -193,7 +203,7 @@ async def complete(
     call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None, queue: FairQueue | None = None
 ) -> bytes:
     """A non-streamed answer: llama-server's JSON body, relayed as is."""
-    async with _turn(call, key, limiter or get_limiter(), queue or get_queue()):
+    async with _turn(call, key, limiter or get_limiter(), queue or get_queue(call.profile or "llama")):
         prompt_tokens = completion_tokens = 0
         try:
             content = await call.client.post_raw(call.path, call.body)
@@ -253,7 +263,7 @@ async def stream(
     tally = StreamTally()
     unrecorded = False
     try:
-        async with _turn(call, key, limiter or get_limiter(), queue or get_queue()):
+        async with _turn(call, key, limiter or get_limiter(), queue or get_queue(call.profile or "llama")):
             unrecorded = True
             upstream = call.client.stream_raw(call.path, call.body)
             try:

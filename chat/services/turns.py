@@ -22,11 +22,12 @@ from chat.models import Conversation, Message
 from chat.services import conversations
 from chat.services.context import fit_messages
 from chat.services.fair_queue import FairQueue, get_queue
-from monitor.backends import find_profile, profile_client
+from monitor.backends import find_profile, ready_client
 from monitor.llama_client import LlamaClient, LlamaError, LlamaStreamBroken, LlamaUnavailable
 from monitor.models import ServerProfile
+from monitor.presets import live_id
 from monitor.serving import forget_serving_info, serving_info
-from monitor.switching import ensure_serving, router_status
+from monitor.switching import router_status
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict], Awaitable[None]]
@@ -172,12 +173,9 @@ class TurnRunner:
         profile = await database_sync_to_async(_profile_of)(self.conversation)
         if not profile.is_remote:
             statuses = await router_status()
-            model_id = await database_sync_to_async(lambda: profile_client(profile).model)()
-            if statuses.get(model_id, {}).get("value") not in ("loaded", "sleeping"):
+            if statuses.get(live_id(profile), {}).get("value") not in ("loaded", "sleeping"):
                 await self._emit({"type": "notice", "text": _("Loading %(name)s…") % {"name": profile.name}})
-            await ensure_serving(profile)
-            profile = await database_sync_to_async(ServerProfile.objects.get)(pk=profile.pk)
-        self.client = profile_client(profile)
+        profile, self.client = await ready_client(profile)
         self.queue = self.queue or get_queue(profile.name)
 
     async def _prepare(self) -> tuple[dict, str]:

@@ -103,7 +103,7 @@ def test_plain_completion_and_usage_counted(owner_key, llama):
     # The same request straight to llama-server gives the same answer: passed through intact.
     direct = httpx.post(
         llama.url + "/v1/chat/completions",
-        json={"messages": messages, **SHORT},
+        json={"model": llama.model_id, "messages": messages, **SHORT},
         headers={"Authorization": f"Bearer {llama.env['LLAMA_API_KEY']}"},
         timeout=60,
     ).json()
@@ -390,11 +390,11 @@ def test_client_disconnect_frees_the_slot_and_the_turn_at_once(owner_key, llama)
     _, row, key = owner_key
     client, response, _lines = open_stream(key)
     assert any(slot["is_processing"] for slot in llama.slots())
-    assert asyncio.run(FairQueue().active_count()) == 1
+    assert asyncio.run(FairQueue(name=MODEL).active_count()) == 1
     response.close()
     client.close()
     assert slots_idle_within(llama, 2), "llama-server kept generating after the client left"
-    assert asyncio.run(FairQueue().active_count()) == 0
+    assert asyncio.run(FairQueue(name=MODEL).active_count()) == 0
     assert asyncio.run(KeyLimiter().in_flight(row.id)) == 0
     row.refresh_from_db()
     assert row.requests == 1 and row.completion_tokens >= 5
@@ -433,7 +433,7 @@ def test_api_requests_wait_in_the_fair_queue(owner_key, llama):
     thread.start()
     try:
         time.sleep(1.0)
-        assert not started.is_set() and asyncio.run(FairQueue().waiting_count()) == 1
+        assert not started.is_set() and asyncio.run(FairQueue(name=MODEL).waiting_count()) == 1
     finally:
         for client, response, _lines in (first, second):
             response.close()

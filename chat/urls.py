@@ -12,4 +12,8 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/delete/", views.delete_conversation, name="delete"),
     path("c/<uuid:conversation_id>/settings/", views.conversation_settings, name="settings"),
     path("m/<int:message_id>/image/", views.message_image, name="message-image"),
+    path("documents/upload/", views.upload_document, name="document-upload"),
+    path("documents/<uuid:document_id>/", views.document_status, name="document"),
+    path("documents/<uuid:document_id>/cancel/", views.cancel_document, name="document-cancel"),
+    path("documents/<uuid:document_id>/summarize/", views.summarize_document, name="document-summarize"),
 ]

@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 
 from chat.models import Document, DocumentChunk, DocumentPage
 from chat.services import documents
-from chat.services.fair_queue import FairQueue, get_queue
+from chat.services.fair_queue import FairQueue
 from monitor.backends import client_for
 from monitor.llama_client import LlamaClient, LlamaError
 from monitor.serving import serving_info
@@ -225,10 +225,15 @@ def _load(document_id) -> tuple[Document, LlamaClient]:
 # ---------------------------------------------------------------- the run
 
 
+def summary_queue() -> FairQueue:
+    """The chat's fair queue (same slots, same line), with short leases: a killed worker's slots come back soon."""
+    return FairQueue(lease_s=10.0)
+
+
 class SummaryRun:
     def __init__(self, document_id, *, queue: FairQueue | None = None, client: LlamaClient | None = None):
         self.document_id = document_id
-        self.queue = queue or get_queue()
+        self.queue = queue or summary_queue()
         self.client = client
         self.language = "English"
         self.budget: Budget | None = None
@@ -351,7 +356,18 @@ def compose(final: str, sections: list[DocumentChunk]) -> str:
 
 
 def run_summary(document_id) -> str:
-    return asyncio.run(SummaryRun(document_id).run())
+    """The Celery side: one event loop for the run, its connections closed with it."""
+
+    async def main() -> str:
+        run = SummaryRun(document_id)
+        try:
+            return await run.run()
+        finally:
+            await run.queue.aclose()
+            if run.client is not None:
+                await run.client.aclose()
+
+    return asyncio.run(main())
 
 
 def restart_summary(user, document_id, language: str | None = None) -> Document:

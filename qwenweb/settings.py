@@ -176,6 +176,7 @@ DOCUMENT_DIR = Path(os.environ.get("QWENWEB_DOCUMENT_DIR", VAR_DIR / "documents"
 DOCUMENT_MAX_BYTES = env_int("QWENWEB_DOCUMENT_MAX_BYTES", 50 * 1024 * 1024)
 DOCUMENT_MAX_PAGES = env_int("QWENWEB_DOCUMENT_MAX_PAGES", 2000)
 DOCUMENT_SUMMARY_TOKENS = env_int("QWENWEB_DOCUMENT_SUMMARY_TOKENS", 512)  # each partial summary at most
+DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as much as one slot's context holds
 # A document whose worker has not reported for this long was killed: run it again.
 DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
 CELERY_BEAT_SCHEDULE["resume-stalled-documents"] = {"task": "chat.tasks.resume_stalled_documents", "schedule": 30.0}

@@ -94,7 +94,11 @@ async def plan_budget(client: LlamaClient, system: str) -> Budget:
         [{"role": "system", "content": system}, {"role": "user", "content": "Part 999 of 999, pp. 9999-9999:\n\n"}]
     )
     overhead = await client.count_tokens(empty) + 16
-    return Budget(info.n_ctx, max(1, info.total_slots), answer, int((info.n_ctx - answer - overhead) * SAFETY))
+    room = int((info.n_ctx - answer - overhead) * SAFETY)
+    if settings.DOCUMENT_CHUNK_TOKENS:  # smaller chunks: more, shorter calls and a more detailed summary
+        # Never under three answers: combining calls must take several summaries each.
+        room = min(room, max(settings.DOCUMENT_CHUNK_TOKENS, 3 * answer))
+    return Budget(info.n_ctx, max(1, info.total_slots), answer, room)
 
 
 async def count_all(client: LlamaClient, texts: list[str]) -> list[int]:

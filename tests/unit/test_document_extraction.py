@@ -19,7 +19,11 @@ def texts(data: bytes) -> list[str]:
 
 def test_cjk_pages_extract_as_text():
     pages = texts(pdfs.cjk_pdf())
-    assert pages == ["这是一份关于灯塔的报告。灯塔在海边。", "これは灯台の報告書です。", "이것은 등대에 관한 보고서입니다."]
+    assert pages == [
+        "这是一份关于灯塔的报告。灯塔在海边。",
+        "これは灯台の報告書です。",
+        "이것은 등대에 관한 보고서입니다.",
+    ]
     assert [detect_language(p) for p in pages] == ["zh-hans", "ja", "ko"]
 
 
@@ -46,7 +50,11 @@ def test_one_column_page_is_not_split():
 
 def test_image_only_page_is_marked_scanned():
     pages = list(extract_pdf_pages(pdfs.scanned_page_pdf(text_pages=2, scanned_at=(2,))))
-    assert [(p.number, p.scanned, bool(p.text)) for p in pages] == [(1, False, True), (2, True, False), (3, False, True)]
+    assert [(p.number, p.scanned, bool(p.text)) for p in pages] == [
+        (1, False, True),
+        (2, True, False),
+        (3, False, True),
+    ]
 
 
 def test_encrypted_pdf_asks_for_its_password():

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHES = ["stream_bench.py", "planner_bench.py", "download_bench.py"]
+BENCHES = ["stream_bench.py", "planner_bench.py", "download_bench.py", "extract_bench.py"]
 
 failed = False
 for name in BENCHES:

@@ -120,8 +120,7 @@ def summary_seconds(run_dir: Path, slots: int) -> float:
         )
         document = documents.create_document(make_user(), None, "bench.pdf", data, language="en")
         started = time.perf_counter()
-        assert documents.ingest(document.id)
-        status = summaries.run_summary(document.id)
+        status = summaries.ingest_and_summarize(document.id)
         elapsed = time.perf_counter() - started
         document = Document.objects.get(id=document.id)
         assert status == "ready", document.error

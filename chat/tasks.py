@@ -15,11 +15,9 @@ def sweep_orphaned_streams(older_than_s: float | None = None) -> int:
 @shared_task(acks_late=True)
 def ingest_document(document_id: str) -> str:
     """Extract the pages, then summarize the whole document in the same run."""
-    from chat.services import documents, summaries
+    from chat.services import summaries
 
-    if not documents.ingest(document_id):
-        return "stopped"
-    return summaries.run_summary(document_id)
+    return summaries.ingest_and_summarize(document_id)
 
 
 @shared_task(acks_late=True)

@@ -7,6 +7,7 @@ carries its page, so answers can cite it.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass
 
@@ -114,19 +115,25 @@ async def document_system_message(client: LlamaClient, conversation_id, question
     if not await _fits(client, text, budget, exact_left):
         # The summaries alone are too long: keep the instructions and the passages.
         text = INSTRUCTIONS
+    # Ranking a long document is CPU work: keep it off the event loop that streams tokens.
+    ranked = await asyncio.to_thread(_ranked, question, attached)
+    chosen: list[Passage] = []
+    for passage in ranked:
+        candidate = chosen + [passage]
+        if not await _fits(client, _render(text, candidate), budget, exact_left):
+            break
+        chosen = candidate
+    return _render(text, chosen)
+
+
+def _ranked(question: str, attached: list[tuple[Document, list[tuple[int, str]]]]) -> list[Passage]:
     passages = [
         passage
         for document, pages in attached
         for number, page in pages
         for passage in split_passages(document.name, number, page)
     ]
-    chosen: list[Passage] = []
-    for passage in rank_passages(question, passages):
-        candidate = chosen + [passage]
-        if not await _fits(client, _render(text, candidate), budget, exact_left):
-            break
-        chosen = candidate
-    return _render(text, chosen)
+    return rank_passages(question, passages)
 
 
 def _render(head: str, passages: list[Passage]) -> str:

@@ -313,7 +313,10 @@ def ingest(document_id) -> bool:
     """Extract and store every page; True when the document is ready to summarize."""
     document = Document.objects.get(id=document_id)
     if document.status not in (Document.Status.QUEUED, Document.Status.EXTRACTING):
-        return document.status == Document.Status.SUMMARIZING
+        return False
+    if not claim(document.id):
+        log.info("document %s: another run is reading it", document.id)
+        return False
     path = stored_file(document)
     # Extraction is fast: a run that died half-way starts the pages again.
     DocumentPage.objects.filter(document=document).delete()
@@ -407,9 +410,22 @@ def stalled_documents(older_than_s: float) -> list[str]:
 
 
 def claim_stalled(document_id) -> str:
-    """Refresh a stalled document's heartbeat (so it is queued once) and say which step to run again."""
-    Document.objects.filter(id=document_id).update(heartbeat_at=timezone.now())
+    """Clear a stalled document's heartbeat (so it is queued once, and its next run may claim it);
+    say which step to run again."""
+    Document.objects.filter(id=document_id).update(heartbeat_at=None)
     return Document.objects.filter(id=document_id).values_list("status", flat=True).first() or ""
+
+
+CLAIM_AFTER_S = 6.0  # three missed heartbeats
+
+
+def claim(document_id) -> bool:
+    """Take the document for this run; False while another live run holds it (its heartbeat is fresh)."""
+    from django.db.models import Q
+
+    cutoff = timezone.now() - timedelta(seconds=CLAIM_AFTER_S)
+    fresh = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
+    return bool(Document.objects.filter(fresh, id=document_id).update(heartbeat_at=timezone.now()))
 
 
 def document_payload(document: Document) -> dict:

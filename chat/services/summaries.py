@@ -235,8 +235,16 @@ def summary_queue() -> FairQueue:
 
 
 class SummaryRun:
-    def __init__(self, document_id, *, queue: FairQueue | None = None, client: LlamaClient | None = None):
+    def __init__(
+        self,
+        document_id,
+        *,
+        queue: FairQueue | None = None,
+        client: LlamaClient | None = None,
+        claimed: bool = False,
+    ):
         self.document_id = document_id
+        self.claimed = claimed
         self.queue = queue or summary_queue()
         self.client = client
         self.language = "English"
@@ -248,6 +256,9 @@ class SummaryRun:
         document, client = await sync_to_async(_load)(self.document_id)
         self.client = self.client or client
         if document.status != Document.Status.SUMMARIZING:
+            return document.status
+        if not self.claimed and not await sync_to_async(documents.claim)(self.document_id):
+            log.info("document %s: another run is summarizing it", self.document_id)
             return document.status
         work = asyncio.create_task(self._summarize(document))
         ticker = asyncio.create_task(self._tick(work))
@@ -359,11 +370,13 @@ def compose(final: str, sections: list[DocumentChunk]) -> str:
     return "\n".join(lines)
 
 
-def run_summary(document_id) -> str:
-    """The Celery side: one event loop for the run, its connections closed with it."""
+def run_summary(document_id, *, claimed: bool = False) -> str:
+    """The Celery side: one event loop for the run, its connections closed with it.
+
+    ``claimed``: the caller already holds the document (ingestion went straight on)."""
 
     async def main() -> str:
-        run = SummaryRun(document_id)
+        run = SummaryRun(document_id, claimed=claimed)
         try:
             return await run.run()
         finally:
@@ -374,6 +387,16 @@ def run_summary(document_id) -> str:
     return asyncio.run(main())
 
 
+def ingest_and_summarize(document_id) -> str:
+    """The whole pipeline for a new upload; a run that finds the pages already read goes on to the summary."""
+    status = Document.objects.filter(id=document_id).values_list("status", flat=True).first()
+    if status == Document.Status.SUMMARIZING:
+        return run_summary(document_id)
+    if not documents.ingest(document_id):
+        return Document.objects.filter(id=document_id).values_list("status", flat=True).first() or ""
+    return run_summary(document_id, claimed=True)
+
+
 def restart_summary(user, document_id, language: str | None = None) -> Document:
     """Summarize again: resumes from the parts done, or starts over in another language."""
     document = documents.get_document(user, document_id)
@@ -382,14 +405,15 @@ def restart_summary(user, document_id, language: str | None = None) -> Document:
     if not DocumentPage.objects.filter(document=document).exclude(text="").exists():
         raise documents.DocumentError(_("This document has no text to summarize."))
     with transaction.atomic():
-        if language is not None:
-            language = documents.clean_language(language)
-            if language != document.summary_language:
-                DocumentChunk.objects.filter(document=document).delete()
-                document.summary_language = language
+        language = document.summary_language if language is None else documents.clean_language(language)
+        # A finished summary is made anew; a failed or cancelled one continues from its chunks.
+        if document.status == Document.Status.READY or language != document.summary_language:
+            DocumentChunk.objects.filter(document=document).delete()
+            document.summary = ""
+        document.summary_language = language
         document.status = Document.Status.SUMMARIZING
         document.error = ""
         document.cancel_requested = False
-        document.heartbeat_at = timezone.now()
+        document.heartbeat_at = None
         document.save()
     return document

@@ -136,3 +136,13 @@ def test_passages_match_questions_in_any_script():
 
 def test_page_list():
     assert documents.page_list([1, 2, 3, 5, 7, 8]) == "1–3, 5, 7–8"
+
+
+def test_one_run_at_a_time_holds_a_document():
+    user = client.make_user()
+    document = documents.create_document(user, None, "a.txt", b"hello")
+    assert documents.claim(document.id) is True
+    assert documents.claim(document.id) is False  # a live run's heartbeat is fresh
+    Document.objects.filter(id=document.id).update(status=Document.Status.SUMMARIZING)
+    assert documents.claim_stalled(document.id) == Document.Status.SUMMARIZING
+    assert documents.claim(document.id) is True  # the run queued for the stalled document may take it

@@ -58,6 +58,12 @@
       list.append(view.el);
       views.set(data.id, view);
     }
+    const signature = JSON.stringify(data);
+    if (view.signature === signature) {
+      if (data.active) schedule(data);
+      return; // unchanged: keep the nodes, so a click in progress is not lost
+    }
+    view.signature = signature;
     view.data = data;
     const node = view.el;
     node.dataset.status = data.status;
@@ -79,17 +85,11 @@
     if (data.active) {
       const cancel = el("button", "danger doc-cancel", T.cancel);
       cancel.type = "button";
-      cancel.addEventListener("click", () => act(data.urls.cancel));
       header.append(cancel);
     } else if (data.status !== "failed" || data.chunks_total) {
       if (data.status !== "queued") {
         const again = el("button", "doc-summarize", data.status === "ready" ? T.summarize_again : T.retry);
         again.type = "button";
-        again.addEventListener("click", () => {
-          const body = new FormData();
-          body.append("language", form.querySelector("select[name=language]").value);
-          act(data.urls.summarize, body);
-        });
         header.append(again);
       }
     }
@@ -135,8 +135,23 @@
     }, 1000);
   }
 
+  // One listener for every card: buttons are redrawn as progress comes in.
+  list.addEventListener("click", (event) => {
+    const button = event.target.closest("button");
+    const card = button && button.closest("article.document");
+    const view = card && views.get(card.dataset.id);
+    if (!view) return;
+    if (button.classList.contains("doc-cancel")) act(view.data.urls.cancel);
+    if (button.classList.contains("doc-summarize")) {
+      const body = new FormData();
+      body.append("language", form.querySelector("select[name=language]").value);
+      act(view.data.urls.summarize, body);
+    }
+  });
+
   async function act(url, body) {
-    const result = await post(url, body || new FormData());
+    // No body rather than an empty multipart one, which Django refuses as malformed.
+    const result = await post(url, body);
     if (result.body.document) draw(result.body.document);
     else if (result.body.error) showError(result.body.error);
   }

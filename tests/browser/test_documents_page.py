@@ -1,5 +1,7 @@
 """A person uploads a PDF from the chat page and sees its summary arrive with page citations."""
 
+import time
+
 import pytest
 from playwright.sync_api import expect
 
@@ -32,7 +34,7 @@ def test_upload_pdf_and_see_the_summary_with_pages(browser, llama, tmp_path):
     page.close()
 
 
-def test_refused_and_locked_files_say_why(browser, tmp_path):
+def test_refused_and_locked_files_say_why(browser, llama, tmp_path):
     user = make_user()
     page = browser.new_page()
     log_in(page, user)
@@ -54,5 +56,13 @@ def test_refused_and_locked_files_say_why(browser, tmp_path):
     page.fill("#password-field input", "open-sesame")
     page.click("#document-upload")
     page.wait_for_url("**/c/*/")
-    expect(page.locator("article.document .doc-name")).to_have_text("locked.pdf")
+    card = page.locator("article.document")
+    expect(card.locator(".doc-name")).to_have_text("locked.pdf")
+    # Cancel from the page; nothing keeps working for the next tests.
+    card.locator(".doc-cancel").click()
+    expect(card).to_have_attribute("data-status", "cancelled", timeout=30_000)
+    deadline = time.monotonic() + 30
+    while any(slot["is_processing"] for slot in llama.slots()):
+        assert time.monotonic() < deadline, "slots still busy after cancel"
+        time.sleep(0.1)
     page.close()

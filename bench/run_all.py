@@ -12,6 +12,7 @@ BENCHES = [
     "profile_bench.py",
     "sampler_bench.py",
     "selftest_bench.py",
+    "extract_bench.py",
 ]
 
 failed = False

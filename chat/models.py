@@ -103,3 +103,91 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class Document(models.Model):
+    """An uploaded PDF, TXT or Markdown file: its pages are rows, its summary is built from chunks."""
+
+    class Kind(models.TextChoices):
+        PDF = "pdf", "PDF"
+        TEXT = "txt", _("Text")
+        MARKDOWN = "md", "Markdown"
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", _("Queued")
+        EXTRACTING = "extracting", _("Reading the pages")
+        SUMMARIZING = "summarizing", _("Summarizing")
+        READY = "ready", _("Ready")
+        FAILED = "failed", _("Failed")
+        CANCELLED = "cancelled", _("Cancelled")
+
+    ACTIVE = (Status.QUEUED, Status.EXTRACTING, Status.SUMMARIZING)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="documents")
+    # The conversation it is attached to: its questions use the summary and passages.
+    conversation = models.ForeignKey(
+        Conversation, null=True, blank=True, on_delete=models.SET_NULL, related_name="documents"
+    )
+    name = models.CharField(max_length=255)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    error = models.TextField(blank=True)
+    page_count = models.PositiveIntegerField(default=0)
+    pages_done = models.PositiveIntegerField(default=0)
+    # Pages with no text layer (scanned images), 1-based.
+    scanned_pages = models.JSONField(default=list, blank=True)
+    # Summary language chosen by the user ("" = the document's own language).
+    summary_language = models.CharField(max_length=16, blank=True)
+    summary = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    # Written by the worker while it works; a stale heartbeat means the worker died.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DocumentPage(models.Model):
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="pages")
+    number = models.PositiveIntegerField()  # 1-based, as people cite pages
+    text = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [models.UniqueConstraint(fields=["document", "number"], name="document_page_unique")]
+
+
+class DocumentChunk(models.Model):
+    """One piece of the map-reduce: level 0 summarizes pages, level N combines level N-1 summaries.
+
+    Saved as soon as its summary is written, so a killed worker resumes from here."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    level = models.PositiveSmallIntegerField()
+    index = models.PositiveIntegerField()
+    first_page = models.PositiveIntegerField()
+    last_page = models.PositiveIntegerField()
+    text = models.TextField()  # the input, with its page markers
+    tokens = models.PositiveIntegerField(default=0)
+    summary = models.TextField(blank=True)
+    done = models.BooleanField(default=False)
+    requests = models.PositiveSmallIntegerField(default=0)  # model calls spent on it
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["level", "index"]
+        constraints = [models.UniqueConstraint(fields=["document", "level", "index"], name="document_chunk_unique")]
+
+    @property
+    def pages_label(self) -> str:
+        if self.first_page == self.last_page:
+            return f"p. {self.first_page}"
+        return f"pp. {self.first_page}–{self.last_page}"

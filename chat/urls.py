@@ -16,4 +16,8 @@ urlpatterns = [
     path("keys/new/", key_views.create_api_key, name="api-key-create"),
     path("keys/<int:key_id>/revoke/", key_views.revoke_api_key, name="api-key-revoke"),
     path("connect/", key_views.connect_agent, name="connect"),
+    path("documents/upload/", views.upload_document, name="document-upload"),
+    path("documents/<uuid:document_id>/", views.document_status, name="document"),
+    path("documents/<uuid:document_id>/cancel/", views.cancel_document, name="document-cancel"),
+    path("documents/<uuid:document_id>/summarize/", views.summarize_document, name="document-summarize"),
 ]

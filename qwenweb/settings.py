@@ -196,3 +196,13 @@ CELERY_BEAT_SCHEDULE["prune-metric-history"] = {"task": "monitor.tasks.prune_met
 # OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
 API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)
+
+# Documents: uploads, extraction and whole-document summaries.
+DOCUMENT_DIR = Path(os.environ.get("QWENWEB_DOCUMENT_DIR", VAR_DIR / "documents"))
+DOCUMENT_MAX_BYTES = env_int("QWENWEB_DOCUMENT_MAX_BYTES", 50 * 1024 * 1024)
+DOCUMENT_MAX_PAGES = env_int("QWENWEB_DOCUMENT_MAX_PAGES", 2000)
+DOCUMENT_SUMMARY_TOKENS = env_int("QWENWEB_DOCUMENT_SUMMARY_TOKENS", 512)  # each partial summary at most
+DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as much as one slot's context holds
+# A document whose worker has not reported for this long was killed: run it again.
+DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
+CELERY_BEAT_SCHEDULE["resume-stalled-documents"] = {"task": "chat.tasks.resume_stalled_documents", "schedule": 30.0}

@@ -120,6 +120,12 @@ class FairQueue:
             self._clients[loop] = client
         return client
 
+    async def aclose(self) -> None:
+        """Close this loop's Redis connection (a Celery task's loop ends with its task)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()
+
     @property
     def _users_key(self) -> str:
         return self.prefix + "users"

@@ -21,6 +21,7 @@ from chat.errors import ChatError
 from chat.models import Conversation, Message
 from chat.services import conversations
 from chat.services.context import fit_messages
+from chat.services.document_context import document_system_message
 from chat.services.fair_queue import FairQueue, get_queue
 from monitor.backends import find_profile, ready_client
 from monitor.llama_client import LlamaClient, LlamaError, LlamaStreamBroken, LlamaUnavailable
@@ -194,6 +195,7 @@ class TurnRunner:
                     "The model serving this chat cannot read images (it has no vision projector). Remove the image, or ask an admin for a profile that takes images."
                 )
             )
+        messages = await self._with_documents(messages, info.n_ctx)
         fitted = await fit_messages(self.client, messages, info.n_ctx, info.template_key)
         notice = ""
         if fitted.dropped:
@@ -215,6 +217,13 @@ class TurnRunner:
             if key in self.options:
                 payload[key] = self.options[key]
         return payload, notice
+
+    async def _with_documents(self, messages: list[dict], n_ctx: int) -> list[dict]:
+        """Questions in a conversation with documents get their summary and matching passages."""
+        content = messages[-1]["content"]
+        question = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
+        system = await document_system_message(self.client, self.conversation.id, question, n_ctx)
+        return [{"role": "system", "content": system}, *messages] if system else messages
 
     async def _on_queue_position(self, position: int) -> None:
         await self._emit({"type": "queued", "position": position})

@@ -34,6 +34,9 @@ def configure_environment(run_dir: Path, *, parallel: int = 2, ctx_size: int = 4
     env["QWENWEB_MODELS_DIR"] = str(models_dir)
     env["QWENWEB_DOWNLOAD_ATTEMPTS"] = "2"
     env["QWENWEB_DOWNLOAD_READ_TIMEOUT_S"] = "3"
+    # Document summaries: short partial summaries and small chunks keep the tests' model calls brief.
+    env.setdefault("QWENWEB_DOCUMENT_SUMMARY_TOKENS", "48")
+    env.setdefault("QWENWEB_DOCUMENT_CHUNK_TOKENS", "400")
     env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
     env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port()}"
     env["QWENWEB_PARALLEL"] = str(parallel)

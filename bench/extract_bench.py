@@ -1,0 +1,162 @@
+"""Document extraction beside pdftotext, and whole-document summary time with 1 and 2 slots.
+
+Part 1: a generated corpus (prose pages, two-column pages, CJK pages) is read by our
+extraction (``extract_pdf_pages``, what the worker runs) and by poppler's
+``pdftotext``, alternating, 7 runs each; prints pages per second of each (medians)
+and ``extract_ratio=`` (ours ÷ pdftotext).
+
+Part 2: a 100-page document is summarized end to end (the worker's ``run_summary``:
+token counts, chunking, map and reduce calls) against a real llama-server with
+``--parallel 1`` and then ``--parallel 2``, the same 4096-token context per slot.
+To finish in minutes on a 2-core box, its pages are short (about 25 words each),
+chunks are capped at 800 tokens and partial summaries at 96 tokens; it prints
+``summary_1slot_s=`` and ``summary_2slot_s=``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+os.environ.setdefault("QWENWEB_DOCUMENT_CHUNK_TOKENS", "800")
+os.environ.setdefault("QWENWEB_DOCUMENT_SUMMARY_TOKENS", "96")
+
+from tests.support import stack  # noqa: E402
+
+RUNS = 7
+SUMMARY_PAGES = 100
+
+
+def corpus_pdf() -> bytes:
+    """120 pages: 100 of prose, 10 two-column, 10 CJK, merged with pypdfium2."""
+    import pypdfium2 as pdfium
+
+    from tests.support import pdfs
+
+    parts = [pdfs.report_pdf(100, words_per_page=300, seed=5)]
+    parts += [pdfs.two_column_pdf() for _ in range(10)]
+    cjk = pdfs.cjk_pdf()
+    parts += [cjk for _ in range(4)]
+    merged = pdfium.PdfDocument.new()
+    for data in parts:
+        source = pdfium.PdfDocument(data)
+        merged.import_pages(source)
+        source.close()
+    path = Path(tempfile.mkstemp(suffix=".pdf")[1])
+    merged.save(str(path))
+    merged.close()
+    return path.read_bytes()
+
+
+def ours(path: Path) -> int:
+    from chat.services.documents import extract_pdf_pages
+
+    pages = list(extract_pdf_pages(path))
+    assert pages and sum(len(p.text) for p in pages) > 1000
+    return len(pages)
+
+
+def pdftotext(path: Path, binary: str) -> int:
+    result = subprocess.run([binary, "-enc", "UTF-8", str(path), "-"], check=True, capture_output=True)
+    return result.stdout.count(b"\f")
+
+
+def extraction_part() -> None:
+    binary = shutil.which("pdftotext")
+    if binary is None:
+        print("extract_ratio=skipped (pdftotext not installed: apt-get install poppler-utils)")
+        return
+    data = corpus_pdf()
+    path = Path(tempfile.mkstemp(suffix=".pdf")[1])
+    path.write_bytes(data)
+    ours(path), pdftotext(path, binary)  # warm both (page cache, PDFium's font tables)
+    ours_s, ref_s = [], []
+    pages = 0
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        pages = ours(path)
+        ours_s.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        ref_pages = pdftotext(path, binary)
+        ref_s.append(time.perf_counter() - started)
+    assert ref_pages == pages, (ref_pages, pages)
+    ours_pps = pages / statistics.median(ours_s)
+    ref_pps = pages / statistics.median(ref_s)
+    print(f"extract_pages={pages}")
+    print(f"extract_ours_pages_per_s={ours_pps:.0f}")
+    print(f"extract_pdftotext_pages_per_s={ref_pps:.0f}")
+    print(f"extract_ratio={ours_pps / ref_pps:.2f}", flush=True)
+    path.unlink()
+
+
+def summary_seconds(run_dir: Path, slots: int) -> float:
+    from django.test import override_settings
+
+    from chat.models import Document
+    from chat.services import documents, summaries
+    from monitor.serving import forget_serving_info
+    from tests.support import pdfs
+    from tests.support.client import make_user
+
+    with override_settings(LLAMA_PARALLEL=slots, LLAMA_CTX_SIZE=4096 * slots):
+        llama = stack.start_llama(run_dir)
+    forget_serving_info()
+    try:
+        rng = random.Random(11)
+        data = pdfs.text_pdf(
+            [
+                [f"Page {n} is about {pdfs.topic(n)}.", " ".join(rng.choice(pdfs.WORDS) for _ in range(20))]
+                for n in range(1, SUMMARY_PAGES + 1)
+            ]
+        )
+        document = documents.create_document(make_user(), None, "bench.pdf", data, language="en")
+        started = time.perf_counter()
+        status = summaries.ingest_and_summarize(document.id)
+        elapsed = time.perf_counter() - started
+        document = Document.objects.get(id=document.id)
+        assert status == "ready", document.error
+        chunks = document.chunks.filter(level=0).count()
+        print(f"summary_{slots}slot_chunks={chunks}")
+        return elapsed
+    finally:
+        llama.stop()
+
+
+def summary_part(run_dir: Path) -> None:
+    redis = stack.start_redis(run_dir)
+    try:
+        for slots in (1, 2):
+            print(f"summary_{slots}slot_s={summary_seconds(run_dir, slots):.1f}", flush=True)
+    finally:
+        redis.stop()
+
+
+def main() -> None:
+    run_dir = stack.new_run_dir("qwenweb-bench-")
+    stack.configure_environment(run_dir)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+    try:
+        if "--summary-only" not in sys.argv:
+            extraction_part()
+        if "--extract-only" not in sys.argv:
+            summary_part(run_dir)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,419 @@
+"""Whole-document summaries: map-reduce over every page, sized with llama-server's own token counts.
+
+Level 0 chunks pack consecutive pages (each marked ``[p. N]``) up to what one slot's
+context holds after the prompt and the answer; each is summarized on its own, up to
+the profile's slots at once, each in the chat's fair queue under a per-document key so
+a long document takes one turn per round like any chat user and never starves them.
+Level N combines level N-1 summaries, recursively while they do not fit one call.
+Every chunk is a row, saved the moment its summary is written: a killed worker's
+successor plans nothing again and pays only for the chunks not done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from chat.models import Document, DocumentChunk, DocumentPage
+from chat.services import documents
+from chat.services.fair_queue import FairQueue
+from monitor.backends import client_for
+from monitor.llama_client import LlamaClient, LlamaError
+from monitor.serving import serving_info
+
+log = logging.getLogger(__name__)
+
+# Summary languages a user may pick ("" = the document's own).
+LANGUAGES = {
+    "en": "English",
+    "zh-hans": "Simplified Chinese",
+    "zh-hant": "Traditional Chinese",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "fr": "French",
+    "de": "German",
+    "es": "Spanish",
+}
+HEARTBEAT_S = 2.0
+COUNT_CONCURRENCY = 8
+SAFETY = 0.97  # per-piece counts summed may differ a little from the joined text's count
+
+MAP_SYSTEM = (
+    "You summarize one part of a longer document. Each page of the text starts with a marker like [p. 12]. "
+    "Write a concise summary of the main points of this part in {language}. "
+    "After each point, cite the page it comes from as (p. N)."
+)
+REDUCE_SYSTEM = (
+    "You combine the summaries of consecutive parts of one document into one summary in {language}. "
+    "Each part starts with its pages, like (pp. 3-9). Keep the main points and their page citations (p. N)."
+)
+
+
+def detect_language(text: str) -> str:
+    """The language a summary should default to, from the scripts the text is written in."""
+    sample = text[:20000]
+    hangul = len(re.findall(r"[\uac00-\ud7af]", sample))
+    kana = len(re.findall(r"[\u3040-\u30ff]", sample))
+    han = len(re.findall(r"[\u4e00-\u9fff]", sample))
+    latin = len(re.findall(r"[A-Za-z]", sample))
+    if hangul > latin and hangul >= kana:
+        return "ko"
+    if kana and kana + han > latin:
+        return "ja"
+    if han > latin:
+        return "zh-hans"
+    return ""
+
+
+def language_name(document: Document, sample: str) -> str:
+    code = document.summary_language or detect_language(sample)
+    return LANGUAGES.get(code, "the same language as the document")
+
+
+@dataclass(frozen=True)
+class Budget:
+    n_ctx: int
+    slots: int
+    answer_tokens: int
+    input_tokens: int  # what one chunk's text may take
+
+
+async def plan_budget(client: LlamaClient, system: str) -> Budget:
+    info = await serving_info(client, fresh=True)
+    # At most a sixth of the context, so several summaries always fit one combining call.
+    answer = max(64, min(settings.DOCUMENT_SUMMARY_TOKENS, info.n_ctx // 6))
+    empty = await client.apply_template(
+        [{"role": "system", "content": system}, {"role": "user", "content": "Part 999 of 999, pp. 9999-9999:\n\n"}]
+    )
+    overhead = await client.count_tokens(empty) + 16
+    room = int((info.n_ctx - answer - overhead) * SAFETY)
+    if settings.DOCUMENT_CHUNK_TOKENS:  # smaller chunks: more, shorter calls and a more detailed summary
+        # Never under three answers: combining calls must take several summaries each.
+        room = min(room, max(settings.DOCUMENT_CHUNK_TOKENS, 3 * answer))
+    return Budget(info.n_ctx, max(1, info.total_slots), answer, room)
+
+
+async def count_all(client: LlamaClient, texts: list[str]) -> list[int]:
+    gate = asyncio.Semaphore(COUNT_CONCURRENCY)
+
+    async def one(text: str) -> int:
+        async with gate:
+            return await client.count_tokens(text)
+
+    return list(await asyncio.gather(*(one(text) for text in texts)))
+
+
+@dataclass
+class Piece:
+    first_page: int
+    last_page: int
+    text: str
+    tokens: int
+
+
+async def _split_piece(client: LlamaClient, piece: Piece, limit: int) -> list[Piece]:
+    """A page longer than one chunk: cut it at line breaks into parts that fit."""
+    parts = max(2, -(-piece.tokens // limit))
+    lines = piece.text.split("\n")
+    size = -(-len(piece.text) // parts)
+    texts: list[str] = []
+    current = ""
+    for line in lines:
+        while len(line) > size:
+            texts.append(current + line[:size]) if current else texts.append(line[:size])
+            current, line = "", line[size:]
+        if current and len(current) + len(line) > size:
+            texts.append(current)
+            current = ""
+        current += line + "\n"
+    if current.strip():
+        texts.append(current)
+    marked = [texts[0]] + [f"[p. {piece.first_page}]\n{text}" for text in texts[1:]]
+    counts = await count_all(client, marked)
+    result: list[Piece] = []
+    for text, tokens in zip(marked, counts, strict=True):
+        part = Piece(piece.first_page, piece.last_page, text, tokens)
+        result.extend(await _split_piece(client, part, limit) if tokens > limit else [part])
+    return result
+
+
+async def pack(client: LlamaClient, pieces: list[Piece], limit: int) -> list[Piece]:
+    """Consecutive pieces joined greedily into chunks of at most ``limit`` tokens."""
+    chunks: list[Piece] = []
+    current: Piece | None = None
+    for piece in pieces:
+        for part in await _split_piece(client, piece, limit) if piece.tokens > limit else [piece]:
+            if current is not None and current.tokens + part.tokens + 1 <= limit:
+                current = Piece(
+                    current.first_page,
+                    part.last_page,
+                    current.text + "\n\n" + part.text,
+                    current.tokens + part.tokens + 1,
+                )
+                continue
+            if current is not None:
+                chunks.append(current)
+            current = part
+    if current is not None:
+        chunks.append(current)
+    return chunks
+
+
+# ---------------------------------------------------------------- database side (sync)
+
+
+def _pages(document_id) -> list[tuple[int, str]]:
+    return list(DocumentPage.objects.filter(document_id=document_id).exclude(text="").values_list("number", "text"))
+
+
+def _chunks(document_id, level: int) -> list[DocumentChunk]:
+    return list(DocumentChunk.objects.filter(document_id=document_id, level=level))
+
+
+@transaction.atomic
+def _save_plan(document_id, level: int, chunks: list[Piece]) -> list[DocumentChunk]:
+    if DocumentChunk.objects.filter(document_id=document_id, level=level).exists():
+        return _chunks(document_id, level)  # another run planned it first
+    DocumentChunk.objects.bulk_create(
+        DocumentChunk(
+            document_id=document_id,
+            level=level,
+            index=index,
+            first_page=chunk.first_page,
+            last_page=chunk.last_page,
+            text=chunk.text,
+            tokens=chunk.tokens,
+        )
+        for index, chunk in enumerate(chunks)
+    )
+    return _chunks(document_id, level)
+
+
+def _mark_started(chunk_id: int) -> None:
+    from django.db.models import F
+
+    DocumentChunk.objects.filter(id=chunk_id).update(requests=F("requests") + 1)
+
+
+def _mark_done(chunk_id: int, summary: str) -> None:
+    DocumentChunk.objects.filter(id=chunk_id).update(summary=summary, done=True, finished_at=timezone.now())
+
+
+def _finish(document_id, summary: str) -> None:
+    Document.objects.filter(id=document_id).update(
+        status=Document.Status.READY, summary=summary, error="", heartbeat_at=None, updated_at=timezone.now()
+    )
+
+
+def _stop(document_id, status: str, error: str = "") -> None:
+    """Cancelled or failed: the chunks done so far are kept for the next try."""
+    Document.objects.filter(id=document_id).update(
+        status=status, error=error, cancel_requested=False, heartbeat_at=None, updated_at=timezone.now()
+    )
+
+
+def _load(document_id) -> tuple[Document, LlamaClient]:
+    document = Document.objects.select_related("conversation__profile").get(id=document_id)
+    profile = document.conversation.profile if document.conversation else None
+    return document, client_for(profile)
+
+
+# ---------------------------------------------------------------- the run
+
+
+def summary_queue() -> FairQueue:
+    """The chat's fair queue (same slots, same line), with short leases: a killed worker's slots come back soon."""
+    return FairQueue(lease_s=10.0)
+
+
+class SummaryRun:
+    def __init__(
+        self,
+        document_id,
+        *,
+        queue: FairQueue | None = None,
+        client: LlamaClient | None = None,
+        claimed: bool = False,
+    ):
+        self.document_id = document_id
+        self.claimed = claimed
+        self.queue = queue or summary_queue()
+        self.client = client
+        self.language = "English"
+        self.budget: Budget | None = None
+        self.cancelled = False
+
+    async def run(self) -> str:
+        """The document's final status."""
+        document, client = await sync_to_async(_load)(self.document_id)
+        self.client = self.client or client
+        if document.status != Document.Status.SUMMARIZING:
+            return document.status
+        if not self.claimed and not await sync_to_async(documents.claim)(self.document_id):
+            log.info("document %s: another run is summarizing it", self.document_id)
+            return document.status
+        work = asyncio.create_task(self._summarize(document))
+        ticker = asyncio.create_task(self._tick(work))
+        try:
+            summary = await work
+        except asyncio.CancelledError:
+            if not self.cancelled:
+                raise
+            await sync_to_async(_stop)(self.document_id, Document.Status.CANCELLED)
+            return Document.Status.CANCELLED
+        except LlamaError as error:
+            message = _("The summary stopped: %(reason)s The parts already done are kept; try again to continue.") % {
+                "reason": str(error)
+            }
+            await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
+            return Document.Status.FAILED
+        finally:
+            ticker.cancel()
+        await sync_to_async(_finish)(self.document_id, summary)
+        return Document.Status.READY
+
+    async def _tick(self, work: asyncio.Task) -> None:
+        """Heartbeat for the stall detector; cancels the work when the user asks."""
+        while not work.done():
+            if not await sync_to_async(documents.heartbeat)(self.document_id):
+                self.cancelled = True
+                work.cancel()
+                return
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _summarize(self, document: Document) -> str:
+        pages = await sync_to_async(_pages)(document.id)
+        self.language = language_name(document, "\n".join(text for _number, text in pages[:20]))
+        self.budget = await plan_budget(self.client, MAP_SYSTEM.format(language=self.language))
+        level0 = await sync_to_async(_chunks)(document.id, 0)
+        if not level0:
+            marked = [f"[p. {number}]\n{text}" for number, text in pages]
+            counts = await count_all(self.client, marked)
+            pieces = [
+                Piece(number, number, text, tokens)
+                for (number, _text), text, tokens in zip(pages, marked, counts, strict=True)
+            ]
+            level0 = await sync_to_async(_save_plan)(
+                document.id, 0, await pack(self.client, pieces, self.budget.input_tokens)
+            )
+        await self._run_level(level0, total=len(level0))
+        level0 = await sync_to_async(_chunks)(document.id, 0)
+        if len(level0) == 1:
+            return compose(level0[0].summary, level0)
+        current, level = level0, 1
+        while True:
+            planned = await sync_to_async(_chunks)(document.id, level)
+            if not planned:
+                pieces = [
+                    Piece(c.first_page, c.last_page, f"({c.pages_label})\n{c.summary.strip()}", 0) for c in current
+                ]
+                for piece, tokens in zip(pieces, await count_all(self.client, [p.text for p in pieces]), strict=True):
+                    piece.tokens = tokens
+                planned = await sync_to_async(_save_plan)(
+                    document.id, level, await pack(self.client, pieces, self.budget.input_tokens)
+                )
+            await self._run_level(planned, total=len(planned))
+            current = await sync_to_async(_chunks)(document.id, level)
+            if len(current) == 1:
+                return compose(current[0].summary, level0)
+            level += 1
+
+    async def _run_level(self, chunks: list[DocumentChunk], total: int) -> None:
+        gate = asyncio.Semaphore(self.budget.slots)
+        pending = [chunk for chunk in chunks if not chunk.done]
+
+        async def one(chunk: DocumentChunk) -> None:
+            async with gate:
+                summary = await self._summarize_chunk(chunk, total)
+                await sync_to_async(_mark_done)(chunk.id, summary)
+
+        await asyncio.gather(*(one(chunk) for chunk in pending))
+
+    async def _summarize_chunk(self, chunk: DocumentChunk, total: int) -> str:
+        if chunk.level == 0:
+            system = MAP_SYSTEM.format(language=self.language)
+            user = f"Part {chunk.index + 1} of {total}, {chunk.pages_label}:\n\n{chunk.text}"
+        else:
+            system = REDUCE_SYSTEM.format(language=self.language)
+            user = f"Summaries of parts, {chunk.pages_label}:\n\n{chunk.text}"
+        payload = {
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "max_tokens": self.budget.answer_tokens,
+            "temperature": 0.3,
+        }
+        async with self.queue.slot(f"document:{self.document_id}", capacity=self.budget.slots):
+            await sync_to_async(_mark_started)(chunk.id)
+            parts: list[str] = []
+            async for batch in self.client.stream_chat(payload):
+                for item in batch:
+                    for choice in item.get("choices") or ():
+                        parts.append((choice.get("delta") or {}).get("content") or "")
+        text = "".join(parts).strip()
+        return text or _("(nothing to summarize in %(pages)s)") % {"pages": chunk.pages_label}
+
+
+def compose(final: str, sections: list[DocumentChunk]) -> str:
+    """The combined summary, then each part's own summary under its pages, so every point can be traced."""
+    if len(sections) == 1:
+        return f"{final.strip()}\n\n*({sections[0].pages_label})*"
+    lines = [final.strip(), "", "### " + _("By section")]
+    for section in sections:
+        lines.append(f"- **{section.pages_label}**: " + " ".join(section.summary.split()))
+    return "\n".join(lines)
+
+
+def run_summary(document_id, *, claimed: bool = False) -> str:
+    """The Celery side: one event loop for the run, its connections closed with it.
+
+    ``claimed``: the caller already holds the document (ingestion went straight on)."""
+
+    async def main() -> str:
+        run = SummaryRun(document_id, claimed=claimed)
+        try:
+            return await run.run()
+        finally:
+            await run.queue.aclose()
+            if run.client is not None:
+                await run.client.aclose()
+
+    return asyncio.run(main())
+
+
+def ingest_and_summarize(document_id) -> str:
+    """The whole pipeline for a new upload; a run that finds the pages already read goes on to the summary."""
+    status = Document.objects.filter(id=document_id).values_list("status", flat=True).first()
+    if status == Document.Status.SUMMARIZING:
+        return run_summary(document_id)
+    if not documents.ingest(document_id):
+        return Document.objects.filter(id=document_id).values_list("status", flat=True).first() or ""
+    return run_summary(document_id, claimed=True)
+
+
+def restart_summary(user, document_id, language: str | None = None) -> Document:
+    """Summarize again: resumes from the parts done, or starts over in another language."""
+    document = documents.get_document(user, document_id)
+    if document.status in Document.ACTIVE:
+        raise documents.DocumentError(_("This document is still being processed."))
+    if not DocumentPage.objects.filter(document=document).exclude(text="").exists():
+        raise documents.DocumentError(_("This document has no text to summarize."))
+    with transaction.atomic():
+        language = document.summary_language if language is None else documents.clean_language(language)
+        # A finished summary is made anew; a failed or cancelled one continues from its chunks.
+        if document.status == Document.Status.READY or language != document.summary_language:
+            DocumentChunk.objects.filter(document=document).delete()
+            document.summary = ""
+        document.summary_language = language
+        document.status = Document.Status.SUMMARIZING
+        document.error = ""
+        document.cancel_requested = False
+        document.heartbeat_at = None
+        document.save()
+    return document

@@ -1,0 +1,234 @@
+// Documents on the chat page: upload (button or drag and drop), live progress by polling, summary with pages.
+(function () {
+  "use strict";
+
+  const root = document.getElementById("chat");
+  const section = document.getElementById("documents");
+  if (!root || !section) return;
+  const T = JSON.parse(document.getElementById("document-strings").textContent);
+  const list = document.getElementById("document-list");
+  const form = document.getElementById("document-form");
+  const formName = document.getElementById("document-form-name");
+  const passwordField = document.getElementById("password-field");
+  const errorLine = document.getElementById("document-error");
+  const input = document.getElementById("document-input");
+  const views = new Map(); // document id -> {el, data}
+  let pendingFile = null;
+
+  function fmt(template, values) {
+    return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
+  }
+
+  function csrfToken() {
+    return form.querySelector("input[name=csrfmiddlewaretoken]").value;
+  }
+
+  function renderMarkdown(text) {
+    return DOMPurify.sanitize(marked.parse(text || "", { gfm: true, breaks: true }));
+  }
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  async function post(url, data) {
+    const response = await fetch(url, {
+      method: "POST",
+      body: data,
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken() },
+    });
+    let body = {};
+    try {
+      body = await response.json();
+    } catch (error) {
+      body = { error: T.upload_failed };
+    }
+    return { ok: response.ok, body };
+  }
+
+  function draw(data) {
+    let view = views.get(data.id);
+    if (!view) {
+      view = { el: el("article", "document") };
+      view.el.dataset.id = data.id;
+      list.append(view.el);
+      views.set(data.id, view);
+    }
+    const signature = JSON.stringify(data);
+    if (view.signature === signature) {
+      if (data.active) schedule(data);
+      return; // unchanged: keep the nodes, so a click in progress is not lost
+    }
+    view.signature = signature;
+    view.data = data;
+    const node = view.el;
+    node.dataset.status = data.status;
+    node.textContent = "";
+    const header = el("header");
+    header.append(el("span", "doc-name", data.name), el("span", "doc-status", data.status_label));
+    if (data.status === "extracting" || data.status === "queued") {
+      const bar = el("progress");
+      bar.max = data.page_count || 1;
+      bar.value = data.pages_done;
+      header.append(bar, el("span", "doc-progress", fmt(T.pages, { done: data.pages_done, total: data.page_count })));
+    }
+    if (data.chunks_total && (data.status === "summarizing" || data.status === "failed" || data.status === "cancelled")) {
+      const bar = el("progress");
+      bar.max = data.chunks_total;
+      bar.value = data.chunks_done;
+      header.append(bar, el("span", "doc-progress", fmt(T.parts, { done: data.chunks_done, total: data.chunks_total })));
+    }
+    if (data.active) {
+      const cancel = el("button", "danger doc-cancel", T.cancel);
+      cancel.type = "button";
+      header.append(cancel);
+    } else if (data.status !== "failed" || data.chunks_total) {
+      if (data.status !== "queued") {
+        const again = el("button", "doc-summarize", data.status === "ready" ? T.summarize_again : T.retry);
+        again.type = "button";
+        header.append(again);
+      }
+    }
+    node.append(header);
+    if (data.error) {
+      const error = el("div", "error-text doc-error", data.error);
+      error.setAttribute("role", "alert");
+      node.append(error);
+    }
+    if (data.scanned_note) node.append(el("div", "note doc-scanned", data.scanned_note));
+    if (data.status === "summarizing" && data.chunks.length) {
+      const chunks = el("div", "chunks");
+      for (const chunk of data.chunks) {
+        const item = el("span", "chunk " + chunk.state, (chunk.level ? "Σ" : "") + chunk.pages);
+        item.title = T[chunk.state] || chunk.state;
+        chunks.append(item);
+      }
+      node.append(chunks);
+    }
+    if (data.summary) {
+      const summary = el("div", "summary body");
+      summary.innerHTML = renderMarkdown(data.summary);
+      node.append(summary);
+    }
+    if (data.active) schedule(data);
+  }
+
+  function schedule(data) {
+    const view = views.get(data.id);
+    if (view.timer) return;
+    view.timer = setTimeout(async () => {
+      view.timer = null;
+      try {
+        const response = await fetch(data.urls.status, { credentials: "same-origin" });
+        if (response.ok) {
+          draw((await response.json()).document);
+          return;
+        }
+      } catch (error) {
+        /* the next poll tries again */
+      }
+      schedule(data);
+    }, 1000);
+  }
+
+  // One listener for every card: buttons are redrawn as progress comes in.
+  list.addEventListener("click", (event) => {
+    const button = event.target.closest("button");
+    const card = button && button.closest("article.document");
+    const view = card && views.get(card.dataset.id);
+    if (!view) return;
+    if (button.classList.contains("doc-cancel")) act(view.data.urls.cancel);
+    if (button.classList.contains("doc-summarize")) {
+      const body = new FormData();
+      body.append("language", form.querySelector("select[name=language]").value);
+      act(view.data.urls.summarize, body);
+    }
+  });
+
+  async function act(url, body) {
+    // No body rather than an empty multipart one, which Django refuses as malformed.
+    const result = await post(url, body);
+    if (result.body.document) draw(result.body.document);
+    else if (result.body.error) showError(result.body.error);
+  }
+
+  function showError(message) {
+    form.hidden = false;
+    errorLine.textContent = message;
+  }
+
+  function choose(file) {
+    pendingFile = file;
+    formName.textContent = file.name;
+    passwordField.hidden = true;
+    form.querySelector("input[name=password]").value = "";
+    errorLine.textContent = "";
+    form.hidden = false;
+  }
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!pendingFile) return;
+    const body = new FormData();
+    body.append("file", pendingFile);
+    body.append("language", form.querySelector("select[name=language]").value);
+    const password = form.querySelector("input[name=password]").value;
+    if (password) body.append("password", password);
+    if (root.dataset.conversation) body.append("conversation", root.dataset.conversation);
+    errorLine.textContent = T.uploading;
+    let result;
+    try {
+      result = await post(section.dataset.upload, body);
+    } catch (error) {
+      showError(T.upload_failed);
+      return;
+    }
+    if (!result.ok) {
+      if (result.body.needs_password) {
+        passwordField.hidden = false;
+        form.querySelector("input[name=password]").focus();
+      }
+      showError(result.body.error || T.upload_failed);
+      return;
+    }
+    pendingFile = null;
+    form.hidden = true;
+    input.value = "";
+    if (root.dataset.conversation !== result.body.conversation) {
+      window.location.assign(result.body.conversation_url);
+      return;
+    }
+    draw(result.body.document);
+  });
+
+  document.getElementById("document-form-cancel").addEventListener("click", () => {
+    pendingFile = null;
+    form.hidden = true;
+    input.value = "";
+  });
+
+  input.addEventListener("change", () => {
+    if (input.files && input.files[0]) choose(input.files[0]);
+  });
+
+  root.addEventListener("dragover", (event) => {
+    if (event.dataTransfer && [...event.dataTransfer.types].includes("Files")) {
+      event.preventDefault();
+      root.classList.add("dragging");
+    }
+  });
+  root.addEventListener("dragleave", () => root.classList.remove("dragging"));
+  root.addEventListener("drop", (event) => {
+    root.classList.remove("dragging");
+    const file = event.dataTransfer && event.dataTransfer.files[0];
+    if (!file) return;
+    event.preventDefault();
+    choose(file);
+  });
+
+  JSON.parse(document.getElementById("documents-data").textContent).forEach(draw);
+})();

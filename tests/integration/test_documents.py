@@ -1,0 +1,223 @@
+"""Documents end to end: HTTP upload, the real Celery worker, the real llama-server summarizing.
+
+The summary's quality is not checked (a 270M model); the pipeline, the page
+references, cancel and resumption after a killed worker are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+
+import pytest
+
+from chat.models import Document, DocumentChunk, DocumentPage
+from chat.services import documents
+from chat.services.document_context import document_system_message
+from monitor.backends import client_for
+from monitor.serving import serving_info
+from tests.support import pdfs
+from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
+
+pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
+
+
+def upload(http, name: str, data: bytes, **fields):
+    page = http.get("/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    return http.post(
+        "/documents/upload/",
+        data=fields,
+        files={"file": (name, data)},
+        headers={"X-CSRFToken": token, "Referer": base_url() + "/"},
+    )
+
+
+def post(http, url: str, **fields):
+    token = http.cookies["csrftoken"]
+    return http.post(url, data=fields, headers={"X-CSRFToken": token, "Referer": base_url() + "/"})
+
+
+def wait_for(document_id, statuses, timeout=300, check=None) -> Document:
+    deadline = time.monotonic() + timeout
+    while True:
+        document = Document.objects.get(id=document_id)
+        if document.status in statuses:
+            return document
+        if check:
+            check(document)
+        assert time.monotonic() < deadline, f"still {document.status}: {document.error}"
+        time.sleep(0.3)
+
+
+def long_report(pages: int) -> bytes:
+    # About 90 tokens a page: the tests' 400-token chunks take about four pages each.
+    return pdfs.report_pdf(pages, words_per_page=60)
+
+
+def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, celery_worker):
+    """The whole pipeline through HTTP and the worker, killed half-way: done chunks are never paid twice."""
+    from chat.tasks import resume_stalled_documents
+    from qwenweb.celery import app
+    from tests.support.stack import wait_until
+
+    user = make_user()
+    http = login(user)
+    response = upload(http, "report.pdf", long_report(16), language="en")
+    assert response.status_code == 201, response.text
+    body = response.json()
+    assert body["document"]["status"] == "queued" and body["document"]["page_count"] == 16
+    document_id = body["document"]["id"]
+
+    def done_chunks():
+        return {
+            c.id: (c.summary, c.finished_at, c.requests)
+            for c in DocumentChunk.objects.filter(document_id=document_id, done=True)
+        }
+
+    deadline = time.monotonic() + 300
+    while not done_chunks():
+        assert time.monotonic() < deadline, "no chunk finished"
+        assert Document.objects.get(id=document_id).status in Document.ACTIVE
+        time.sleep(0.2)
+    celery_worker.kill()
+    before = done_chunks()
+    level0 = list(DocumentChunk.objects.filter(document_id=document_id, level=0))
+    assert 0 < len(before) < len(level0)
+    status = http.get(body["document"]["urls"]["status"]).json()["document"]
+    assert status["status"] == "summarizing" and status["chunks_done"] == len(before)
+    assert {c["state"] for c in status["chunks"]} >= {"done"}
+
+    celery_worker.start()
+    wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker")
+    time.sleep(1)
+    assert document_id in resume_stalled_documents.delay(0.5).get(timeout=30)
+    document = wait_for(document_id, {"ready", "failed"}, timeout=600)
+    assert document.status == "ready", document.error
+
+    after = done_chunks()
+    for chunk_id, kept in before.items():
+        assert after[chunk_id] == kept, "a chunk done before the kill was summarized again"
+        assert kept[2] == 1
+    assert list(DocumentPage.objects.filter(document=document).values_list("number", flat=True)) == list(range(1, 17))
+    level0 = list(DocumentChunk.objects.filter(document=document, level=0))
+    assert len(level0) >= 3, "the test document should need several chunks"
+    # The chunks cover every page once, in order, and each fits one slot's context.
+    covered = [n for c in level0 for n in range(c.first_page, c.last_page + 1)]
+    assert covered == list(range(1, 17))
+    info = asyncio.run(serving_info(client_for(None), fresh=True))
+    assert all(c.tokens < info.n_ctx for c in level0)
+    assert all(c.done and c.summary for c in DocumentChunk.objects.filter(document=document))
+    assert DocumentChunk.objects.filter(document=document, level__gte=1).exists()
+    # Every part is cited by its pages in the final summary.
+    assert document.summary.index("### By section") > 0
+    for chunk in level0:
+        assert f"**{chunk.pages_label}**" in document.summary
+    status = http.get(body["document"]["urls"]["status"]).json()["document"]
+    assert status["status"] == "ready" and status["chunks_done"] == status["chunks_total"]
+
+
+def test_cancel_stops_the_summary_and_frees_the_slots(llama):
+    user = make_user()
+    http = login(user)
+    body = upload(http, "cancel.pdf", long_report(24), language="en").json()
+    document_id = body["document"]["id"]
+    deadline = time.monotonic() + 120
+    while not DocumentChunk.objects.filter(document_id=document_id, requests__gt=0).exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    response = post(http, body["document"]["urls"]["cancel"])
+    assert response.status_code == 200
+    document = wait_for(document_id, {"cancelled", "ready", "failed"}, timeout=30)
+    assert document.status == "cancelled"
+    # llama-server sees the closed connection once the prompt batch in progress ends (seconds on a busy box).
+    deadline = time.monotonic() + 20
+    while any(slot["is_processing"] for slot in llama.slots()):
+        assert time.monotonic() < deadline, "slots still busy after cancel"
+        time.sleep(0.1)
+    assert DocumentChunk.objects.filter(document_id=document_id, done=False).exists()
+    assert http.get(body["document"]["urls"]["status"]).json()["document"]["status_label"] == "Cancelled"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "fields", "message"),
+    [
+        ("broken.pdf", pdfs.corrupt_pdf(), {}, "This PDF is damaged and cannot be read."),
+        ("fake.pdf", b"just some text", {}, "This file is not a PDF, whatever its name says."),
+        ("notes.txt", bytes(range(256)), {}, "This file is not text, whatever its name says."),
+        ("locked.pdf", pdfs.text_pdf([["x"]], encrypt_password="pw"), {}, "This PDF is protected by a password."),
+        ("locked.pdf", pdfs.text_pdf([["x"]], encrypt_password="pw"), {"password": "no"}, "The password is not right"),
+    ],
+)
+def test_refused_uploads_say_why_and_store_nothing(name, data, fields, message):
+    user = make_user()
+    http = login(user)
+    before = set(documents.document_dir().iterdir())
+    response = upload(http, name, data, **fields)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(message)
+    assert response.json().get("needs_password", False) == ("password" in message)
+    assert not Document.objects.filter(owner=user).exists()
+    assert set(documents.document_dir().iterdir()) == before
+
+
+def test_encrypted_pdf_with_its_password_is_read_and_the_password_kept_nowhere(llama):
+    user = make_user()
+    http = login(user)
+    data = pdfs.text_pdf([["The harbour budget is 42 coins."]], encrypt_password="hunter22")
+    response = upload(http, "locked.pdf", data, password="hunter22", language="en")
+    assert response.status_code == 201, response.text
+    document = wait_for(response.json()["document"]["id"], {"ready", "failed"})
+    assert document.status == "ready", document.error
+    assert document.pages.get().text == "The harbour budget is 42 coins."
+    row = Document.objects.filter(id=document.id).values().get()
+    assert not any("hunter22" in str(value) for value in row.values())
+
+
+def test_scanned_only_pdf_is_reported_with_its_pages():
+    user = make_user()
+    http = login(user)
+    body = upload(http, "scan.pdf", pdfs.scanned_page_pdf(0, (1, 2, 3))).json()
+    document = wait_for(body["document"]["id"], {"failed", "ready"}, timeout=60)
+    status = http.get(body["document"]["urls"]["status"]).json()["document"]
+    assert status["status"] == "failed"
+    assert "pages 1–3 are scanned images" in status["error"]
+    assert not DocumentPage.objects.filter(document=document).exists()
+
+
+def test_questions_use_the_summary_and_matching_pages(llama):
+    user = make_user()
+    http = login(user)
+    body = upload(http, "facts.pdf", pdfs.report_pdf(20, words_per_page=8), language="en").json()
+    document = wait_for(body["document"]["id"], {"ready", "failed"})
+    assert document.status == "ready", document.error
+    client = client_for(None)
+    info = asyncio.run(serving_info(client, fresh=True))
+    system = asyncio.run(document_system_message(client, document.conversation_id, "What is topic017?", info.n_ctx))
+    assert "[facts.pdf, p. 17]\nPage 17 is about topic017." in system
+    assert "Summary:" in system and "(p. N)" in system
+    assert asyncio.run(client.count_tokens(system)) <= info.n_ctx // 2
+
+    with chat_socket(http) as ws:
+        send(ws, type="send", conversation=str(document.conversation_id), text="What is topic017 about?")
+        events = events_until(ws)
+    done = events[-1]
+    assert done["type"] == "done" and done["status"] == "complete", done
+    assert done["stats"]["prompt_tokens"] > 200  # the document context went with the question
+
+
+def test_summary_language_follows_the_choice_and_restarts(llama):
+    user = make_user()
+    http = login(user)
+    body = upload(http, "short.txt", b"The lighthouse needs a new lamp.\n" * 3).json()
+    document = wait_for(body["document"]["id"], {"ready", "failed"})
+    assert document.status == "ready", document.error
+    first_chunks = set(DocumentChunk.objects.filter(document=document).values_list("id", flat=True))
+    response = post(http, body["document"]["urls"]["summarize"], language="zh-hans")
+    assert response.status_code == 200, response.text
+    document = wait_for(document.id, {"ready", "failed"})
+    assert document.summary_language == "zh-hans" and document.status == "ready"
+    assert first_chunks.isdisjoint(DocumentChunk.objects.filter(document=document).values_list("id", flat=True))
+    refused = post(http, body["document"]["urls"]["summarize"], language="xx")
+    assert refused.status_code == 400 and refused.json()["error"] == "Unknown summary language."

@@ -99,16 +99,19 @@ def extraction_part() -> None:
 
 
 def summary_seconds(run_dir: Path, slots: int) -> float:
-    from django.test import override_settings
-
     from chat.models import Document
     from chat.services import documents, summaries
+    from monitor.backends import find_profile
     from monitor.serving import forget_serving_info
+    from monitor.switching import save_profile
     from tests.support import pdfs
     from tests.support.client import make_user
 
-    with override_settings(LLAMA_PARALLEL=slots, LLAMA_CTX_SIZE=4096 * slots):
-        llama = stack.start_llama(run_dir)
+    # The default profile with 1 or 2 slots of 4096 tokens each; llama-server starts with it.
+    profile = find_profile(None)
+    profile.parallel, profile.ctx_size, profile.live_revision = slots, 4096 * slots, None
+    save_profile(profile)
+    llama = stack.start_llama(run_dir)
     forget_serving_info()
     try:
         rng = random.Random(11)

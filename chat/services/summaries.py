@@ -25,8 +25,9 @@ from django.utils.translation import gettext as _
 from chat.models import Document, DocumentChunk, DocumentPage
 from chat.services import documents
 from chat.services.fair_queue import FairQueue
-from monitor.backends import client_for
+from monitor.backends import ready_client
 from monitor.llama_client import LlamaClient, LlamaError
+from monitor.models import ServerProfile
 from monitor.serving import serving_info
 
 log = logging.getLogger(__name__)
@@ -220,18 +221,18 @@ def _stop(document_id, status: str, error: str = "") -> None:
     )
 
 
-def _load(document_id) -> tuple[Document, LlamaClient]:
+def _load(document_id) -> tuple[Document, ServerProfile | None]:
     document = Document.objects.select_related("conversation__profile").get(id=document_id)
-    profile = document.conversation.profile if document.conversation else None
-    return document, client_for(profile)
+    return document, document.conversation.profile if document.conversation else None
 
 
 # ---------------------------------------------------------------- the run
 
 
-def summary_queue() -> FairQueue:
-    """The chat's fair queue (same slots, same line), with short leases: a killed worker's slots come back soon."""
-    return FairQueue(lease_s=10.0)
+def summary_queue(profile: str = "llama") -> FairQueue:
+    """The chat's fair queue of the profile (same slots, same line), with short leases: a killed
+    worker's slots come back soon."""
+    return FairQueue(name=profile, lease_s=10.0)
 
 
 class SummaryRun:
@@ -245,7 +246,7 @@ class SummaryRun:
     ):
         self.document_id = document_id
         self.claimed = claimed
-        self.queue = queue or summary_queue()
+        self.queue = queue
         self.client = client
         self.language = "English"
         self.budget: Budget | None = None
@@ -253,13 +254,20 @@ class SummaryRun:
 
     async def run(self) -> str:
         """The document's final status."""
-        document, client = await sync_to_async(_load)(self.document_id)
-        self.client = self.client or client
+        document, profile = await sync_to_async(_load)(self.document_id)
         if document.status != Document.Status.SUMMARIZING:
             return document.status
         if not self.claimed and not await sync_to_async(documents.claim)(self.document_id):
             log.info("document %s: another run is summarizing it", self.document_id)
             return document.status
+        if self.client is None:
+            try:
+                profile, self.client = await ready_client(profile)  # loads the profile if it is not
+            except LlamaError as error:
+                message = _("The summary could not start: %(reason)s") % {"reason": str(error)}
+                await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
+                return Document.Status.FAILED
+        self.queue = self.queue or summary_queue(profile.name if profile else "llama")
         work = asyncio.create_task(self._summarize(document))
         ticker = asyncio.create_task(self._tick(work))
         try:

@@ -21,10 +21,11 @@ run: setup
 	$(PY) scripts/stack.py run
 
 test: setup
-	$(PY) scripts/install_browser.py
+	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium
 	$(PY) -m pytest
 
 bench: setup
+	$(PY) scripts/install_system_packages.py poppler-utils:pdftotext
 	$(PY) bench/run_all.py
 
 lint: $(STAMP)

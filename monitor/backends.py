@@ -65,6 +65,13 @@ def client_for(profile: ServerProfile | str | None = None, *, for_users: bool = 
 aclient_for = sync_to_async(client_for)
 
 
+async def current_client(profile: ServerProfile) -> LlamaClient:
+    """The profile's client as of now: a change may have gone live while a request waited its turn."""
+    if profile.is_remote:
+        return profile_client(profile)
+    return profile_client(await sync_to_async(ServerProfile.objects.get)(pk=profile.pk))
+
+
 async def ready_client(
     profile: ServerProfile | str | None, *, for_users: bool = False
 ) -> tuple[ServerProfile, LlamaClient]:

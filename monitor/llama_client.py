@@ -75,6 +75,8 @@ class LlamaClient:
         # httpx clients are bound to the loop that created them; keep one per loop.
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
+        for other in [other for other in self._clients if other.is_closed()]:
+            del self._clients[other]  # a finished asyncio.run(): its client went with its loop
         if client is None or client.is_closed:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self._timeout)
@@ -105,8 +107,8 @@ class LlamaClient:
             raise _rejection(response.status_code, response.content)
         return response
 
-    async def get_json(self, path: str) -> Any:
-        return (await self._request("GET", path)).json()
+    async def get_json(self, path: str, params: dict | None = None) -> Any:
+        return (await self._request("GET", path, **({"params": params} if params else {}))).json()
 
     async def get_text(self, path: str) -> str:
         """A plain-text endpoint, e.g. ``/metrics`` (Prometheus text format)."""

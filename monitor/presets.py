@@ -7,6 +7,7 @@ that did not change keeps its running instance, a changed or removed one is unlo
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from django.conf import settings
@@ -77,7 +78,9 @@ def write_preset() -> Path:
             write_template(profile)
     path = preset_path()
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".tmp")
-    partial.write_text(preset_text(profiles))
+    # The web process, the worker and the supervisor all write it: each through its own temporary file.
+    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=".models-preset-", suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        out.write(preset_text(profiles))
     os.replace(partial, path)
     return path

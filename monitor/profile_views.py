@@ -133,9 +133,13 @@ def _apply(request, profile: ServerProfile, *, was_serving: bool, changed: bool)
 
 
 def _is_serving(profile: ServerProfile) -> bool:
-    statuses, _down = _statuses()
-    state = state_of(profile, statuses) if statuses else None
-    return bool(state and state.state in ("loaded", "loading", "sleeping"))
+    """Whether the profile (as stored, before this edit) serves; when llama-server is down nobody can
+    tell, so its live revision is kept as if it did."""
+    statuses, down = _statuses()
+    if down:
+        return True
+    state = state_of(profile, statuses)
+    return state.state in ("loaded", "loading", "sleeping")
 
 
 @staff_only
@@ -143,8 +147,9 @@ def _is_serving(profile: ServerProfile) -> bool:
 def profile_edit(request, profile_id: int | None = None):
     profile = get_object_or_404(ServerProfile, pk=profile_id) if profile_id else ServerProfile()
     form = ServerProfileForm(request.POST or None, instance=profile, model_names=_model_names())
+    stored = ServerProfile.objects.get(pk=profile.pk) if profile.pk else None
     if request.method == "POST" and form.is_valid():
-        was_serving = bool(profile.pk) and _is_serving(profile)
+        was_serving = stored is not None and _is_serving(stored)
         with transaction.atomic():
             changed = save_profile(form.save(commit=False))
         _apply(request, profile, was_serving=was_serving, changed=changed)

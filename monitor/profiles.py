@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
 import shlex
 import subprocess
@@ -34,7 +35,13 @@ BUILTIN_TEMPLATES = (
 RESERVED_OPTIONS = {
     "--host", "--port", "--api-key", "--api-key-file", "-m", "--model", "-hf", "--hf-repo", "-mu", "--model-url",
     "--models-dir", "--models-preset", "--path", "--ssl-key-file", "--ssl-cert-file",
+    # Options that write files, or fetch from the internet: a profile must not do either.
+    "--log-file", "--slot-save-path", "-hfr", "-hff", "--hf-file", "-hft", "--hf-token", "-hfd", "-hfrd",
+    "--hf-repo-draft", "-hfv", "--hf-repo-v", "-hffv", "--hf-file-v", "--mmproj-url", "-mmu", "--lora-init-without-apply",
+    "--media-path", "--webui-config-file", "--tools",
 }  # fmt: skip
+# The router reads presets as INI: these would end a value early or start a new line.
+UNSAFE_IN_VALUES = (";", "#", "\n", "\r", "[", "]")
 RANGES = {
     "ctx_size": (256, 4_194_304),
     "n_cpu_moe": (0, 1000),
@@ -177,18 +184,27 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
     except ValueError as error:
         errors["extra_args"] = _("The extra arguments cannot be read: %(reason)s.") % {"reason": error}
         extra = []
-    if any("\n" in token or "\r" in token for token in extra):
-        errors["extra_args"] = _("Extra arguments cannot contain line breaks.")
-    if extra:
+    if any(mark in token for token in extra for mark in UNSAFE_IN_VALUES) or any(
+        token != token.strip() for token in extra
+    ):
+        errors["extra_args"] = _("Extra arguments cannot contain ; # [ ] line breaks or edge spaces.")
+    elif extra:
         try:
             known = known_options(binary or llama_server_binary())
         except (FileNotFoundError, OSError, subprocess.SubprocessError):
             known = None
-        for token in extra:
-            if not token.startswith("-") or re.match(r"^-\d", token):
-                continue  # a value
-            option = token.split("=", 1)[0]
-            if option in RESERVED_OPTIONS:
+        if known is None:
+            errors["extra_args"] = _(
+                "llama-server cannot be asked for its options right now, so extra arguments cannot be checked."
+            )
+        for option, _value in split_options(profile.extra_args):
+            if "extra_args" in errors:
+                break  # the first problem is the one to fix first
+            if not option.startswith("-"):
+                errors["extra_args"] = _("%(value)s is not an option; give each option at most one value.") % {
+                    "value": option[:60]
+                }
+            elif option in RESERVED_OPTIONS:
                 errors["extra_args"] = _("%(option)s is set by qwenweb and cannot be given here.") % {"option": option}
             elif known is not None and option not in known:
                 errors["extra_args"] = _("llama-server has no option %(option)s.") % {"option": option}
@@ -290,8 +306,12 @@ def command_line(profile: ServerProfile) -> str:
 def write_template(profile: ServerProfile) -> None:
     if profile.chat_template_jinja.strip():
         path = template_file(profile)
+        if path.exists():
+            return  # named by its content: an instance may be reading it, and it is already right
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(profile.chat_template_jinja)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_text(profile.chat_template_jinja)
+        os.replace(partial, path)
 
 
 def default_profile() -> ServerProfile | None:

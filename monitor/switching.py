@@ -116,7 +116,10 @@ async def _load(client: LlamaClient, model_id: str) -> float:
         try:
             await client.load_model(model_id)
         except LlamaRejected as error:
-            raise LoadFailed(str(error)) from error
+            # Someone else asked first (a second click, two chats, the watchdog): wait for that load.
+            again = (await router_status(client, fresh=True)).get(model_id, {})
+            if again.get("value") not in ("loaded", "sleeping", "loading"):
+                raise LoadFailed(str(error)) from error
     status = await _wait_for(client, model_id, settings.PROFILE_LOAD_TIMEOUT_S)
     if status.get("value") not in ("loaded", "sleeping"):
         raise _failure(model_id, status)
@@ -130,9 +133,11 @@ def _refresh(profile: ServerProfile) -> ServerProfile:
 
 @sync_to_async
 def _promote(profile: ServerProfile) -> None:
+    """The loaded revision goes live (unless a later save made another revision current meanwhile)."""
     options = [list(option) for option in current_options(profile)]
-    ServerProfile.objects.filter(pk=profile.pk).update(live_revision=profile.revision, live_options=options)
-    write_preset()
+    ServerProfile.objects.filter(pk=profile.pk, revision=profile.revision).update(
+        live_revision=profile.revision, live_options=options
+    )
 
 
 record = sync_to_async(events.record)
@@ -165,8 +170,11 @@ async def load_profile(profile: ServerProfile, client: LlamaClient | None = None
         )  # fmt: skip
         raise
     if profile.live_revision != profile.revision:
-        await _promote(profile)  # the old revision's section goes: the router unloads it
-        await client.list_models(reload=True)
+        old = live_id(profile) if profile.live_revision else None
+        await _promote(profile)  # new requests go to the new revision from now on
+        if old:
+            await _wait_idle(client, old, settings.PROFILE_DRAIN_S)
+        await reload_presets(client)  # the old revision's section is gone: the router unloads it
     await trim(client, keep=target)
     await record(
         Event.Kind.PROFILE_LOADED,
@@ -225,10 +233,27 @@ async def trim(client: LlamaClient, *, keep: str) -> list[str]:
     unloaded = []
     while len(extra) + 1 > settings.LLAMA_MODELS_MAX and extra:
         model_id = extra.pop(0)
+        if await _busy(client, model_id):
+            continue  # answering someone: the watchdog unloads it once it is idle
         await client.unload_model(model_id)
         unloaded.append(model_id)
     forget_status()
     return unloaded
+
+
+async def _busy(client: LlamaClient, model_id: str) -> bool:
+    try:
+        slots = await client.get_json("/slots", params={"model": model_id})
+    except LlamaError:
+        return False
+    return any(slot.get("is_processing") for slot in slots if isinstance(slot, dict))
+
+
+async def _wait_idle(client: LlamaClient, model_id: str, timeout: float) -> None:
+    """Let the answers an instance is writing finish before it goes (at most ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and await _busy(client, model_id):
+        await asyncio.sleep(0.2)
 
 
 def startup_profiles() -> list[ServerProfile]:

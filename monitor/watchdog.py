@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 FAILURES_KEY = "qwenweb:watchdog:failures"
 DAILY_KEY = "qwenweb:watchdog:daily"
 FAILURES_BEFORE_RESTART = 2
+RETRY_AFTER_FAILURE_S = 300
 
 
 def _redis() -> redis.Redis:
@@ -44,6 +45,12 @@ def daily_restart_due(now: dt.datetime, at: str, last_done: str | None) -> bool:
     return (now.hour, now.minute) >= (hour, minute) and last_done != today
 
 
+def _failed_recently(name: str) -> bool:
+    """A profile that failed to load in the last few minutes is not retried every check."""
+    since = timezone.now() - dt.timedelta(seconds=RETRY_AFTER_FAILURE_S)
+    return Event.objects.filter(profile=name, kind=Event.Kind.PROFILE_FAILED, created_at__gte=since).exists()
+
+
 async def _check(client: LlamaClient) -> list[str]:
     notes: list[str] = []
     store = _redis()
@@ -52,7 +59,7 @@ async def _check(client: LlamaClient) -> list[str]:
     except LlamaError:
         failures = store.incr(FAILURES_KEY)
         store.expire(FAILURES_KEY, 3600)
-        if failures == FAILURES_BEFORE_RESTART:
+        if failures % FAILURES_BEFORE_RESTART == 0:  # every second failed check, for as long as it lasts
             reason = _("llama-server did not answer %(n)d checks in a row.") % {"n": failures}
             if request_restart(reason):
                 notes.append("restart requested")
@@ -68,6 +75,9 @@ async def _check(client: LlamaClient) -> list[str]:
     for profile in await sync_to_async(startup_profiles)():
         status = statuses.get(live_id(profile), {})
         if status.get("value") == "unloaded" and status.get("failed"):
+            if await sync_to_async(_failed_recently)(profile.name):
+                notes.append(f"{profile.name} failed to load lately; not retried yet")
+                continue
             # It was started and died (killed, crashed, out of memory): bring it back.
             await sync_to_async(events.record)(
                 Event.Kind.SERVER_RESTARTED,

@@ -150,6 +150,8 @@ LLAMA_THREADS = env_int("QWENWEB_THREADS", 0)  # 0: let llama-server decide
 LLAMA_MODELS_MAX = env_int("QWENWEB_MODELS_MAX", 1)
 LLAMA_STOP_TIMEOUT_S = env_int("QWENWEB_STOP_TIMEOUT_S", 10)
 PROFILE_LOAD_TIMEOUT_S = env_int("QWENWEB_PROFILE_LOAD_TIMEOUT_S", 600)
+# After a change goes live, answers still being written by the old revision get this long to finish.
+PROFILE_DRAIN_S = env_int("QWENWEB_PROFILE_DRAIN_S", 60)
 LLAMA_LOG_FILE = VAR_DIR / "log" / "llama-server.log"
 # The watchdog checks llama-server this often and restarts it when it stopped answering.
 WATCHDOG_INTERVAL_S = env_int("QWENWEB_WATCHDOG_INTERVAL_S", 15)
@@ -180,7 +182,12 @@ DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S"
 # A download whose worker has not reported for this long was killed: resume it.
 DOWNLOAD_STALL_S = env_int("QWENWEB_DOWNLOAD_STALL_S", 60)
 CELERY_BEAT_SCHEDULE["resume-stalled-downloads"] = {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0}
-CELERY_BEAT_SCHEDULE["llama-watchdog"] = {"task": "monitor.tasks.watchdog", "schedule": float(WATCHDOG_INTERVAL_S)}
+# The watchdog has a worker of its own (Procfile "watchdog"): long downloads and summaries never hold it up.
+CELERY_BEAT_SCHEDULE["llama-watchdog"] = {
+    "task": "monitor.tasks.watchdog",
+    "schedule": float(WATCHDOG_INTERVAL_S),
+    "options": {"queue": "watchdog", "expires": float(WATCHDOG_INTERVAL_S)},
+}
 
 # The admin dashboard (monitor/sampling.py): one sample a second, live minutes in Redis,
 # minute means in the database for the history, self-test sizes.

@@ -22,7 +22,7 @@ from monitor.local_services import (  # noqa: E402
     redis_server_binary,
 )
 
-PROCESSES = ["llama", "web", "worker", "beat", "sampler", "ready"]
+PROCESSES = ["llama", "web", "worker", "watchdog", "beat", "sampler", "ready"]
 
 
 def step(message: str) -> None:

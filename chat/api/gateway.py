@@ -22,8 +22,9 @@ from chat.api.errors import ApiError
 from chat.api.keys import CallerKey
 from chat.api.limits import KeyLimiter, OverLimit, get_limiter
 from chat.services.fair_queue import FairQueue, get_queue
-from monitor.backends import ProfileUnavailable, ready_client, user_profiles
+from monitor.backends import ProfileUnavailable, current_client, ready_client, user_profiles
 from monitor.llama_client import LlamaClient, LlamaError, LlamaRejected, LlamaUnavailable
+from monitor.models import ServerProfile
 from monitor.serving import forget_serving_info, serving_info
 from monitor.switching import LoadFailed
 
@@ -47,6 +48,7 @@ class ApiCall:
     client: LlamaClient
     stream: bool
     profile: str = ""
+    server_profile: ServerProfile | None = None
 
     @property
     def path(self) -> str:
@@ -137,12 +139,21 @@ async def prepare(endpoint: str, raw: bytes) -> ApiCall:
     try:
         profile, client = await ready_client(body["model"], for_users=True)
     except LoadFailed as error:
-        raise ApiError(503, str(error), type="server_error", code="model_not_loaded") from error
+        # The reason (paths, llama-server's log) is for admins, on the profile's page and timeline.
+        message = _("The model '%(model)s' could not be loaded right now.") % {"model": body["model"][:100]}
+        raise ApiError(503, message, type="server_error", code="model_not_loaded") from error
     except ProfileUnavailable as error:
         raise _not_found(body["model"]) from error
     except LlamaError as error:  # the local llama-server is down
         raise _from_llama(error) from error
-    return ApiCall(endpoint=endpoint, body=body, client=client, stream=body.get("stream", False), profile=profile.name)
+    return ApiCall(
+        endpoint=endpoint,
+        body=body,
+        client=client,
+        stream=body.get("stream", False),
+        profile=profile.name,
+        server_profile=profile,
+    )
 
 
 def _unavailable() -> ApiError:
@@ -184,6 +195,8 @@ async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter, queue: FairQ
         except LlamaError as error:
             raise _from_llama(error) from error
         await stack.enter_async_context(queue.slot(str(key.owner_id), None, capacity))
+        if call.server_profile is not None:
+            call.client = await current_client(call.server_profile)  # a change may have gone live meanwhile
         yield
 
 

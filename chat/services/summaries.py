@@ -29,6 +29,7 @@ from monitor.backends import ready_client
 from monitor.llama_client import LlamaClient, LlamaError
 from monitor.models import ServerProfile
 from monitor.serving import serving_info
+from monitor.switching import LoadFailed
 
 log = logging.getLogger(__name__)
 
@@ -263,6 +264,12 @@ class SummaryRun:
         if self.client is None:
             try:
                 profile, self.client = await ready_client(profile)  # loads the profile if it is not
+            except LoadFailed:
+                message = _(
+                    "The summary could not start: the server profile did not load. An admin sees why on its page."
+                )
+                await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
+                return Document.Status.FAILED
             except LlamaError as error:
                 message = _("The summary could not start: %(reason)s") % {"reason": str(error)}
                 await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
@@ -388,7 +395,8 @@ def run_summary(document_id, *, claimed: bool = False) -> str:
         try:
             return await run.run()
         finally:
-            await run.queue.aclose()
+            if run.queue is not None:
+                await run.queue.aclose()
             if run.client is not None:
                 await run.client.aclose()
 

@@ -23,12 +23,12 @@ from chat.services import conversations
 from chat.services.context import fit_messages
 from chat.services.document_context import document_system_message
 from chat.services.fair_queue import FairQueue, get_queue
-from monitor.backends import find_profile, ready_client
+from monitor.backends import current_client, find_profile, ready_client
 from monitor.llama_client import LlamaClient, LlamaError, LlamaStreamBroken, LlamaUnavailable
 from monitor.models import ServerProfile
 from monitor.presets import live_id
 from monitor.serving import forget_serving_info, serving_info
-from monitor.switching import router_status
+from monitor.switching import LoadFailed, router_status
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict], Awaitable[None]]
@@ -102,6 +102,7 @@ class TurnRunner:
         self.send = send
         self.options = options or {}
         self.client = client  # None: the conversation's profile decides, when the turn runs
+        self.profile: ServerProfile | None = None
         self.queue = queue
         self.content: list[str] = []
         self.reasoning: list[str] = []
@@ -138,6 +139,8 @@ class TurnRunner:
             if notice:
                 await self._emit({"type": "notice", "text": notice})
             async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity):
+                if self.profile is not None:
+                    self.client = await current_client(self.profile)  # a change may have gone live meanwhile
                 log.debug(
                     "turn %s: prepared in %.1f ms, queued %.1f ms",
                     self.assistant_id,
@@ -161,6 +164,13 @@ class TurnRunner:
                 Message.Status.INCOMPLETE,
                 _("The model server stopped in the middle of the answer. The partial answer was kept."),
             )
+        except LoadFailed as error:
+            # The reason (paths, llama-server's log) is for admins: it is on the profile's page and timeline.
+            log.warning("turn %s: profile did not load: %s", self.assistant_id, error)
+            await self._finish(
+                Message.Status.ERROR,
+                _("The server profile for this chat could not be loaded. An admin can see why on its page."),
+            )
         except (LlamaError, ChatError) as error:
             await self._finish(Message.Status.ERROR, str(error))
         except Exception:
@@ -176,7 +186,7 @@ class TurnRunner:
             statuses = await router_status()
             if statuses.get(live_id(profile), {}).get("value") not in ("loaded", "sleeping"):
                 await self._emit({"type": "notice", "text": _("Loading %(name)s…") % {"name": profile.name}})
-        profile, self.client = await ready_client(profile)
+        self.profile, self.client = await ready_client(profile)
         self.queue = self.queue or get_queue(profile.name)
 
     async def _prepare(self) -> tuple[dict, str]:

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from monitor.models import ServerProfile
+from monitor.models import Event, ServerProfile
 from monitor.presets import live_id
 from tests.support.client import base_url, make_user
 
@@ -82,7 +82,9 @@ def test_admin_creates_loads_chats_and_changes_context(browser, llama):
         expect(admin.locator("#command-line")).to_contain_text("--ctx-size 3072")
         expect(admin.locator("td.served")).to_contain_text("browser-4k@2", timeout=60_000)
         expect(admin.locator("td.state")).to_have_attribute("data-state", "loaded", timeout=60_000)
+        profile = ServerProfile.objects.get(name="browser-4k")
+        assert profile.live_revision == 2 and profile.revision == 2
         assert n_ctx(llama, "browser-4k") == 3072
-        expect(admin.locator("#events")).to_contain_text("browser-4k loaded")
+        assert Event.objects.filter(profile="browser-4k", kind="profile_loaded", details__revision=2).exists()
     finally:
         ServerProfile.objects.filter(name="browser-4k").delete()

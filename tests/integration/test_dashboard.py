@@ -234,10 +234,21 @@ def test_live_socket_pushes_new_samples_to_staff_only(web_server, sampler):
     assert refused.value.response.status_code == 403
 
 
-def test_metrics_endpoint_for_staff_and_token_only(web_server, sampler):
+def test_metrics_endpoint_for_staff_and_token_only(web_server, sampler, llama):
+    from asgiref.sync import async_to_sync
+
+    from monitor.backends import find_profile
+    from monitor.switching import ensure_serving
+
+    async_to_sync(ensure_serving)(find_profile(None))  # an earlier test may have loaded another profile
     admin = login(make_user(is_staff=True))
-    body = admin.get("/metrics")
-    assert body.status_code == 200
+    deadline = time.monotonic() + 45  # the sampler looks for loaded profiles every 15 s
+    while True:
+        body = admin.get("/metrics")
+        assert body.status_code == 200
+        if 'qwenweb_llama_up{profile="chat-8k"} 1.0' in body.text or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert "qwenweb_host_cpu_pct" in body.text
     assert 'qwenweb_llama_up{profile="chat-8k"} 1.0' in body.text
     assert "qwenweb_gpu_available 0.0" in body.text

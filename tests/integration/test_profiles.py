@@ -72,7 +72,8 @@ def odd_files():
         ({"n_cpu_moe": 4}, "n_cpu_moe", "not a mixture-of-experts"),
         ({"extra_args": "--port 9999"}, "extra_args", "set by qwenweb"),
         ({"extra_args": "--no-such-flag 1"}, "extra_args", "no option --no-such-flag"),
-        ({"extra_args": "; rm -rf /"}, "extra_args", "no option -rf"),
+        ({"extra_args": "; rm -rf /"}, "extra_args", "cannot contain"),
+        ({"extra_args": "rm -rf /"}, "extra_args", "rm is not an option"),
         ({"extra_args": "--override-kv 'unclosed"}, "extra_args", "cannot be read"),
         ({"chat_template": "chatml"}, "chat_template_jinja", "not both"),
         ({"chat_template": "no-such-template", "chat_template_jinja": ""}, "chat_template", "no built-in template"),
@@ -82,6 +83,20 @@ def odd_files():
 def test_bad_fields_are_refused(odd_files, changes, field, message):
     errors = refusal(profile(**changes))
     assert field in errors and message in " ".join(errors[field]), errors
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("--override-kv a=int:1 b=int:2", "b=int:2 is not an option"),  # a stray value would break the preset INI
+        ("--samplers top_k;temp", "cannot contain"),  # ';' starts an INI comment
+        ("--alias '[x]'", "cannot contain"),
+        ("--log-file /tmp/x.log", "--log-file is set by qwenweb"),  # options that write files are refused
+        ("--slot-save-path /tmp", "--slot-save-path is set by qwenweb"),
+    ],
+)
+def test_extra_args_that_would_break_the_presets_or_write_files_are_refused(extra, message):
+    assert message in refusal(profile(extra_args=extra))["extra_args"][0]
 
 
 def test_known_extra_args_pass():

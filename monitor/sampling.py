@@ -37,6 +37,7 @@ LLAMA_GAUGES = {
     "llamacpp:prompt_tokens_seconds": "prompt_tps_avg",
     "llamacpp:predicted_tokens_seconds": "generation_tps_avg",
 }
+IDLE_SLOTS_EVERY_S = 10.0
 LLAMA_COUNTERS = {
     "llamacpp:prompt_tokens_total": "prompt_tokens_total",
     "llamacpp:tokens_predicted_total": "generated_tokens_total",
@@ -138,14 +139,13 @@ class Sampler:
         self._targets: list[Target] = []
         self._targets_at = -1e9
         self._counters: dict[str, tuple[float, dict[str, float]]] = {}
+        self._idle_slots: dict[str, tuple[float, list]] = {}
         psutil.cpu_percent(interval=None)  # the first call only starts the measurement
 
     async def _server(self, target: Target, now: float) -> dict:
         figures: dict = {"profile": target.profile, "ok": False, "error": ""}
         try:
-            text, slots = await asyncio.wait_for(
-                asyncio.gather(target.client.get_text("/metrics"), target.client.slots()), self.source_timeout_s
-            )
+            text, slots = await asyncio.wait_for(self._read(target, now), self.source_timeout_s)
         except TimeoutError:
             figures["error"] = "timeout"
             return figures
@@ -163,6 +163,21 @@ class Sampler:
         figures["kv_used_pct"] = round(sum(s["used"] for s in figures["slots"]) * 100 / total, 1) if total else None
         figures["ok"] = True
         return figures
+
+    async def _read(self, target: Target, now: float) -> tuple[str, list]:
+        """/metrics, and /slots when something may have changed there: an idle server's slots
+        stay as they were, so they are read again only every IDLE_SLOTS_EVERY_S."""
+        text = await target.client.get_text("/metrics")
+        cached = self._idle_slots.get(target.profile)
+        busy = parse_llama_metrics(text).get("requests_processing", 1) > 0
+        if not busy and cached and now - cached[0] < IDLE_SLOTS_EVERY_S:
+            return text, cached[1]
+        slots = await target.client.slots()
+        if busy:
+            self._idle_slots.pop(target.profile, None)
+        else:
+            self._idle_slots[target.profile] = (now, slots)
+        return text, slots
 
     def _rates(self, profile: str, now: float, metrics: dict[str, float], slots: list[dict]) -> dict:
         """Tokens per second of wall clock since the last sample: what the box does right now.

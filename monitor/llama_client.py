@@ -54,6 +54,10 @@ def _rejection(status: int, body: bytes) -> LlamaRejected:
     return rejection
 
 
+# POST endpoints that change nothing (or nothing twice): safe to send again after a broken connection.
+RETRYABLE_POSTS = frozenset({"/tokenize", "/detokenize", "/apply-template", "/models/load", "/models/unload"})
+
+
 class LlamaClient:
     def __init__(
         self,
@@ -99,10 +103,20 @@ class LlamaClient:
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         kwargs = self._routed(method, kwargs)
-        try:
-            response = await self._client().request(method, path, **kwargs)
-        except httpx.TransportError as error:
-            raise LlamaUnavailable() from error
+        retry = method == "GET" or path in RETRYABLE_POSTS
+        while True:
+            try:
+                response = await self._client().request(method, path, **kwargs)
+                break
+            except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as error:
+                # A connection that broke before any answer (a kept-alive one the server had just
+                # closed, a router restarting): once more for requests that change nothing.
+                if not retry:
+                    raise LlamaUnavailable() from error
+                retry = False
+                await asyncio.sleep(0.1)
+            except httpx.TransportError as error:
+                raise LlamaUnavailable() from error
         if response.status_code >= 400:
             raise _rejection(response.status_code, response.content)
         return response

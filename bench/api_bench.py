@@ -8,15 +8,15 @@ medians) with `ttft_added_ms=`.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from stream_bench import timed_stream  # noqa: E402  (bench/ is the script's folder)
 
 from tests.support import stack  # noqa: E402
 
@@ -33,45 +33,11 @@ BODY = {
 
 def streamed_run(client: httpx.Client, path: str, model: str) -> tuple[float, float, int, float]:
     """(ttft ms, tokens/s as received, tokens, llama-server's own tokens/s)."""
-    try:
-        return _streamed_run(client, path, model)
-    except httpx.RemoteProtocolError:
-        # A kept-alive connection the server closed while idle (a slow run on a busy box): retry on a new one.
-        return _streamed_run(client, path, model)
-
-
-def _streamed_run(client: httpx.Client, path: str, model: str) -> tuple[float, float, int, float]:
-    started = time.perf_counter()
-    first = last = None
-    tokens, server_tps = 0, 0.0
-    with client.stream("POST", path, json={**BODY, "model": model}) as response:
-        response.raise_for_status()
-        for line in response.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise RuntimeError(chunk["error"])
-            if chunk.get("timings"):
-                server_tps = chunk["timings"]["predicted_per_second"]
-            for choice in chunk.get("choices") or ():
-                if (choice.get("delta") or {}).get("content"):
-                    now = time.perf_counter()
-                    first = first or now
-                    last = now
-                    tokens += 1
-    return (first - started) * 1000, (tokens - 1) / (last - first), tokens, server_tps
+    return timed_stream(client, path, {**BODY, "model": model})
 
 
 def main() -> None:
-    run_dir = stack.new_run_dir("qwenweb-bench-")
-    stack.configure_environment(run_dir, parallel=2, ctx_size=4096)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
+    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2, ctx_size=4096)
     services = [stack.start_redis(run_dir)]
     llama = stack.start_llama(run_dir)
     services += [llama, stack.start_web(run_dir)]

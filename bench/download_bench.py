@@ -21,14 +21,7 @@ RUNS = 5
 
 
 def main() -> None:
-    run_dir = stack.new_run_dir("qwenweb-bench-download-")
-    stack.configure_environment(run_dir)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
+    run_dir = stack.django_run_dir("qwenweb-bench-download-")
     from monitor.downloads import create_job, run_job
     from monitor.local_services import sha256_file
     from tests.support.file_server import FileServer

@@ -144,14 +144,7 @@ def summary_part(run_dir: Path) -> None:
 
 
 def main() -> None:
-    run_dir = stack.new_run_dir("qwenweb-bench-")
-    stack.configure_environment(run_dir)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
+    run_dir = stack.django_run_dir("qwenweb-bench-")
     try:
         if "--summary-only" not in sys.argv:
             extraction_part()

@@ -61,14 +61,7 @@ def floor_run(run_dir: Path, argv: list[str], env: dict, url: str, headers: dict
 
 
 def main() -> None:
-    run_dir = stack.new_run_dir("qwenweb-bench-profiles-")
-    stack.configure_environment(run_dir)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
+    run_dir = stack.django_run_dir("qwenweb-bench-profiles-")
     from monitor.models import ServerProfile
     from monitor.presets import live_id
     from monitor.profiles import profile_argv, write_template

@@ -56,14 +56,7 @@ def reference(worker: psutil.Process) -> float:
 
 
 def main() -> None:
-    run_dir = stack.new_run_dir("qwenweb-bench-")
-    stack.configure_environment(run_dir, parallel=2, ctx_size=4096)
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
+    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2, ctx_size=4096)
     services = [stack.start_redis(run_dir), stack.start_llama(run_dir)]
     try:
         os.environ["PYTHONPATH"] = str(Path(__file__).parent) + os.pathsep + os.environ.get("PYTHONPATH", "")

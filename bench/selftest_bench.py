@@ -39,15 +39,9 @@ def llama_bench(model: Path, prompt_tokens: int, generate_tokens: int) -> tuple[
 
 def main() -> None:
     os.environ["QWENWEB_THREADS"] = str(THREADS)  # llama-server and llama-bench on the same threads
-    run_dir = stack.new_run_dir("qwenweb-bench-")
-    stack.configure_environment(run_dir, parallel=2, ctx_size=4096)
-    import django
-
-    django.setup()
+    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2, ctx_size=4096)
     from django.conf import settings
-    from django.core.management import call_command
 
-    call_command("migrate", "--noinput", verbosity=0)
     services = [stack.start_redis(run_dir), stack.start_llama(run_dir)]
     try:
         from monitor.selftest import run_self_test

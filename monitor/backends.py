@@ -83,8 +83,8 @@ async def ready_client(
 
     if not isinstance(profile, ServerProfile):
         profile = await sync_to_async(find_profile)(profile, for_users=for_users)
-    if not profile.is_remote:
-        await ensure_serving(profile)
+    if not profile.is_remote and await ensure_serving(profile) != live_id(profile):
+        # Its first load just went live: read the revision that now serves.
         profile = await sync_to_async(ServerProfile.objects.get)(pk=profile.pk)
     return profile, profile_client(profile)
 

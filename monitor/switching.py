@@ -144,6 +144,18 @@ record = sync_to_async(events.record)
 publish_preset = sync_to_async(write_preset)
 
 
+async def _record_loaded(profile: ServerProfile, seconds: float, **details) -> None:
+    message = _("%(name)s loaded in %(s).1f s.") % {"name": profile.name, "s": seconds}
+    await record(Event.Kind.PROFILE_LOADED, message, profile=profile.name, load_s=round(seconds, 3), **details)
+
+
+async def _record_failed(profile: ServerProfile, error: LoadFailed) -> None:
+    await record(
+        Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name,
+        log_tail=error.log_tail[-20:], exit_code=error.exit_code,
+    )  # fmt: skip
+
+
 async def reload_presets(client: LlamaClient | None = None) -> None:
     """Write the presets from the profiles and have the router read them again."""
     await publish_preset()
@@ -164,10 +176,7 @@ async def load_profile(profile: ServerProfile, client: LlamaClient | None = None
     try:
         seconds = await _load(client, target)
     except LoadFailed as error:
-        await record(
-            Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name,
-            log_tail=error.log_tail[-20:], exit_code=error.exit_code,
-        )  # fmt: skip
+        await _record_failed(profile, error)
         raise
     if profile.live_revision != profile.revision:
         old = live_id(profile) if profile.live_revision else None
@@ -176,13 +185,7 @@ async def load_profile(profile: ServerProfile, client: LlamaClient | None = None
             await _wait_idle(client, old, settings.PROFILE_DRAIN_S)
         await reload_presets(client)  # the old revision's section is gone: the router unloads it
     await trim(client, keep=target)
-    await record(
-        Event.Kind.PROFILE_LOADED,
-        _("%(name)s loaded in %(s).1f s.") % {"name": profile.name, "s": seconds},
-        profile=profile.name,
-        load_s=round(seconds, 3),
-        revision=profile.revision,
-    )
+    await _record_loaded(profile, seconds, revision=profile.revision)
     forget_status()
     return seconds
 
@@ -202,15 +205,10 @@ async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = No
     try:
         seconds = await _load(client, model_id)
     except LoadFailed as error:
-        await record(Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name)
+        await _record_failed(profile, error)
         raise
     await trim(client, keep=model_id)
-    await record(
-        Event.Kind.PROFILE_LOADED,
-        _("%(name)s loaded in %(s).1f s.") % {"name": profile.name, "s": seconds},
-        profile=profile.name,
-        load_s=round(seconds, 3),
-    )
+    await _record_loaded(profile, seconds)
     return model_id
 
 

@@ -247,3 +247,16 @@ def start_sampler(run_dir: Path) -> Service:
 
 def new_run_dir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def django_run_dir(prefix: str, **environment) -> Path:
+    """A benchmark's run folder: settings pointed at it, Django set up, its database migrated."""
+    run_dir = new_run_dir(prefix)
+    configure_environment(run_dir, **environment)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+    return run_dir

@@ -37,7 +37,7 @@ def streamed_run(client: httpx.Client, path: str, model: str) -> tuple[float, fl
 
 
 def main() -> None:
-    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2, ctx_size=4096)
+    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2)
     services = [stack.start_redis(run_dir)]
     llama = stack.start_llama(run_dir)
     services += [llama, stack.start_web(run_dir)]

@@ -22,8 +22,8 @@ RUNS = 5
 
 def main() -> None:
     run_dir = stack.django_run_dir("qwenweb-bench-download-")
-    from monitor.downloads import create_job, run_job
-    from monitor.local_services import sha256_file
+    from monitor.catalog.downloads import create_job, run_job
+    from scripts.local_services import sha256_file
     from tests.support.file_server import FileServer
 
     models = Path(os.environ["QWENWEB_MODELS_DIR"])

@@ -101,9 +101,9 @@ def extraction_part() -> None:
 def summary_seconds(run_dir: Path, slots: int) -> float:
     from chat.models import Document
     from chat.services import documents, summaries
-    from monitor.backends import find_profile
-    from monitor.serving import forget_serving_info
-    from monitor.switching import save_profile
+    from monitor.llama.serving import forget_serving_info
+    from monitor.profiles.selectors import find_profile
+    from monitor.profiles.services import save_profile
     from tests.support import pdfs
     from tests.support.client import make_user
 

@@ -27,11 +27,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from monitor.gguf_registry import read_model_info  # noqa: E402
-from monitor.gpu import detect_gpus  # noqa: E402
-from monitor.load_log import buffer_sizes  # noqa: E402
-from monitor.local_services import free_port  # noqa: E402
-from monitor.planner import MIB, PlanRequest, plan  # noqa: E402
+from monitor.catalog.planner import MIB, PlanRequest, plan  # noqa: E402
+from monitor.catalog.registry import read_model_info  # noqa: E402
+from monitor.telemetry.gpu import detect_gpus  # noqa: E402
+from scripts.local_services import free_port  # noqa: E402
+from tests.support.load_log import buffer_sizes  # noqa: E402
 
 CASES = [(4096, 1, "f16"), (32768, 2, "q8_0"), (131072, 1, "q8_0")]
 
@@ -161,7 +161,7 @@ def sampler_check() -> None:
     import threading
     from dataclasses import asdict
 
-    from monitor.gpu import NvmlSampler
+    from monitor.telemetry.gpu import NvmlSampler
 
     sampler = NvmlSampler()
     stop = threading.Event()

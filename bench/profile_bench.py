@@ -63,9 +63,10 @@ def floor_run(run_dir: Path, argv: list[str], env: dict, url: str, headers: dict
 def main() -> None:
     run_dir = stack.django_run_dir("qwenweb-bench-profiles-")
     from monitor.models import ServerProfile
-    from monitor.presets import live_id
-    from monitor.profiles import profile_argv, write_template
-    from monitor.switching import load_profile, save_profile
+    from monitor.profiles.loading import load_profile
+    from monitor.profiles.options import profile_argv, write_template
+    from monitor.profiles.presets import live_id
+    from monitor.profiles.services import save_profile
 
     services = [stack.start_redis(run_dir)]
     llama = stack.start_llama(run_dir)

@@ -56,7 +56,7 @@ def reference(worker: psutil.Process) -> float:
 
 
 def main() -> None:
-    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2, ctx_size=4096)
+    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2)
     services = [stack.start_redis(run_dir), stack.start_llama(run_dir)]
     try:
         os.environ["PYTHONPATH"] = str(Path(__file__).parent) + os.pathsep + os.environ.get("PYTHONPATH", "")

@@ -10,7 +10,7 @@ _sampler = None
 
 @shared_task(name="bench.sample_once")
 def sample_once() -> float:
-    from monitor.sampling import Sampler
+    from monitor.telemetry.sampler import Sampler
 
     global _sampler
     if _sampler is None:

@@ -38,13 +38,17 @@ def llama_bench(model: Path, prompt_tokens: int, generate_tokens: int) -> tuple[
 
 
 def main() -> None:
-    os.environ["QWENWEB_THREADS"] = str(THREADS)  # llama-server and llama-bench on the same threads
-    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2, ctx_size=4096)
+    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2)
     from django.conf import settings
+
+    from monitor.models import ServerProfile
+
+    # llama-server and llama-bench on the same threads.
+    ServerProfile.objects.filter(is_default=True).update(threads=THREADS, revision_options=[], live_revision=None)
 
     services = [stack.start_redis(run_dir), stack.start_llama(run_dir)]
     try:
-        from monitor.selftest import run_self_test
+        from monitor.telemetry.selftest import run_self_test
 
         model = settings.MODELS_DIR / settings.DEFAULT_MODEL_FILE
         ours: dict[str, list[float]] = {"pp": [], "tg": [], "ttft": []}

@@ -168,7 +168,7 @@ def concurrent_part(results: dict) -> None:
 
 
 def main() -> None:
-    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2, ctx_size=4096)
+    run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2)
     services = [stack.start_redis(run_dir)]
     llama = stack.start_llama(run_dir)
     services += [llama, stack.start_web(run_dir)]

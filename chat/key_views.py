@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chat.api import keys
 from chat.errors import ChatError, NotFound
-from monitor.backends import user_profiles
+from monitor.public import user_profiles
 
 
 def _keys_page(request, new_key: str | None = None, status: int = 200):

@@ -1,3 +1,5 @@
+"""The inference box's data: downloads, server profiles, the timeline, dashboard history, self-tests."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -113,11 +115,6 @@ class ServerProfile(models.Model):
     @property
     def is_remote(self) -> bool:
         return bool(self.remote_url)
-
-    def clean(self) -> None:
-        from monitor.profiles import validate_profile
-
-        validate_profile(self)
 
     def save(self, *args, **kwargs) -> None:
         super().save(*args, **kwargs)

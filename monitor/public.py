@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 
-from monitor import events
-from monitor.backends import ProfileUnavailable, current_client, find_profile, ready_client, user_profiles
-from monitor.dashboard import percentile, register_request_figures
-from monitor.llama_client import LlamaClient, LlamaError, LlamaRejected, LlamaStreamBroken, LlamaUnavailable
+from monitor import timeline
+from monitor.llama.client import LlamaClient
+from monitor.llama.errors import LlamaError, LlamaRejected, LlamaStreamBroken, LlamaUnavailable
+from monitor.llama.serving import ServingInfo, forget_serving_info, serving_info
 from monitor.models import Event, ServerProfile
-from monitor.presets import live_id
-from monitor.serving import ServingInfo, forget_serving_info, serving_info
-from monitor.switching import LoadFailed, router_status
+from monitor.profiles.clients import current_client, ready_client
+from monitor.profiles.errors import LoadFailed, ProfileUnavailable
+from monitor.profiles.presets import live_id
+from monitor.profiles.selectors import find_profile, user_profiles
+from monitor.profiles.status import router_status
+from monitor.telemetry.dashboard import percentile, register_request_figures
 
 __all__ = [
     "LlamaClient",
@@ -62,4 +65,4 @@ async def needs_loading(profile: ServerProfile) -> bool:
 
 async def record_queue_overflow(message: str, **details) -> None:
     """Put a request that left a fair queue without a slot on the dashboard's timeline."""
-    await sync_to_async(events.record)(Event.Kind.QUEUE_OVERFLOW, message, level=Event.Level.WARNING, **details)
+    await sync_to_async(timeline.record)(Event.Kind.QUEUE_OVERFLOW, message, level=Event.Level.WARNING, **details)

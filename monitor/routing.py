@@ -1,5 +1,5 @@
 from django.urls import path
 
-from monitor.consumers import DashboardConsumer
+from monitor.web.consumers import DashboardConsumer
 
 websocket_urlpatterns = [path("ws/monitor/", DashboardConsumer.as_asgi())]

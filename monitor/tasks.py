@@ -1,17 +1,35 @@
+"""Celery tasks of the inference box: thin wrappers over the services they name.
+
+Each task's name is pinned, so messages already queued and the beat schedule keep
+working whatever module the code behind it moves to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
-from monitor import downloads
+from monitor.catalog import downloads
+from monitor.llama.client import run_with_client
+from monitor.models import MetricMinute, ServerProfile
+from monitor.profiles.errors import LoadFailed
+from monitor.profiles.loading import load_profile as load
+from monitor.router.watchdog import run_watchdog
+from monitor.telemetry.selftest import run_self_test as self_test
 
 
-@shared_task(acks_late=True)
+@shared_task(name="monitor.tasks.download_model", acks_late=True)
 def download_model(job_id: int) -> str:
     return downloads.run_job(job_id).status
 
 
-@shared_task
+@shared_task(name="monitor.tasks.resume_stalled_downloads")
 def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
-    """Re-queue downloads whose worker died mid-way; each resumes from its partial file."""
+    """Re-queue downloads whose worker died; each resumes from its partial file."""
     stalled = downloads.stalled_jobs(settings.DOWNLOAD_STALL_S if older_than_s is None else older_than_s)
     for job_id in stalled:
         downloads.restart_job(job_id)
@@ -19,57 +37,34 @@ def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
     return stalled
 
 
-@shared_task(ignore_result=True)
+@shared_task(name="monitor.tasks.watchdog", ignore_result=True)
 def watchdog() -> list[str]:
-    """Health of llama-server and its profiles; restarts what died (see monitor.watchdog)."""
-    from monitor.watchdog import run_watchdog
-
+    """Health of llama-server and its profiles; restarts what died (see monitor.router.watchdog)."""
     return run_watchdog()
 
 
-@shared_task
+@shared_task(name="monitor.tasks.load_profile")
 def load_profile(profile_id: int) -> dict:
     """Load a profile's saved settings (beside the live ones); the result for the admin page."""
-    import asyncio
-
-    from monitor.llama_client import LlamaClient
-    from monitor.models import ServerProfile
-    from monitor.switching import LoadFailed
-    from monitor.switching import load_profile as load
-
     profile = ServerProfile.objects.get(pk=profile_id)
 
-    async def main() -> dict:
-        client = LlamaClient()
+    async def work(client) -> dict:
         try:
-            seconds = await load(profile, client)
-            return {"ok": True, "load_s": seconds}
+            return {"ok": True, "load_s": await load(profile, client)}
         except LoadFailed as error:
             return {"ok": False, "error": str(error)}
-        finally:
-            await client.aclose()
 
-    return asyncio.run(main())
+    return run_with_client(work)
 
 
-@shared_task
+@shared_task(name="monitor.tasks.run_self_test")
 def run_self_test(profile_name: str | None = None) -> int:
     """The dashboard's one-click self-test; the result row's id."""
-    import asyncio
-
-    from monitor.selftest import run_self_test as self_test
-
     return asyncio.run(self_test(profile_name)).id
 
 
-@shared_task
+@shared_task(name="monitor.tasks.prune_metric_history")
 def prune_metric_history() -> int:
     """Drop dashboard history rows older than MONITOR_HISTORY_HOURS."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from monitor.models import MetricMinute
-
     cutoff = timezone.now() - timedelta(hours=settings.MONITOR_HISTORY_HOURS)
     return MetricMinute.objects.filter(at__lt=cutoff).delete()[0]

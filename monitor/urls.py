@@ -1,20 +1,20 @@
 from django.urls import path
 
-from monitor import profile_views, views
+from monitor.web import dashboard_views, model_views, profile_views
 
 app_name = "monitor"
 
 urlpatterns = [
-    path("", views.dashboard_page, name="dashboard"),
-    path("dashboard.json", views.dashboard_json, name="dashboard-json"),
-    path("selftest/", views.start_self_test, name="selftest"),
-    path("models/", views.models_page, name="models"),
-    path("models/download/", views.start_download, name="download"),
-    path("models/download/<int:job_id>/cancel/", views.cancel_download, name="cancel"),
-    path("models/download/<int:job_id>/resume/", views.resume_download, name="resume"),
-    path("models/downloads.json", views.downloads_json, name="downloads-json"),
-    path("models/planner/", views.planner_page, name="planner"),
-    path("models/planner/apply/", views.apply_recommendation, name="apply"),
+    path("", dashboard_views.dashboard_page, name="dashboard"),
+    path("dashboard.json", dashboard_views.dashboard_json, name="dashboard-json"),
+    path("selftest/", dashboard_views.start_self_test, name="selftest"),
+    path("models/", model_views.models_page, name="models"),
+    path("models/download/", model_views.start_download, name="download"),
+    path("models/download/<int:job_id>/cancel/", model_views.cancel_download, name="cancel"),
+    path("models/download/<int:job_id>/resume/", model_views.resume_download, name="resume"),
+    path("models/downloads.json", model_views.downloads_json, name="downloads-json"),
+    path("models/planner/", model_views.planner_page, name="planner"),
+    path("models/planner/apply/", model_views.apply_recommendation, name="apply"),
     path("profiles/", profile_views.profile_list, name="profiles"),
     path("profiles/status.json", profile_views.profile_status, name="profiles-status"),
     path("profiles/new/", profile_views.profile_edit, name="profile-new"),

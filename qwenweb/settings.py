@@ -130,21 +130,15 @@ CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE = {
-    "sweep-orphaned-streams": {"task": "chat.tasks.sweep_orphaned_streams", "schedule": 60.0},
-}
 
 # The one llama-server: where it listens and the key it wants (never sent to a browser).
 LLAMA_SERVER_URL = os.environ.get("LLAMA_SERVER_URL", "http://127.0.0.1:8081")
 LLAMA_API_KEY = os.environ.get("LLAMA_API_KEY") or file_secret(VAR_DIR / "llama_api_key", prefix="sk-local-")
 LLAMA_REQUEST_TIMEOUT_S = float(os.environ.get("LLAMA_REQUEST_TIMEOUT_S", "600"))
 
-# The default launch profile of the local llama-server.
+# Model files, and the one the seeded profiles and `make run` use.
 MODELS_DIR = Path(os.environ.get("QWENWEB_MODELS_DIR", VAR_DIR / "models")).resolve()
 DEFAULT_MODEL_FILE = os.environ.get("QWENWEB_DEFAULT_MODEL", "gemma-3-270m-q4_k_m.gguf")
-LLAMA_CTX_SIZE = env_int("QWENWEB_CTX_SIZE", 8192)
-LLAMA_PARALLEL = env_int("QWENWEB_PARALLEL", 2)
-LLAMA_THREADS = env_int("QWENWEB_THREADS", 0)  # 0: let llama-server decide
 # Router mode: profiles kept loaded at once (the router gets one more, so a changed
 # profile loads before the one it replaces goes away).
 LLAMA_MODELS_MAX = env_int("QWENWEB_MODELS_MAX", 1)
@@ -164,8 +158,8 @@ CHAT_MAX_IMAGE_BYTES = env_int("QWENWEB_MAX_IMAGE_BYTES", 8 * 1024 * 1024)
 CHAT_IMAGE_MAX_EDGE = 512
 CHAT_MAX_ANSWER_TOKENS = env_int("QWENWEB_MAX_ANSWER_TOKENS", 1024)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "1.0"))
-# Parallel requests the fair queue lets through to llama-server (its slots).
-QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", LLAMA_PARALLEL)
+# Parallel requests a fair queue lets through before it has read the profile's slots from llama-server.
+QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", env_int("QWENWEB_PARALLEL", 2))
 
 LOGGING = {
     "version": 1,
@@ -181,13 +175,6 @@ DOWNLOAD_ATTEMPTS = env_int("QWENWEB_DOWNLOAD_ATTEMPTS", 3)  # per part, each re
 DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S", "60"))
 # A download whose worker has not reported for this long was killed: resume it.
 DOWNLOAD_STALL_S = env_int("QWENWEB_DOWNLOAD_STALL_S", 60)
-CELERY_BEAT_SCHEDULE["resume-stalled-downloads"] = {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0}
-# The watchdog has a worker of its own (Procfile "watchdog"): long downloads and summaries never hold it up.
-CELERY_BEAT_SCHEDULE["llama-watchdog"] = {
-    "task": "monitor.tasks.watchdog",
-    "schedule": float(WATCHDOG_INTERVAL_S),
-    "options": {"queue": "watchdog", "expires": float(WATCHDOG_INTERVAL_S)},
-}
 
 # The admin dashboard (monitor/sampling.py): one sample a second, live minutes in Redis,
 # minute means in the database for the history, self-test sizes.
@@ -198,7 +185,6 @@ MONITOR_SELFTEST_PROMPT_TOKENS = env_int("QWENWEB_SELFTEST_PROMPT_TOKENS", 128)
 MONITOR_SELFTEST_GENERATE_TOKENS = env_int("QWENWEB_SELFTEST_GENERATE_TOKENS", 32)
 # A bearer token Prometheus may scrape /metrics with (besides a staff session); empty: none.
 METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
-CELERY_BEAT_SCHEDULE["prune-metric-history"] = {"task": "monitor.tasks.prune_metric_history", "schedule": 3600.0}
 
 # OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
@@ -212,4 +198,17 @@ DOCUMENT_SUMMARY_TOKENS = env_int("QWENWEB_DOCUMENT_SUMMARY_TOKENS", 512)  # eac
 DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as much as one slot's context holds
 # A document whose worker has not reported for this long was killed: run it again.
 DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
-CELERY_BEAT_SCHEDULE["resume-stalled-documents"] = {"task": "chat.tasks.resume_stalled_documents", "schedule": 30.0}
+
+# Every periodic task, in one place (Celery beat). Task names are pinned in each tasks module.
+CELERY_BEAT_SCHEDULE = {
+    "sweep-orphaned-streams": {"task": "chat.tasks.sweep_orphaned_streams", "schedule": 60.0},
+    "resume-stalled-downloads": {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0},
+    "resume-stalled-documents": {"task": "chat.tasks.resume_stalled_documents", "schedule": 30.0},
+    "prune-metric-history": {"task": "monitor.tasks.prune_metric_history", "schedule": 3600.0},
+    # The watchdog has a worker of its own (Procfile "watchdog"): long downloads and summaries never hold it up.
+    "llama-watchdog": {
+        "task": "monitor.tasks.watchdog",
+        "schedule": float(WATCHDOG_INTERVAL_S),
+        "options": {"queue": "watchdog", "expires": float(WATCHDOG_INTERVAL_S)},
+    },
+}

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from monitor.views import metrics_endpoint
+from monitor.web.dashboard_views import metrics_endpoint
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),

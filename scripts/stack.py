@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from monitor.local_services import (  # noqa: E402
+from scripts.local_services import (  # noqa: E402
     ensure_default_model,
     free_port,
     redis_reachable,

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.errors import ChatError
-from monitor.llama_client import LlamaClient
+from monitor.public import LlamaClient
 
 # What one image costs at most in prompt tokens (Gemma 3: 256; Qwen-VL at 512 px: ~330).
 IMAGE_TOKENS = 768

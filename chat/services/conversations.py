@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 
 from chat.errors import ChatError, NotFound
 from chat.models import Conversation, Message
-from monitor.backends import ProfileUnavailable, find_profile, user_profiles
+from monitor.public import ProfileUnavailable, find_profile, user_profiles
 
 TITLE_MAX = 200
 

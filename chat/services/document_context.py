@@ -16,7 +16,7 @@ from rank_bm25 import BM25Okapi
 
 from chat.models import Document, DocumentPage
 from chat.services.context import answer_reserve
-from monitor.llama_client import LlamaClient
+from monitor.public import LlamaClient
 
 PASSAGE_CHARS = 700
 MAX_EXACT_COUNTS = 4

@@ -245,21 +245,17 @@ recording: set[asyncio.Task] = set()
 
 async def _record_overflow(error: BaseException, position: int, waited_s: float) -> None:
     """Put a request that left the line without a slot on the dashboard's timeline."""
-    from asgiref.sync import sync_to_async
     from django.utils.translation import gettext as _
 
-    from monitor import events
-    from monitor.models import Event
+    from monitor.public import record_queue_overflow
 
     if isinstance(error, QueueTicketLost):
         message = _("A request lost its place in the queue (position %(position)d) after %(seconds).0f s.")
     else:
         message = _("A request gave up waiting in the queue at position %(position)d after %(seconds).0f s.")
     try:
-        await sync_to_async(events.record)(
-            Event.Kind.QUEUE_OVERFLOW,
+        await record_queue_overflow(
             message % {"position": position, "seconds": waited_s},
-            level=Event.Level.WARNING,
             position=position,
             waited_s=round(waited_s, 1),
         )

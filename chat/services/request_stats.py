@@ -10,9 +10,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from chat.models import Message
-from monitor.backends import find_profile
-from monitor.dashboard import percentile
-from monitor.llama_client import LlamaError
+from monitor.public import LlamaError, find_profile, percentile
 
 
 def _default_profile_name() -> str:

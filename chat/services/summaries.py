@@ -25,11 +25,7 @@ from django.utils.translation import gettext as _
 from chat.models import Document, DocumentChunk, DocumentPage
 from chat.services import documents
 from chat.services.fair_queue import FairQueue
-from monitor.backends import ready_client
-from monitor.llama_client import LlamaClient, LlamaError
-from monitor.models import ServerProfile
-from monitor.serving import serving_info
-from monitor.switching import LoadFailed
+from monitor.public import LlamaClient, LlamaError, LoadFailed, ServerProfile, ready_client, serving_info
 
 log = logging.getLogger(__name__)
 

@@ -23,12 +23,21 @@ from chat.services import conversations
 from chat.services.context import fit_messages
 from chat.services.document_context import document_system_message
 from chat.services.fair_queue import FairQueue, get_queue
-from monitor.backends import current_client, find_profile, ready_client
-from monitor.llama_client import LlamaClient, LlamaError, LlamaStreamBroken, LlamaUnavailable
-from monitor.models import ServerProfile
-from monitor.presets import live_id
-from monitor.serving import forget_serving_info, serving_info
-from monitor.switching import LoadFailed, router_status
+from monitor.public import (
+    LlamaClient,
+    LlamaError,
+    LlamaStreamBroken,
+    LlamaUnavailable,
+    LoadFailed,
+    ServerProfile,
+    current_client,
+    find_profile,
+    forget_serving_info,
+    live_id,
+    ready_client,
+    router_status,
+    serving_info,
+)
 
 log = logging.getLogger(__name__)
 Send = Callable[[dict], Awaitable[None]]

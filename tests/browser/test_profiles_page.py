@@ -10,7 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from monitor.models import Event, ServerProfile
-from monitor.presets import live_id
+from monitor.profiles.presets import live_id
 from tests.support.client import base_url, make_user
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")

@@ -16,8 +16,8 @@ from chat.api.keys import create_key
 from chat.api.limits import KeyLimiter
 from chat.models import ApiKey
 from chat.services.fair_queue import FairQueue
-from monitor.backends import user_profiles
 from monitor.models import ServerProfile
+from monitor.profiles.selectors import user_profiles
 from tests.support.client import base_url, login, make_user
 from tests.support.fake_tool_upstream import CALL_ID, FakeToolUpstream
 

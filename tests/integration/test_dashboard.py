@@ -19,11 +19,13 @@ from django.test import Client, override_settings
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from monitor import dashboard, downloads
-from monitor.backends import client_for
+from monitor.catalog import downloads
 from monitor.models import Event, SelfTestResult
-from monitor.sampling import Sampler
-from monitor.selftest import run_self_test
+from monitor.profiles.clients import profile_client
+from monitor.profiles.selectors import find_profile
+from monitor.telemetry import dashboard
+from monitor.telemetry.sampler import Sampler
+from monitor.telemetry.selftest import run_self_test
 from tests.support.client import base_url, login, make_user
 from tests.support.file_server import FileServer
 
@@ -46,7 +48,7 @@ def _generate_in_background(client, tokens: int = 96) -> threading.Thread:
 
 
 def test_sampler_reads_the_real_server_under_load_and_says_there_is_no_gpu(llama):
-    client = client_for(None)
+    client = profile_client(find_profile())
 
     async def main():
         sampler = Sampler(source_timeout_s=5)
@@ -237,8 +239,7 @@ def test_live_socket_pushes_new_samples_to_staff_only(web_server, sampler):
 def test_metrics_endpoint_for_staff_and_token_only(web_server, sampler, llama):
     from asgiref.sync import async_to_sync
 
-    from monitor.backends import find_profile
-    from monitor.switching import ensure_serving
+    from monitor.profiles.loading import ensure_serving
 
     async_to_sync(ensure_serving)(find_profile(None))  # an earlier test may have loaded another profile
     admin = login(make_user(is_staff=True))

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from monitor import downloads
-from monitor.downloads import DownloadError, create_job, run_job
-from monitor.gguf_registry import scan_models
-from monitor.local_services import sha256_file
+from monitor.catalog import downloads
+from monitor.catalog.downloads import DownloadError, create_job, run_job
+from monitor.catalog.registry import scan_models
 from monitor.models import DownloadJob
+from scripts.local_services import sha256_file
 from tests.support.file_server import FileServer
 
 MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])

@@ -3,8 +3,8 @@
 import os
 from pathlib import Path
 
-from monitor.gguf_registry import NotGGUF, read_model_info, scan_models
-from monitor.planner import GIB, MIB, PlanRequest, plan, recommend
+from monitor.catalog.planner import GIB, MIB, PlanRequest, plan, recommend
+from monitor.catalog.registry import NotGGUF, read_model_info, scan_models
 from tests.support.planner_check import CASES, compare
 
 MODEL = Path(os.environ["QWENWEB_MODELS_DIR"]) / "gemma-3-270m-q4_k_m.gguf"

@@ -18,11 +18,13 @@ import psutil
 import pytest
 from asgiref.sync import async_to_sync
 
-from monitor.backends import find_profile
 from monitor.models import Event, ServerProfile
-from monitor.presets import live_id, served_id
-from monitor.profiles import validate_profile
-from monitor.switching import LoadFailed, load_profile, save_profile
+from monitor.profiles.errors import LoadFailed
+from monitor.profiles.loading import load_profile
+from monitor.profiles.presets import live_id, served_id
+from monitor.profiles.selectors import find_profile
+from monitor.profiles.services import save_profile
+from monitor.profiles.validation import validate_profile
 from tests.support import stack
 from tests.support.client import chat_socket, events_until, login, make_user, send
 

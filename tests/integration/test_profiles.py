@@ -10,7 +10,9 @@ from django.core.exceptions import ValidationError
 from gguf import GGUFWriter
 
 from monitor.models import ServerProfile
-from monitor.profiles import default_profile, profile_argv, validate_profile, write_template
+from monitor.profiles.options import profile_argv, write_template
+from monitor.profiles.selectors import find_profile
+from monitor.profiles.validation import validate_profile
 from tests.support import stack
 from tests.support.client import base_url, login, make_user
 
@@ -37,7 +39,7 @@ def refusal(candidate: ServerProfile) -> dict:
 def test_seeded_profiles_are_valid():
     names = set(ServerProfile.objects.values_list("name", flat=True))
     assert {"chat-8k", "long-32k"} <= names
-    assert default_profile().name == "chat-8k"
+    assert find_profile().name == "chat-8k"
     for item in ServerProfile.objects.filter(name__in=["chat-8k", "long-32k"]):
         validate_profile(item, binary=BINARY)
 

@@ -11,11 +11,13 @@ import os
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from chat.models import Conversation, Message
 from chat.services.fair_queue import FairQueue
 from chat.services.turns import TurnRunner
-from monitor.llama_client import LlamaClient
+from monitor.llama.binary import llama_environment
+from monitor.llama.client import LlamaClient
 from tests.support import stack
 from tests.support.client import make_user
 
@@ -24,15 +26,16 @@ TEMPLATE = Path(__file__).resolve().parents[1] / "support" / "think-template.jin
 
 @pytest.fixture(scope="module")
 def thinking_server(run_dir, redis_server):
-    from monitor.launch import default_profile, llama_environment
-
-    profile = default_profile()
-    profile.port = stack.free_port()
-    profile.chat_template_file = TEMPLATE
-    env = llama_environment()
-    server = stack.PlainLlamaServer(
-        run_dir, profile.argv(os.environ["LLAMA_SERVER_BIN"]), env, f"http://127.0.0.1:{profile.port}"
-    )
+    port = stack.free_port()
+    argv = [
+        os.environ["LLAMA_SERVER_BIN"],
+        "--model", str(settings.MODELS_DIR / settings.DEFAULT_MODEL_FILE),
+        "--host", "127.0.0.1", "--port", str(port),
+        "--ctx-size", "4096", "--parallel", "2",
+        "--chat-template-file", str(TEMPLATE),
+        "--no-webui",
+    ]  # fmt: skip
+    server = stack.PlainLlamaServer(run_dir, argv, llama_environment(), f"http://127.0.0.1:{port}")
     server.name = "llama-thinking"
     server.log_path = run_dir / "llama-thinking.log"
     server.start()
@@ -85,6 +88,9 @@ def test_thinking_off_reaches_the_template(thinking_server):
 
 
 def test_thinking_budget_ends_the_thought(thinking_server):
-    _, message = run_turn(thinking_server, thinking=True, budget=0)
-    # A budget of 0 closes the thought at once: what the model writes is the answer.
-    assert message.content, message.reasoning
+    events, message = run_turn(thinking_server, thinking=True, budget=0)
+    # A budget of 0 closes the thought before its first token: nothing streams as reasoning,
+    # whatever (and however little) the model then writes as its answer.
+    assert not [e for e in events if e["type"] == "reasoning"], events
+    assert message.reasoning == ""
+    assert events[-1]["type"] == "done" and events[-1]["status"] == "complete"

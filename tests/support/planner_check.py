@@ -10,10 +10,10 @@ from pathlib import Path
 
 import httpx
 
-from monitor.gguf_registry import read_model_info
-from monitor.load_log import buffer_sizes, fit_host_breakdown
-from monitor.local_services import free_port
-from monitor.planner import MIB, PlanRequest, plan
+from monitor.catalog.planner import MIB, PlanRequest, plan
+from monitor.catalog.registry import read_model_info
+from scripts.local_services import free_port
+from tests.support.load_log import buffer_sizes, fit_host_breakdown
 
 CASES = [
     (1024, 1, "f16"),

@@ -20,10 +20,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from monitor.local_services import ensure_default_model, free_port, redis_server_binary  # noqa: E402
+from scripts.local_services import ensure_default_model, free_port, redis_server_binary  # noqa: E402
 
 
-def configure_environment(run_dir: Path, *, parallel: int = 2, ctx_size: int = 4096) -> dict:
+def configure_environment(run_dir: Path, *, parallel: int = 2) -> dict:
     """Point settings at this run's folder and ports; returns the environment for children."""
     env = os.environ
     env["QWENWEB_VAR_DIR"] = str(run_dir)
@@ -40,7 +40,6 @@ def configure_environment(run_dir: Path, *, parallel: int = 2, ctx_size: int = 4
     env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
     env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port()}"
     env["QWENWEB_PARALLEL"] = str(parallel)
-    env["QWENWEB_CTX_SIZE"] = str(ctx_size)
     env["QWENWEB_PORT"] = str(free_port())
     env["DJANGO_SETTINGS_MODULE"] = "qwenweb.settings"
     env["PYTHONUNBUFFERED"] = "1"
@@ -125,8 +124,8 @@ class LlamaServer(Service):
     @property
     def model_id(self) -> str:
         """The loaded instance of the default profile (the one chat uses)."""
-        from monitor.backends import find_profile
-        from monitor.presets import live_id
+        from monitor.profiles.presets import live_id
+        from monitor.profiles.selectors import find_profile
 
         return live_id(find_profile(None))
 
@@ -140,7 +139,7 @@ class LlamaServer(Service):
         wait_until(self.healthy, 120, "llama-server", self.process, self.log_path)
 
     def router_pid(self) -> int:
-        from monitor.supervisor import read_pid, router_pid_path
+        from monitor.router.supervisor import read_pid, router_pid_path
 
         return read_pid(router_pid_path())
 
@@ -168,7 +167,7 @@ def start_redis(run_dir: Path) -> Service:
 
 
 def start_llama(run_dir: Path) -> LlamaServer:
-    from monitor.launch import llama_environment
+    from monitor.llama.binary import llama_environment
 
     server = LlamaServer(run_dir, llama_environment())
     server.start()
@@ -238,7 +237,7 @@ def start_sampler(run_dir: Path) -> Service:
     service.start()
     import redis
 
-    from monitor.sampling import LIVE_KEY
+    from monitor.telemetry.sampler import LIVE_KEY
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     wait_until(lambda: client.llen(LIVE_KEY) > 0, 60, "sampler", service.process, service.log_path)

@@ -7,7 +7,7 @@ from chat.api import gateway
 from chat.api.errors import ApiError
 from chat.api.keys import KEY_PREFIX, create_key
 from chat.models import ApiKey
-from monitor.llama_client import _rejection
+from monitor.llama.errors import rejection_from
 from tests.support.client import make_user
 
 
@@ -95,9 +95,9 @@ def test_upstream_errors_keep_llama_servers_body_and_status():
     body = {
         "error": {"code": 400, "message": "the request exceeds the context size", "type": "exceed_context_size_error"}
     }
-    error = ApiError.from_upstream(_rejection(400, orjson.dumps(body)))
+    error = ApiError.from_upstream(rejection_from(400, orjson.dumps(body)))
     assert error.status == 400 and error.body() == body
-    plain = ApiError.from_upstream(_rejection(502, b"<html>bad gateway</html>"))
+    plain = ApiError.from_upstream(rejection_from(502, b"<html>bad gateway</html>"))
     assert plain.status == 502 and plain.body()["error"]["type"] == "server_error"
     assert plain.sse_event().startswith(b'data: {"error":') and plain.sse_event().endswith(b"\n\n")
 

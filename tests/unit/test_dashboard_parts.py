@@ -2,10 +2,10 @@
 
 from django.test import override_settings
 
-from monitor.dashboard import percentile
-from monitor.gpu import NvmlSampler, throttle_names
-from monitor.metrics import token_allows
-from monitor.sampling import MinuteAverager, flatten, slot_figures
+from monitor.telemetry.dashboard import percentile
+from monitor.telemetry.gpu import NvmlSampler, throttle_names
+from monitor.telemetry.prometheus import token_allows
+from monitor.telemetry.sampler import MinuteAverager, flatten, slot_figures
 
 
 def test_nvml_sampler_reports_no_gpu_here_and_never_raises():
@@ -86,7 +86,7 @@ def test_metrics_token_must_match_exactly():
 
 
 def test_generation_rate_counts_busy_slots_and_finished_requests():
-    from monitor.sampling import Sampler
+    from monitor.telemetry.sampler import Sampler
 
     sampler = Sampler()
     busy = [{"decoded": 10, "processing": True}]
@@ -108,7 +108,7 @@ def test_generation_rate_counts_busy_slots_and_finished_requests():
 
 
 def test_llama_metrics_text_keeps_the_figures_we_chart():
-    from monitor.sampling import parse_llama_metrics
+    from monitor.telemetry.sampler import parse_llama_metrics
 
     text = (
         "# HELP llamacpp:requests_processing Number of requests processing\n"

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from gguf import GGUFReader, GGUFWriter
 
-from monitor.gguf_header import ArrayInfo, HeaderError, read_header
-from monitor.gguf_registry import NotGGUF, read_model_info
+from monitor.catalog.gguf_header import ArrayInfo, HeaderError, read_header
+from monitor.catalog.registry import NotGGUF, read_model_info
 
 
 @pytest.fixture

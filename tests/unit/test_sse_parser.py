@@ -1,6 +1,7 @@
 import pytest
 
-from monitor.llama_client import LlamaRejected, SSEParser
+from monitor.llama.errors import LlamaRejected
+from monitor.llama.sse import SSEParser
 
 
 def test_events_split_across_reads_are_joined():

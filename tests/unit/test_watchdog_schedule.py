@@ -2,7 +2,7 @@
 
 import datetime as dt
 
-from monitor.watchdog import daily_restart_due
+from monitor.router.watchdog import daily_restart_due
 
 
 def test_daily_restart_waits_for_its_time_and_fires_once_a_day():

@@ -4,13 +4,23 @@ It runs under honcho, which stops everything when any process exits, so it block
 """
 
 import os
+import socket
 import time
 
 import httpx
+import psutil
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from monitor.local_services import lan_addresses
+
+def lan_addresses() -> list[str]:
+    """The box's IPv4 addresses other than loopback: where people on the LAN reach it."""
+    return [
+        entry.address
+        for entries in psutil.net_if_addrs().values()
+        for entry in entries
+        if entry.family == socket.AF_INET and not entry.address.startswith("127.")
+    ]
 
 
 class Command(BaseCommand):

@@ -2,9 +2,9 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from monitor.launch import llama_server_binary
-from monitor.presets import write_preset
-from monitor.supervisor import RouterSupervisor, router_argv
+from monitor.llama.binary import llama_server_binary
+from monitor.profiles.presets import write_preset
+from monitor.router.supervisor import RouterSupervisor, router_argv
 
 
 class Command(BaseCommand):

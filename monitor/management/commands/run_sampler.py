@@ -5,7 +5,7 @@ import asyncio
 import orjson
 from django.core.management.base import BaseCommand
 
-from monitor.sampling import one_sample, run_forever
+from monitor.telemetry.sampler import one_sample, run_forever
 
 
 class Command(BaseCommand):

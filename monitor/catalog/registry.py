@@ -11,9 +11,8 @@ from pathlib import Path
 
 from gguf.constants import LlamaFileType
 
-from monitor.gguf_header import ArrayInfo, Header, HeaderError, read_header
+from monitor.catalog.gguf_header import ArrayInfo, Header, HeaderError, read_header
 
-GGUF_MAGIC = b"GGUF"
 SHARD_PATTERN = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 # (pattern, dense_first) per architecture, from llama.cpp's src/models/*.cpp, used
 # when the file has a sliding window but no `sliding_window_pattern` key.

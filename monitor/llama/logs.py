@@ -44,7 +44,3 @@ def instance_log_tail(model_id: str, lines: int = 40, path: Path | None = None) 
         if prefix.match(line) or mentions in line:
             tail.append(line)
     return list(tail)
-
-
-def server_log_tail(lines: int = 40, path: Path | None = None) -> list[str]:
-    return _read_tail(Path(path or settings.LLAMA_LOG_FILE))[-lines:]

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from monitor.sampling import LIVE_KEY
+from monitor.telemetry.sampler import LIVE_KEY
 
 PUSH_EVERY_S = 1.0
 # The sampler writes every second: a newest sample older than this means it is not running.

@@ -23,12 +23,13 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from monitor import events
-from monitor.launch import llama_environment
-from monitor.llama_client import LlamaClient, LlamaError
+from monitor import timeline
+from monitor.llama.binary import llama_environment
+from monitor.llama.client import LlamaClient, run_with_client
+from monitor.llama.errors import LlamaError
 from monitor.models import Event
-from monitor.presets import preset_path, write_preset
-from monitor.switching import load_startup_profiles
+from monitor.profiles.loading import load_startup_profiles
+from monitor.profiles.presets import preset_path, write_preset
 
 log = logging.getLogger(__name__)
 LOG_ROTATE_BYTES = 20 * 1024 * 1024
@@ -132,22 +133,18 @@ class RouterSupervisor:
     def _load_startup_profiles(self, process: subprocess.Popen) -> None:
         """Once the router answers, load the default profile (and those marked load-on-start)."""
 
-        async def main() -> None:
-            client = LlamaClient()
-            try:
-                deadline = time.monotonic() + 120
-                while process.poll() is None and time.monotonic() < deadline:
-                    try:
-                        await client.list_models()
-                        break
-                    except LlamaError:
-                        await asyncio.sleep(0.1)
-                for failure in await load_startup_profiles(client):
-                    log.error("startup profile did not load: %s", failure)
-            finally:
-                await client.aclose()
+        async def work(client: LlamaClient) -> None:
+            deadline = time.monotonic() + 120
+            while process.poll() is None and time.monotonic() < deadline:
+                try:
+                    await client.list_models()
+                    break
+                except LlamaError:
+                    await asyncio.sleep(0.1)
+            for failure in await load_startup_profiles(client):
+                log.error("startup profile did not load: %s", failure)
 
-        asyncio.run(main())
+        run_with_client(work)
 
     def _stop_router(self) -> None:
         process = self.process
@@ -180,9 +177,11 @@ class RouterSupervisor:
                 started = time.monotonic()
                 self.process = self._start()
                 if reason:
-                    events.record(Event.Kind.SERVER_RESTARTED, reason, level=Event.Level.WARNING, pid=self.process.pid)
+                    timeline.record(
+                        Event.Kind.SERVER_RESTARTED, reason, level=Event.Level.WARNING, pid=self.process.pid
+                    )
                 else:
-                    events.record(Event.Kind.SERVER_STARTED, _("llama-server started."), pid=self.process.pid)
+                    timeline.record(Event.Kind.SERVER_STARTED, _("llama-server started."), pid=self.process.pid)
                 while self.process.poll() is None and not self.stopping and not self.restart_requested:
                     self._wake.wait(0.5)
                     self._wake.clear()

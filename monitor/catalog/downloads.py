@@ -28,8 +28,8 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from monitor import events
-from monitor.gguf_header import HeaderError, read_header
+from monitor import timeline
+from monitor.catalog.gguf_header import HeaderError, read_header
 from monitor.models import DownloadJob, Event
 
 log = logging.getLogger(__name__)
@@ -370,13 +370,13 @@ def _finish(job: DownloadJob, status: str, *, error: str = "", parts: list | Non
         fields["parts"] = parts
     DownloadJob.objects.filter(id=job.id).update(**fields)
     if status == DownloadJob.Status.DONE:
-        events.record(
+        timeline.record(
             Event.Kind.DOWNLOAD_FINISHED,
             _("Download of %(name)s finished.") % {"name": job.file_name},
             job=job.id,
         )
     elif status == DownloadJob.Status.FAILED:
-        events.record(
+        timeline.record(
             Event.Kind.DOWNLOAD_FAILED,
             _("Download of %(name)s failed: %(error)s") % {"name": job.file_name, "error": error},
             level=Event.Level.ERROR,

@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from django.contrib import messages as flash
-from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from monitor import downloads, tasks
-from monitor.forms import ServerProfileForm
-from monitor.gguf_registry import scan_models
-from monitor.llama_client import LlamaError
+from monitor import tasks
+from monitor.catalog import downloads
+from monitor.catalog.registry import scan_models
+from monitor.llama.errors import LlamaError
+from monitor.llama.logs import instance_log_tail
 from monitor.models import Event, ServerProfile
-from monitor.presets import live_id, served_id
-from monitor.profiles import command_line
-from monitor.router_log import instance_log_tail
-from monitor.switching import reload_presets, router_status, save_profile, state_of, unload_profile
-from monitor.views import staff_only
+from monitor.profiles import services
+from monitor.profiles.options import command_line
+from monitor.profiles.presets import live_id, served_id
+from monitor.profiles.status import router_status, state_of
+from monitor.web.access import staff_only
+from monitor.web.forms import ServerProfileForm
 
 
 def _back(request, profile: ServerProfile):
@@ -113,63 +114,31 @@ def profile_detail(request, profile_id: int):
     )
 
 
-def _apply(request, profile: ServerProfile, *, was_serving: bool, changed: bool) -> None:
-    """After a save: a serving profile loads its new revision beside the old one."""
-    if was_serving and changed:
-        tasks.load_profile.delay(profile.pk)
-        flash.info(
-            request,
-            _("Saved. %(name)s is loading its new settings; the old ones serve until then.") % {"name": profile.name},
-        )
-    else:
-        if not was_serving:
-            # Nothing of it serves, so there is no old revision to protect: the next load uses the new settings.
-            ServerProfile.objects.filter(pk=profile.pk).update(live_revision=None, live_options=[])
-        try:
-            async_to_sync(reload_presets)()
-        except LlamaError:
-            pass  # the router reads the presets when it starts
-        flash.success(request, _("Saved."))
-
-
-def _is_serving(profile: ServerProfile) -> bool:
-    """Whether the profile (as stored, before this edit) serves; when llama-server is down nobody can
-    tell, so its live revision is kept as if it did."""
-    statuses, down = _statuses()
-    if down:
-        return True
-    state = state_of(profile, statuses)
-    return state.state in ("loaded", "loading", "sleeping")
-
-
 @staff_only
 @require_http_methods(["GET", "POST"])
 def profile_edit(request, profile_id: int | None = None):
     profile = get_object_or_404(ServerProfile, pk=profile_id) if profile_id else ServerProfile()
     form = ServerProfileForm(request.POST or None, instance=profile, model_names=_model_names())
-    stored = ServerProfile.objects.get(pk=profile.pk) if profile.pk else None
     if request.method == "POST" and form.is_valid():
-        was_serving = stored is not None and _is_serving(stored)
-        with transaction.atomic():
-            changed = save_profile(form.save(commit=False))
-        _apply(request, profile, was_serving=was_serving, changed=changed)
+        profile = form.save(commit=False)
+        if services.save_and_apply(profile):
+            tasks.load_profile.delay(profile.pk)
+            flash.info(request, loading_new_settings_message(profile))
+        else:
+            flash.success(request, _("Saved."))
         return redirect("monitor:profile", profile_id=profile.pk)
     return render(request, "monitor/profile_form.html", {"form": form, "profile": profile})
+
+
+def loading_new_settings_message(profile: ServerProfile) -> str:
+    return _("Saved. %(name)s is loading its new settings; the old ones serve until then.") % {"name": profile.name}
 
 
 @staff_only
 @require_POST
 def profile_clone(request, profile_id: int):
-    source = get_object_or_404(ServerProfile, pk=profile_id)
-    base = f"{source.name}-copy"
-    name, n = base, 2
-    while ServerProfile.objects.filter(name=name).exists():
-        name, n = f"{base}-{n}", n + 1
-    clone = ServerProfile.objects.get(pk=source.pk)
-    clone.pk, clone.name, clone.is_default = None, name, False
-    clone.revision, clone.revision_options, clone.live_revision, clone.live_options = 1, [], None, []
-    save_profile(clone)
-    flash.success(request, _("Cloned as %(name)s.") % {"name": name})
+    clone = services.clone_profile(get_object_or_404(ServerProfile, pk=profile_id))
+    flash.success(request, _("Cloned as %(name)s.") % {"name": clone.name})
     return redirect("monitor:profile-edit", profile_id=clone.pk)
 
 
@@ -179,23 +148,12 @@ def profile_delete(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
     if request.method == "GET":
         return render(request, "monitor/profile_delete.html", {"profile": profile})
-    if profile.is_default:
-        flash.error(
-            request, _("%(name)s is the default profile; make another one the default first.") % {"name": profile.name}
-        )
+    try:
+        services.delete_profile(profile)
+    except services.ProfileProtected as error:
+        flash.error(request, str(error))
         return redirect("monitor:profile", profile_id=profile.pk)
-    try:
-        if not profile.is_remote:
-            async_to_sync(unload_profile)(profile)
-    except LlamaError:
-        pass
-    name = profile.name
-    profile.delete()
-    try:
-        async_to_sync(reload_presets)()
-    except LlamaError:
-        pass
-    flash.success(request, _("Deleted %(name)s.") % {"name": name})
+    flash.success(request, _("Deleted %(name)s.") % {"name": profile.name})
     return redirect("monitor:profiles")
 
 
@@ -213,7 +171,7 @@ def profile_load(request, profile_id: int):
 def profile_unload(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
     try:
-        async_to_sync(unload_profile)(profile)
+        services.unload(profile)
         flash.success(request, _("Unloaded %(name)s.") % {"name": profile.name})
     except LlamaError as error:
         flash.error(request, str(error))

@@ -6,7 +6,7 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-from monitor.llama_client import LlamaClient, get_client
+from monitor.llama.client import LlamaClient, get_client
 
 CACHE_SECONDS = 10.0
 

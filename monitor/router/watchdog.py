@@ -7,7 +7,6 @@ no longer answers, a model instance that died inside it, and the optional daily 
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 
@@ -17,12 +16,16 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from monitor import events
-from monitor.llama_client import LlamaClient, LlamaError
+from monitor import timeline
+from monitor.llama.client import LlamaClient, run_with_client
+from monitor.llama.errors import LlamaError
 from monitor.models import Event
-from monitor.presets import live_id
-from monitor.supervisor import request_restart
-from monitor.switching import LoadFailed, ensure_serving, router_status, startup_profiles
+from monitor.profiles.errors import LoadFailed
+from monitor.profiles.loading import ensure_serving
+from monitor.profiles.presets import live_id
+from monitor.profiles.selectors import startup_profiles
+from monitor.profiles.status import router_status
+from monitor.router.supervisor import request_restart
 
 log = logging.getLogger(__name__)
 FAILURES_KEY = "qwenweb:watchdog:failures"
@@ -64,7 +67,7 @@ async def _check(client: LlamaClient) -> list[str]:
             if request_restart(reason):
                 notes.append("restart requested")
             else:
-                await sync_to_async(events.record)(
+                await sync_to_async(timeline.record)(
                     Event.Kind.SERVER_DOWN,
                     _("llama-server is not answering and no supervisor is running to restart it."),
                     level=Event.Level.ERROR,
@@ -79,7 +82,7 @@ async def _check(client: LlamaClient) -> list[str]:
                 notes.append(f"{profile.name} failed to load lately; not retried yet")
                 continue
             # It was started and died (killed, crashed, out of memory): bring it back.
-            await sync_to_async(events.record)(
+            await sync_to_async(timeline.record)(
                 Event.Kind.SERVER_RESTARTED,
                 _("%(name)s stopped (exit code %(code)s); the watchdog loads it again.")
                 % {"name": profile.name, "code": status.get("exit_code")},
@@ -102,11 +105,4 @@ async def _check(client: LlamaClient) -> list[str]:
 
 
 def run_watchdog() -> list[str]:
-    async def main() -> list[str]:
-        client = LlamaClient(timeout=10)
-        try:
-            return await _check(client)
-        finally:
-            await client.aclose()
-
-    return asyncio.run(main())
+    return run_with_client(_check, timeout=10)

@@ -13,7 +13,3 @@ def record(kind: str, message: str, *, level: str = Event.Level.INFO, profile: s
     """Store one event (and log it); callable from views, tasks and the supervisor alike."""
     log.log(logging.WARNING if level != Event.Level.INFO else logging.INFO, "%s: %s", kind, message)
     return Event.objects.create(kind=kind, level=level, profile=profile, message=str(message)[:4000], details=details)
-
-
-def recent(limit: int = 100, **filters) -> list[Event]:
-    return list(Event.objects.filter(**filters)[:limit])

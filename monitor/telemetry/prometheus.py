@@ -16,9 +16,9 @@ from django.db.models import Count
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from monitor import dashboard
 from monitor.models import Event
-from monitor.sampling import LIVE_KEY
+from monitor.telemetry import dashboard
+from monitor.telemetry.sampler import LIVE_KEY
 
 
 def token_allows(header: str) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from monitor.gguf_registry import ModelInfo
+from monitor.catalog.registry import ModelInfo
 
 GIB = 1024**3
 MIB = 1024**2

@@ -10,74 +10,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from monitor import events
-from monitor.llama_client import LlamaClient, LlamaError, LlamaRejected, get_client
+from monitor import timeline
+from monitor.llama.client import LlamaClient, get_client
+from monitor.llama.errors import LlamaError, LlamaRejected
+from monitor.llama.logs import instance_log_tail
 from monitor.models import Event, ServerProfile
-from monitor.presets import current_options, live_id, parse_served_id, served_id, write_preset
-from monitor.profiles import profile_options
-from monitor.router_log import instance_log_tail
+from monitor.profiles.errors import LoadFailed
+from monitor.profiles.presets import current_options, live_id, parse_served_id, served_id, write_preset
+from monitor.profiles.selectors import startup_profiles
+from monitor.profiles.status import forget_status, router_status
 
 POLL_S = 0.05
-STATUS_CACHE_S = 1.0
-
-
-class LoadFailed(LlamaError):
-    """A profile did not load; the message says why, in llama-server's words where it gave some."""
-
-    def __init__(self, message: str, *, log_tail: list[str] | None = None, exit_code: int | None = None):
-        super().__init__(message)
-        self.log_tail = log_tail or []
-        self.exit_code = exit_code
-
-
-@dataclass
-class ProfileState:
-    state: str  # loaded, loading, unloaded, failed, remote, down
-    served_id: str
-    pending_revision: bool  # the saved settings are not the ones serving
-    exit_code: int | None = None
-
-
-_status_cache: tuple[float, dict[str, dict]] | None = None
-
-
-async def router_status(client: LlamaClient | None = None, *, fresh: bool = False) -> dict[str, dict]:
-    """Model id -> the router's status object; raises LlamaUnavailable when it is down."""
-    global _status_cache
-    now = time.monotonic()
-    if not fresh and _status_cache and now - _status_cache[0] < STATUS_CACHE_S:
-        return _status_cache[1]
-    models = await (client or get_client()).list_models()
-    statuses = {model["id"]: model.get("status", {}) for model in models}
-    _status_cache = (now, statuses)
-    return statuses
-
-
-def forget_status() -> None:
-    global _status_cache
-    _status_cache = None
-
-
-def state_of(profile: ServerProfile, statuses: dict[str, dict]) -> ProfileState:
-    if profile.is_remote:
-        return ProfileState("remote", profile.remote_model or "", False)
-    current = served_id(profile.name, profile.revision)
-    pending = bool(profile.live_revision) and profile.live_revision != profile.revision
-    for model_id in (current, live_id(profile)):
-        status = statuses.get(model_id, {})
-        value = status.get("value", "unloaded")
-        if value in ("loaded", "sleeping", "loading"):
-            return ProfileState(value, model_id, pending and model_id != current)
-    status = statuses.get(current, {})
-    if status.get("failed"):
-        return ProfileState("failed", current, pending, status.get("exit_code"))
-    return ProfileState("unloaded", live_id(profile), pending)
 
 
 async def _wait_for(client: LlamaClient, model_id: str, timeout: float) -> dict:
@@ -140,7 +88,7 @@ def _promote(profile: ServerProfile) -> None:
     )
 
 
-record = sync_to_async(events.record)
+record = sync_to_async(timeline.record)
 publish_preset = sync_to_async(write_preset)
 
 
@@ -254,15 +202,6 @@ async def _wait_idle(client: LlamaClient, model_id: str, timeout: float) -> None
         await asyncio.sleep(0.2)
 
 
-def startup_profiles() -> list[ServerProfile]:
-    """Local profiles that should always be loaded: the default and those marked load-on-start."""
-    return [
-        profile
-        for profile in ServerProfile.objects.filter(remote_url="")
-        if profile.is_default or profile.load_on_startup
-    ]
-
-
 async def load_startup_profiles(client: LlamaClient | None = None) -> list[str]:
     """Load every startup profile (their live revisions); returns what failed, with why."""
     failures = []
@@ -272,20 +211,3 @@ async def load_startup_profiles(client: LlamaClient | None = None) -> list[str]:
         except LlamaError as error:
             failures.append(f"{profile.name}: {error}")
     return failures
-
-
-def save_profile(profile: ServerProfile) -> bool:
-    """Save a validated profile; a change of its launch options makes a new revision.
-
-    Returns True when the launch options changed (the caller then loads the new
-    revision if the profile is serving).
-    """
-    options = [list(option) for option in profile_options(profile)] if not profile.is_remote else []
-    changed = options != profile.revision_options
-    if changed and profile.revision_options:
-        profile.revision += 1
-    profile.revision_options = options
-    profile.save()
-    if not profile.is_remote:
-        write_preset()
-    return changed

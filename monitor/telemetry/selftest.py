@@ -13,10 +13,12 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from monitor import events
-from monitor.backends import find_profile, profile_client
-from monitor.llama_client import LlamaClient, LlamaError
+from monitor import timeline
+from monitor.llama.client import LlamaClient
+from monitor.llama.errors import LlamaError
 from monitor.models import Event, SelfTestResult, ServerProfile
+from monitor.profiles.clients import profile_client
+from monitor.profiles.selectors import find_profile
 
 # Words of everyday English: about one token each for any modern tokenizer.
 _WORDS = (
@@ -129,7 +131,7 @@ def _save(profile: str, summary: str, figures: dict, error: str) -> SelfTestResu
         profile=profile, ok=not error, error=error, settings_summary=summary[:400], **figures
     )
     if error:
-        events.record(
+        timeline.record(
             Event.Kind.SELF_TEST,
             _("Self-test of %(profile)s failed: %(error)s") % {"profile": profile, "error": error},
             level=Event.Level.ERROR,
@@ -137,7 +139,7 @@ def _save(profile: str, summary: str, figures: dict, error: str) -> SelfTestResu
             result=result.id,
         )
     else:
-        events.record(
+        timeline.record(
             Event.Kind.SELF_TEST,
             _("Self-test of %(profile)s: prompt %(pp).1f tok/s, generation %(tg).1f tok/s, first token %(ttft).0f ms")
             % {

@@ -15,17 +15,20 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import orjson
 import psutil
+import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from monitor.backends import local_server_client, profile_client
-from monitor.gpu import NvmlSampler
-from monitor.llama_client import LlamaClient, LlamaError, get_client
-from monitor.models import ServerProfile
-from monitor.presets import live_id
+from monitor.llama.client import LlamaClient, get_client
+from monitor.llama.errors import LlamaError
+from monitor.models import MetricMinute, ServerProfile
+from monitor.profiles.clients import local_server_client, profile_client
+from monitor.profiles.presets import live_id
+from monitor.telemetry.gpu import NvmlSampler
 
 log = logging.getLogger(__name__)
 
@@ -276,17 +279,11 @@ class MinuteAverager:
 
 
 def _save_minute(minute: int, values: dict[str, float]) -> None:
-    from datetime import UTC, datetime
-
-    from monitor.models import MetricMinute
-
     MetricMinute.objects.create(at=datetime.fromtimestamp(minute, tz=UTC), values=values)
 
 
 async def run_forever(interval_s: float | None = None, *, samples: int | None = None) -> None:
     """Sample every ``interval_s`` until cancelled (or ``samples`` times, for the benchmark)."""
-    import redis.asyncio as aioredis
-
     interval_s = interval_s or settings.MONITOR_SAMPLE_INTERVAL_S
     keep = int(settings.MONITOR_LIVE_SECONDS / interval_s)
     sampler = Sampler()
@@ -323,18 +320,6 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
     finally:
         sampler.nvml.close()
         await redis.aclose()
-
-
-async def live_samples(limit: int) -> list[dict]:
-    """The newest ``limit`` samples, oldest first."""
-    import redis.asyncio as aioredis
-
-    redis = aioredis.Redis.from_url(settings.REDIS_URL)
-    try:
-        raw = await redis.lrange(LIVE_KEY, 0, limit - 1)
-    finally:
-        await redis.aclose()
-    return [orjson.loads(item) for item in reversed(raw)]
 
 
 def one_sample() -> dict:

@@ -7,52 +7,14 @@ base URL and API key from settings, so no other module does.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import httpx
-import orjson
 from django.conf import settings
-from django.utils.translation import gettext_lazy as _
 
-
-class LlamaError(Exception):
-    """An error the user may see; ``str(error)`` is fit to show."""
-
-    default_message = _("The model server returned an error.")
-
-    def __init__(self, message: str | None = None, *, status: int | None = None):
-        super().__init__(str(message or self.default_message))
-        self.status = status
-
-
-class LlamaUnavailable(LlamaError):
-    default_message = _("The model server is not reachable right now.")
-
-
-class LlamaStreamBroken(LlamaError):
-    default_message = _("The model server stopped in the middle of the answer.")
-
-
-class LlamaRejected(LlamaError):
-    """llama-server answered with an error status (bad request, context too long...)."""
-
-    # llama-server's own error body when it sent JSON (already OpenAI-shaped), for relaying.
-    payload: dict | None = None
-
-
-def _rejection(status: int, body: bytes) -> LlamaRejected:
-    payload = None
-    try:
-        payload = json.loads(body)
-        message = payload.get("error", {}).get("message") or body.decode(errors="replace")
-    except (ValueError, AttributeError):
-        message = body.decode(errors="replace")[:500]
-    rejection = LlamaRejected(message, status=status)
-    rejection.payload = payload if isinstance(payload, dict) else None
-    return rejection
-
+from monitor.llama.errors import LlamaStreamBroken, LlamaUnavailable, rejection_from
+from monitor.llama.sse import SSEParser
 
 # POST endpoints that change nothing (or nothing twice): safe to send again after a broken connection.
 RETRYABLE_POSTS = frozenset({"/tokenize", "/detokenize", "/apply-template", "/models/load", "/models/unload"})
@@ -118,7 +80,7 @@ class LlamaClient:
             except httpx.TransportError as error:
                 raise LlamaUnavailable() from error
         if response.status_code >= 400:
-            raise _rejection(response.status_code, response.content)
+            raise rejection_from(response.status_code, response.content)
         return response
 
     async def get_json(self, path: str, params: dict | None = None) -> Any:
@@ -146,7 +108,7 @@ class LlamaClient:
         try:
             async with self._client().stream("POST", path, **kwargs) as response:
                 if response.status_code >= 400:
-                    raise _rejection(response.status_code, await response.aread())
+                    raise rejection_from(response.status_code, await response.aread())
                 async for data in response.aiter_raw():
                     yield data
         except httpx.ConnectError as error:
@@ -194,7 +156,7 @@ class LlamaClient:
         try:
             async with self._client().stream("POST", "/v1/chat/completions", json=body) as response:
                 if response.status_code >= 400:
-                    raise _rejection(response.status_code, await response.aread())
+                    raise rejection_from(response.status_code, await response.aread())
                 parser = SSEParser()
                 async for data in response.aiter_raw():
                     batch, finished = parser.feed(data)
@@ -210,31 +172,6 @@ class LlamaClient:
         raise LlamaStreamBroken()
 
 
-class SSEParser:
-    """Server-sent events as llama-server writes them: ``data: {json}`` lines, blank-line separated."""
-
-    def __init__(self) -> None:
-        self._buffer = b""
-
-    def feed(self, data: bytes) -> tuple[list[dict], bool]:
-        """(chunks completed by ``data``, whether the stream said [DONE])."""
-        self._buffer += data
-        *events, self._buffer = self._buffer.replace(b"\r\n", b"\n").split(b"\n\n")
-        chunks = []
-        for event in events:
-            payload = b"\n".join(line[5:].lstrip() for line in event.split(b"\n") if line.startswith(b"data:"))
-            if not payload:
-                continue  # comments and keep-alives
-            if payload == b"[DONE]":
-                return chunks, True
-            chunk = orjson.loads(payload)  # the token stream's hot path: orjson is several times faster
-            if "error" in chunk:
-                error = chunk["error"]
-                raise LlamaRejected(error.get("message") if isinstance(error, dict) else str(error))
-            chunks.append(chunk)
-        return chunks, False
-
-
 _default_client: LlamaClient | None = None
 
 
@@ -244,3 +181,23 @@ def get_client() -> LlamaClient:
     if _default_client is None:
         _default_client = LlamaClient()
     return _default_client
+
+
+T = TypeVar("T")
+
+
+def run_with_client(work: Callable[[LlamaClient], Awaitable[T]], **client_options: Any) -> T:
+    """Run ``work(client)`` to completion from synchronous code (a task, a thread, a form check).
+
+    The client is made for this run and closed after it: an httpx client belongs to
+    the event loop that made it, and ``asyncio.run`` makes a new loop each time.
+    """
+
+    async def main() -> T:
+        client = LlamaClient(**client_options)
+        try:
+            return await work(client)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())

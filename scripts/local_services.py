@@ -1,4 +1,4 @@
-"""Finding the local parts the stack runs: the default model file, a Redis server, free ports."""
+"""Set-up tooling (scripts and tests only): finding the local parts the stack runs: the default model file, a Redis server, free ports."""
 
 from __future__ import annotations
 
@@ -78,14 +78,3 @@ def free_port(preferred: int | None = None) -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def lan_addresses() -> list[str]:
-    import psutil
-
-    addresses = []
-    for entries in psutil.net_if_addrs().values():
-        for entry in entries:
-            if entry.family == socket.AF_INET and not entry.address.startswith("127."):
-                addresses.append(entry.address)
-    return addresses

@@ -1,27 +1,26 @@
-"""Server profiles: validation of every field, and the llama-server argv a profile produces.
+"""Validation of every field of a server profile, with one message per field.
 
-No value ever passes through a shell: the argv is a list, extra arguments are split
-with shlex and each option must be one llama-server itself lists in ``--help``.
+Extra arguments are split with shlex and each option must be one llama-server itself
+lists in ``--help``; files must be whole GGUF files in the models folder.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
 import re
 import shlex
 import subprocess
-from pathlib import Path
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 
-from monitor.gguf_registry import NotGGUF, read_model_info
-from monitor.launch import llama_server_binary
+from monitor.catalog.planner import CACHE_TYPE_BYTES
+from monitor.catalog.registry import NotGGUF, read_model_info
+from monitor.llama.binary import llama_server_binary
+from monitor.llama.client import run_with_client
+from monitor.llama.errors import LlamaRejected, LlamaUnavailable
 from monitor.models import ServerProfile
-from monitor.planner import CACHE_TYPE_BYTES
+from monitor.profiles.options import model_path, split_options
 
 # Built-in templates llama-server names in its --help (tools/server/README.md of the pinned version).
 BUILTIN_TEMPLATES = (
@@ -77,19 +76,12 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 def check_remote(url: str, api_key: str, model: str) -> str | None:
     """Why a remote llama-server cannot be used (None when it answers with that key and model)."""
-    from asgiref.sync import async_to_sync
 
-    from monitor.llama_client import LlamaClient, LlamaRejected, LlamaUnavailable
-
-    async def probe():
-        client = LlamaClient(base_url=url, api_key=api_key, timeout=5)
-        try:
-            return await client.get_json("/v1/models")
-        finally:
-            await client.aclose()
+    async def probe(client):
+        return await client.get_json("/v1/models")
 
     try:
-        listing = async_to_sync(probe)()
+        listing = run_with_client(probe, base_url=url, api_key=api_key, timeout=5)
     except LlamaUnavailable:
         return _("No llama-server answers at %(url)s.") % {"url": url}
     except LlamaRejected as error:
@@ -106,10 +98,6 @@ def check_remote(url: str, api_key: str, model: str) -> str | None:
             "ids": ", ".join(map(str, ids)) or "—",
         }
     return None
-
-
-def model_path(name: str) -> Path:
-    return Path(settings.MODELS_DIR) / name
 
 
 def _check_file(errors: dict, field: str, name: str):
@@ -210,133 +198,3 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
                 errors["extra_args"] = _("llama-server has no option %(option)s.") % {"option": option}
     if errors:
         raise ValidationError(errors)
-
-
-def template_file(profile: ServerProfile) -> Path:
-    # Named by content: a revision still serving keeps its own template while a new one loads.
-    digest = hashlib.sha256(profile.chat_template_jinja.encode()).hexdigest()[:16]
-    return Path(settings.VAR_DIR) / "chat_templates" / f"template-{digest}.jinja"
-
-
-Option = tuple[str, str | None]  # ("--ctx-size", "8192"), or ("--metrics", None) for a flag
-
-
-def profile_options(profile: ServerProfile) -> list[Option]:
-    """A local profile's llama-server options, in order; the one source for argv and presets."""
-    options: list[Option] = [
-        ("--model", str(model_path(profile.model_file))),
-        ("--ctx-size", str(profile.ctx_size)),
-        ("--n-gpu-layers", profile.gpu_layers),
-        ("--batch-size", str(profile.batch_size)),
-        ("--ubatch-size", str(profile.ubatch_size)),
-        ("--threads", str(profile.threads)),
-        ("--cache-type-k", profile.cache_type_k),
-        ("--cache-type-v", profile.cache_type_v),
-        ("--flash-attn", profile.flash_attn),
-        ("--parallel", str(profile.parallel)),
-        ("--reasoning", profile.reasoning),
-        ("--reasoning-budget", str(profile.reasoning_budget)),
-        ("--temp", str(profile.temperature)),
-        ("--top-p", str(profile.top_p)),
-        ("--top-k", str(profile.top_k)),
-        ("--min-p", str(profile.min_p)),
-        ("--repeat-penalty", str(profile.repeat_penalty)),
-    ]
-    if profile.n_cpu_moe:
-        options.append(("--n-cpu-moe", str(profile.n_cpu_moe)))
-    if profile.draft_model_file:
-        options += [
-            ("--model-draft", str(model_path(profile.draft_model_file))),
-            ("--spec-draft-n-max", str(profile.draft_max)),
-            ("--spec-draft-n-min", str(profile.draft_min)),
-        ]
-    if profile.mmproj_file:
-        options.append(("--mmproj", str(model_path(profile.mmproj_file))))
-    if profile.chat_template_jinja.strip():
-        options.append(("--chat-template-file", str(template_file(profile))))
-    elif profile.chat_template:
-        # A name is only read as a built-in template when Jinja is off (with Jinja on it is literal Jinja).
-        options += [("--no-jinja", None), ("--chat-template", profile.chat_template)]
-    return options + split_options(profile.extra_args)
-
-
-def split_options(extra_args: str) -> list[Option]:
-    """Extra arguments as options: a token that is not an option is the value of the one before."""
-    options: list[Option] = []
-    for token in shlex.split(extra_args or ""):
-        if token.startswith("-") and not re.match(r"^-\d", token):
-            name, _sep, value = token.partition("=")
-            options.append((name, value or None))
-        elif options and options[-1][1] is None:
-            options[-1] = (options[-1][0], token)
-        else:
-            options.append((token, None))  # validation has already refused a stray value
-    return options
-
-
-def options_argv(options: list[Option]) -> list[str]:
-    argv: list[str] = []
-    for name, value in options:
-        argv += [name] if value is None else [name, value]
-    return argv
-
-
-SERVER_FLAGS: list[Option] = [("--metrics", None), ("--slots", None), ("--no-webui", None)]
-
-
-def profile_argv(profile: ServerProfile, binary: str, *, host: str, port: int) -> list[str]:
-    """The exact standalone llama-server command line of a profile (the API key travels in the environment)."""
-    server: list[Option] = [("--host", host), ("--port", str(port)), *SERVER_FLAGS]
-    return [binary, *options_argv(profile_options(profile)[:1] + server + profile_options(profile)[1:])]
-
-
-def command_line(profile: ServerProfile) -> str:
-    """The profile as one command to paste into a terminal (values quoted for a POSIX shell)."""
-    from urllib.parse import urlsplit
-
-    url = urlsplit(settings.LLAMA_SERVER_URL)
-    try:
-        binary = llama_server_binary()
-    except FileNotFoundError:
-        binary = "llama-server"
-    argv = profile_argv(profile, binary, host=url.hostname or "127.0.0.1", port=url.port or 8081)
-    return shlex.join(argv)
-
-
-def write_template(profile: ServerProfile) -> None:
-    if profile.chat_template_jinja.strip():
-        path = template_file(profile)
-        if path.exists():
-            return  # named by its content: an instance may be reading it, and it is already right
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_text(profile.chat_template_jinja)
-        os.replace(partial, path)
-
-
-def default_profile() -> ServerProfile | None:
-    return ServerProfile.objects.filter(is_default=True).first() or ServerProfile.objects.first()
-
-
-def apply_plan(
-    profile: ServerProfile,
-    *,
-    gpu_layers: int,
-    ctx_size: int,
-    parallel: int,
-    cache_type_k: str,
-    cache_type_v: str,
-    cpu_moe_layers: int,
-) -> ServerProfile:
-    """Write a planner recommendation into a profile, validated like any edit."""
-    profile.gpu_layers = str(gpu_layers)
-    profile.ctx_size = ctx_size
-    profile.parallel = parallel
-    profile.cache_type_k = cache_type_k
-    profile.cache_type_v = cache_type_v
-    profile.n_cpu_moe = cpu_moe_layers
-    validate_profile(profile)
-    from monitor.switching import save_profile  # switching builds on this module
-
-    save_profile(profile)
-    return profile

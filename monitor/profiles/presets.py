@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 
 from monitor.models import ServerProfile
-from monitor.profiles import Option, profile_options, write_template
+from monitor.profiles.options import Option, profile_options, write_template
 
 
 def served_id(name: str, revision: int) -> str:

@@ -1,10 +1,16 @@
+"""Forms at the border of the staff pages: downloads, the planner, server profiles."""
+
 from __future__ import annotations
 
 from django import forms
 from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from monitor.planner import CACHE_TYPE_BYTES, GIB, PlanRequest
+from monitor.catalog.planner import CACHE_TYPE_BYTES, GIB, PlanRequest
+from monitor.models import ServerProfile
+from monitor.profiles.validation import BUILTIN_TEMPLATES, validate_profile
 
 CACHE_CHOICES = [(name, name) for name in CACHE_TYPE_BYTES]
 
@@ -56,11 +62,9 @@ class PlannerForm(forms.Form):
 
 
 class ServerProfileForm(forms.ModelForm):
-    """Every field of a profile; the model's clean() runs validate_profile (one message per field)."""
+    """Every field of a profile, each checked by validate_profile (one message per field)."""
 
     class Meta:
-        from monitor.models import ServerProfile
-
         model = ServerProfile
         fields = [
             "name", "description", "available_to_users", "is_default", "load_on_startup",
@@ -78,8 +82,6 @@ class ServerProfileForm(forms.ModelForm):
         }
 
     def __init__(self, *args, model_names: list[str], **kwargs):
-        from monitor.profiles import BUILTIN_TEMPLATES
-
         super().__init__(*args, **kwargs)
         files = [("", "—")] + [(name, name) for name in model_names]
         for field in ("model_file", "draft_model_file", "mmproj_file"):
@@ -101,3 +103,34 @@ class ServerProfileForm(forms.ModelForm):
 
     def clean_remote_api_key(self) -> str:
         return self.cleaned_data.get("remote_api_key") or self._stored_key
+
+    def _post_clean(self) -> None:
+        super()._post_clean()  # builds the instance from the cleaned data
+        if not self.errors:
+            try:
+                validate_profile(self.instance)
+            except ValidationError as error:
+                self._update_errors(error)
+
+
+class ApplyPlanForm(forms.Form):
+    """The planner's recommendation, as the planner page posts it."""
+
+    profile = forms.ModelChoiceField(queryset=ServerProfile.objects.all())
+    gpu_layers = forms.IntegerField(min_value=0, max_value=10_000)
+    ctx_size = forms.IntegerField(min_value=256, max_value=4_194_304)
+    parallel = forms.IntegerField(min_value=1, max_value=256)
+    cpu_moe_layers = forms.IntegerField(min_value=0, max_value=1000)
+    cache_type_k = forms.ChoiceField(choices=CACHE_CHOICES)
+    cache_type_v = forms.ChoiceField(choices=CACHE_CHOICES)
+    next = forms.CharField(required=False, max_length=2000)
+
+    def clean_next(self) -> str:
+        """Only a path of the planner page itself: never an address elsewhere."""
+        target = self.cleaned_data.get("next", "")
+        planner = reverse("monitor:planner")
+        return target if target.startswith(planner) and "//" not in target and "\\" not in target else ""
+
+    def plan_values(self) -> dict:
+        keys = ("gpu_layers", "ctx_size", "parallel", "cpu_moe_layers", "cache_type_k", "cache_type_v")
+        return {key: self.cleaned_data[key] for key in keys}

@@ -1,0 +1,1 @@
+"""Model files: the GGUF header reader, the registry, downloads, the VRAM planner."""

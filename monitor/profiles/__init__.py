@@ -1,0 +1,1 @@
+"""Server profiles: validation, options and argv, router presets, save/clone/delete services, loading, selectors."""

@@ -1,0 +1,35 @@
+"""Reads of server profiles: by name, the default one, those people may use, those loaded at start."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.utils.translation import gettext as _
+
+from monitor.models import ServerProfile
+from monitor.profiles.errors import ProfileUnavailable
+
+
+def user_profiles() -> QuerySet[ServerProfile]:
+    """The profiles people may pick for a conversation or name as an API model."""
+    return ServerProfile.objects.filter(available_to_users=True)
+
+
+def find_profile(name: str | None = None, *, for_users: bool = False) -> ServerProfile:
+    """The named profile, or the default one; ProfileUnavailable when there is none to use."""
+    profiles = user_profiles() if for_users else ServerProfile.objects.all()
+    if name:
+        profile = profiles.filter(name=name).first()
+    else:
+        profile = profiles.filter(is_default=True).first() or profiles.first()
+    if profile is None:
+        raise ProfileUnavailable(_("No server profile named %(name)s is available.") % {"name": name or "default"})
+    return profile
+
+
+def startup_profiles() -> list[ServerProfile]:
+    """Local profiles that should always be loaded: the default and those marked load-on-start."""
+    return [
+        profile
+        for profile in ServerProfile.objects.filter(remote_url="")
+        if profile.is_default or profile.load_on_startup
+    ]

@@ -1,0 +1,1 @@
+"""Staff pages and the dashboard socket: access, forms, views per page, the consumer."""

@@ -31,6 +31,7 @@ bench: setup
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 messages: $(STAMP)
 	$(PY) manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore 'var/*'

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
 from django.contrib import messages as flash
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -13,12 +12,9 @@ from monitor import tasks
 from monitor.catalog import downloads
 from monitor.catalog.registry import scan_models
 from monitor.llama.errors import LlamaError
-from monitor.llama.logs import instance_log_tail
 from monitor.models import Event, ServerProfile
-from monitor.profiles import services
+from monitor.profiles import overview, services
 from monitor.profiles.options import command_line
-from monitor.profiles.presets import live_id, served_id
-from monitor.profiles.status import router_status, state_of
 from monitor.web.access import staff_only
 from monitor.web.forms import ServerProfileForm
 
@@ -34,63 +30,22 @@ def _model_names() -> list[str]:
     return [model.path.name for model in models]
 
 
-def _statuses() -> tuple[dict[str, dict], str]:
-    try:
-        return async_to_sync(router_status)(fresh=True), ""
-    except LlamaError as error:
-        return {}, str(error)
-
-
-def state_labels() -> dict[str, str]:
-    return {
-        "loaded": _("loaded"),
-        "loading": _("loading"),
-        "sleeping": _("sleeping"),
-        "unloaded": _("unloaded"),
-        "failed": _("failed"),
-        "remote": _("remote"),
-        "down": _("llama-server down"),
-    }
-
-
-def profile_payload(profile: ServerProfile, statuses: dict[str, dict], *, with_log: bool = False) -> dict:
-    state = state_of(profile, statuses) if statuses or profile.is_remote else None
-    last = Event.objects.filter(profile=profile.name).first()
-    payload = {
-        "id": profile.pk,
-        "name": profile.name,
-        "state": state.state if state else "down",
-        "state_label": state_labels()[state.state if state else "down"],
-        "served_id": state.served_id if state else live_id(profile),
-        "pending": bool(state and state.pending_revision),
-        "revision": profile.revision,
-        "live_revision": profile.live_revision,
-        "last_event": {"kind": last.kind, "level": last.level, "message": last.message, "at": last.created_at}
-        if last
-        else None,
-    }
-    if with_log and not profile.is_remote:
-        current = served_id(profile.name, profile.revision)
-        payload["log_tail"] = instance_log_tail(current) or instance_log_tail(live_id(profile))
-    return payload
-
-
 @staff_only
 @require_GET
 def profile_list(request):
-    statuses, down = _statuses()
+    statuses, down = overview.router_statuses()
     profiles = list(ServerProfile.objects.all())
-    rows = [(profile, profile_payload(profile, statuses)) for profile in profiles]
+    rows = [(profile, overview.profile_payload(profile, statuses)) for profile in profiles]
     return render(request, "monitor/profiles.html", {"rows": rows, "down": down})
 
 
 @staff_only
 @require_GET
 def profile_status(request):
-    statuses, down = _statuses()
+    statuses, down = overview.router_statuses()
     wanted = request.GET.get("log")
     data = [
-        profile_payload(profile, statuses, with_log=str(profile.pk) == wanted)
+        overview.profile_payload(profile, statuses, with_log=str(profile.pk) == wanted)
         for profile in ServerProfile.objects.all()
     ]
     return JsonResponse({"profiles": data, "down": down})
@@ -100,13 +55,13 @@ def profile_status(request):
 @require_GET
 def profile_detail(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
-    statuses, down = _statuses()
+    statuses, down = overview.router_statuses()
     return render(
         request,
         "monitor/profile_detail.html",
         {
             "profile": profile,
-            "status": profile_payload(profile, statuses, with_log=True),
+            "status": overview.profile_payload(profile, statuses, with_log=True),
             "down": down,
             "command_line": "" if profile.is_remote else command_line(profile),
             "events": Event.objects.filter(profile=profile.name)[:20],

@@ -4,8 +4,8 @@
 
   const root = document.getElementById("chat");
   if (!root) return;
-  const T = JSON.parse(document.getElementById("ui-strings").textContent);
-  const initialMessages = JSON.parse(document.getElementById("history-data").textContent);
+  const T = Qw.readJson("ui-strings");
+  const initialMessages = Qw.readJson("history-data");
   const list = document.getElementById("messages");
   const statusLine = document.getElementById("status");
   const form = document.getElementById("composer");
@@ -16,7 +16,7 @@
   const regenButton = document.getElementById("regenerate");
   const imageInput = document.getElementById("image-input");
   const attachment = document.getElementById("attachment");
-  const MAX_EDGE = 512;
+  const MAX_EDGE = Qw.dataNumber(root, "imageMaxEdge"); // settings.CHAT_IMAGE_MAX_EDGE
 
   let conversationId = root.dataset.conversation || null;
   let socket = null;
@@ -24,14 +24,6 @@
   let pendingImage = null;
   let active = null; // the message being streamed: {id, el, content, reasoning}
   const views = new Map(); // message id -> view
-
-  function fmt(template, values) {
-    return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
-  }
-
-  function renderMarkdown(text) {
-    return DOMPurify.sanitize(marked.parse(text || "", { gfm: true, breaks: true }));
-  }
 
   let statusTransient = false; // queue place and prompt progress end with the answer
 
@@ -88,7 +80,7 @@
     if (view.el.classList.contains("user")) {
       view.body.textContent = view.content;
     } else {
-      view.body.innerHTML = renderMarkdown(view.content);
+      view.body.innerHTML = Qw.renderMarkdown(view.content);
       if (view.reasoning) {
         view.details.hidden = false;
         view.thought.textContent = view.reasoning;
@@ -122,7 +114,7 @@
     if (stats && stats.output_tokens !== undefined) {
       const line = document.createElement("span");
       line.className = "stats";
-      line.textContent = fmt(T.stats, {
+      line.textContent = Qw.fmt(T.stats, {
         prompt: stats.prompt_tokens ?? "?",
         output: stats.output_tokens ?? "?",
         ttft: stats.ttft_ms ?? "?",
@@ -137,8 +129,7 @@
   }
 
   function connect() {
-    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + location.host + root.dataset.wsPath);
+    socket = new WebSocket(Qw.socketUrl(root.dataset.wsPath));
     socket.addEventListener("open", () => {
       reconnectDelay = 500;
       root.dataset.connected = "1";
@@ -163,16 +154,22 @@
     setStreaming(false);
   }
 
+  // The page gives the conversation URL for the all-zero id; reversed by Django, so urls.py stays the one place.
+  function conversationUrl(id) {
+    return root.dataset.conversationUrl.replace("00000000-0000-0000-0000-000000000000", id);
+  }
+
   function adopt(id, title) {
     if (conversationId === id) return;
     conversationId = id;
     root.dataset.conversation = id;
-    window.history.replaceState(null, "", "/c/" + id + "/");
+    const url = conversationUrl(id);
+    window.history.replaceState(null, "", url);
     const sidebar = document.getElementById("conversation-list");
     const li = document.createElement("li");
     li.className = "current";
     const a = document.createElement("a");
-    a.href = "/c/" + id + "/";
+    a.href = url;
     a.dataset.id = id;
     a.textContent = title;
     li.append(a);
@@ -195,14 +192,14 @@
         break;
       }
       case "queued":
-        setStatus(fmt(T.queued, { position: event.position }), true);
+        setStatus(Qw.fmt(T.queued, { position: event.position }), true);
         break;
       case "started":
         if (statusTransient) setStatus("");
         break;
       case "progress": {
         const percent = event.total ? Math.round((100 * event.processed) / event.total) : 0;
-        setStatus(percent < 100 ? fmt(T.progress, { percent: percent + "%" }) : "", true);
+        setStatus(percent < 100 ? Qw.fmt(T.progress, { percent: percent + "%" }) : "", true);
         break;
       }
       case "notice":
@@ -305,12 +302,6 @@
     };
     img.src = url;
   });
-
-  document.querySelectorAll("form[data-confirm]").forEach((el) =>
-    el.addEventListener("submit", (event) => {
-      if (!confirm(el.dataset.confirm)) event.preventDefault();
-    })
-  );
 
   initialMessages.forEach(createView);
   scrollDown();

@@ -5,7 +5,7 @@
   const root = document.getElementById("chat");
   const section = document.getElementById("documents");
   if (!root || !section) return;
-  const T = JSON.parse(document.getElementById("document-strings").textContent);
+  const T = Qw.readJson("document-strings");
   const list = document.getElementById("document-list");
   const form = document.getElementById("document-form");
   const formName = document.getElementById("document-form-name");
@@ -15,24 +15,11 @@
   const views = new Map(); // document id -> {el, data}
   let pendingFile = null;
 
-  function fmt(template, values) {
-    return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
-  }
-
   function csrfToken() {
     return form.querySelector("input[name=csrfmiddlewaretoken]").value;
   }
 
-  function renderMarkdown(text) {
-    return DOMPurify.sanitize(marked.parse(text || "", { gfm: true, breaks: true }));
-  }
-
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined) node.textContent = text;
-    return node;
-  }
+  const el = Qw.el;
 
   async function post(url, data) {
     const response = await fetch(url, {
@@ -74,13 +61,13 @@
       const bar = el("progress");
       bar.max = data.page_count || 1;
       bar.value = data.pages_done;
-      header.append(bar, el("span", "doc-progress", fmt(T.pages, { done: data.pages_done, total: data.page_count })));
+      header.append(bar, el("span", "doc-progress", Qw.fmt(T.pages, { done: data.pages_done, total: data.page_count })));
     }
     if (data.chunks_total && (data.status === "summarizing" || data.status === "failed" || data.status === "cancelled")) {
       const bar = el("progress");
       bar.max = data.chunks_total;
       bar.value = data.chunks_done;
-      header.append(bar, el("span", "doc-progress", fmt(T.parts, { done: data.chunks_done, total: data.chunks_total })));
+      header.append(bar, el("span", "doc-progress", Qw.fmt(T.parts, { done: data.chunks_done, total: data.chunks_total })));
     }
     if (data.active) {
       const cancel = el("button", "danger doc-cancel", T.cancel);
@@ -111,7 +98,7 @@
     }
     if (data.summary) {
       const summary = el("div", "summary body");
-      summary.innerHTML = renderMarkdown(data.summary);
+      summary.innerHTML = Qw.renderMarkdown(data.summary);
       node.append(summary);
     }
     if (data.active) schedule(data);
@@ -132,7 +119,7 @@
         /* the next poll tries again */
       }
       schedule(data);
-    }, 1000);
+    }, Qw.POLL_INTERVAL_MS);
   }
 
   // One listener for every card: buttons are redrawn as progress comes in.
@@ -230,5 +217,5 @@
     choose(file);
   });
 
-  JSON.parse(document.getElementById("documents-data").textContent).forEach(draw);
+  Qw.readJson("documents-data").forEach(draw);
 })();

@@ -3,9 +3,10 @@
 (function () {
   "use strict";
   const root = document.getElementById("dashboard");
-  const T = JSON.parse(document.getElementById("ui-strings").textContent);
-  const initial = JSON.parse(document.getElementById("dashboard-data").textContent);
-  const LIVE_POINTS = 600;
+  const T = Qw.readJson("ui-strings");
+  const initial = Qw.readJson("dashboard-data");
+  // As many samples as the socket's history holds: MONITOR_LIVE_SECONDS / MONITOR_SAMPLE_INTERVAL_S.
+  const LIVE_POINTS = Qw.dataNumber(root, "livePoints");
   let live = [];            // samples, oldest first
   let range = "live";
   let dayHistory = null;
@@ -13,20 +14,12 @@
   let waitingSelfTest = false;
 
   // ---- formatting
-  function num(value, digits) {
-    if (value == null || Number.isNaN(value)) return "—";
-    return Number(value).toFixed(digits == null ? 1 : digits);
-  }
-  function gb(bytes) { return bytes == null ? "—" : (bytes / 1e9).toFixed(2) + " GB"; }
-  function el(tag, text, cls) {
-    const node = document.createElement(tag);
-    if (text != null) node.textContent = text;
-    if (cls) node.className = cls;
-    return node;
-  }
+  const num = Qw.number;
+  const gb = Qw.gigabytes;
+  const el = Qw.el;
   function figure(label, value) {
-    const row = el("div", null, "figure");
-    row.append(el("span", label), el("b", value));
+    const row = el("div", "figure");
+    row.append(el("span", null, label), el("b", null, value));
     return row;
   }
   function when(iso) { return new Date(iso).toLocaleString(); }
@@ -37,10 +30,10 @@
     gpuBody.textContent = "";
     gpuBody.className = "body";
     if (!sample.gpu.available) {
-      gpuBody.append(el("div", T.no_gpu, "muted"));
+      gpuBody.append(el("div", "muted", T.no_gpu));
     }
     for (const g of sample.gpu.gpus) {
-      gpuBody.append(el("div", "#" + g.index + " " + g.name));
+      gpuBody.append(el("div", null, "#" + g.index + " " + g.name));
       gpuBody.append(figure(T.vram, gb(g.used_bytes) + " / " + gb(g.total_bytes)));
       gpuBody.append(figure(T.utilization, num(g.utilization_pct, 0) + " %"));
       gpuBody.append(figure(T.temperature, num(g.temperature_c, 0) + " °C"));
@@ -58,11 +51,11 @@
     hostBody.append(figure(T.load, num(h.load1, 2)));
     const serverBody = document.querySelector("#card-servers .body");
     serverBody.textContent = "";
-    if (!sample.servers.length) serverBody.append(el("div", T.no_server, "muted"));
+    if (!sample.servers.length) serverBody.append(el("div", "muted", T.no_server));
     for (const s of sample.servers) {
-      const box = el("div", null, s.ok ? "server" : "server is-stale");
+      const box = el("div", s.ok ? "server" : "server is-stale");
       box.dataset.profile = s.profile;
-      box.append(el("div", s.profile + (s.ok ? "" : " — " + T.unreachable + ": " + s.error)));
+      box.append(el("div", null, s.profile + (s.ok ? "" : " — " + T.unreachable + ": " + s.error)));
       if (s.ok) {
         box.append(figure(T.generation, num(s.generation_tps) + " tok/s"));
         box.append(figure(T.prompt, num(s.prompt_tps) + " tok/s"));
@@ -209,8 +202,7 @@
 
   // ---- live socket
   function connect() {
-    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    const socket = new WebSocket(scheme + location.host + root.dataset.wsPath);
+    const socket = new WebSocket(Qw.socketUrl(root.dataset.wsPath));
     socket.onmessage = (message) => {
       const event = JSON.parse(message.data);
       if (event.type === "history") {
@@ -239,5 +231,5 @@
   drawTables(initial);
   connect();
   setInterval(() => refreshTables(false), 5000);
-  setInterval(() => { if (waitingSelfTest) refreshTables(false); }, 1000);
+  setInterval(() => { if (waitingSelfTest) refreshTables(false); }, Qw.POLL_INTERVAL_MS);
 })();

@@ -4,22 +4,7 @@
   const urls = document.getElementById("monitor-urls").dataset;
   const body = document.querySelector("#jobs tbody");
   const actionForm = document.getElementById("job-action");
-  const ACTIVE = ["queued", "running", "verifying", "cancelling"];
-
-  function size(bytes) {
-    if (bytes == null) return "?";
-    const units = ["B", "KB", "MB", "GB", "TB"];
-    let i = 0;
-    while (bytes >= 1000 && i < units.length - 1) { bytes /= 1000; i++; }
-    return bytes.toFixed(i ? 1 : 0) + " " + units[i];
-  }
-
-  function duration(seconds) {
-    if (seconds == null) return "";
-    seconds = Math.round(seconds);
-    const m = Math.floor(seconds / 60), s = seconds % 60;
-    return m ? m + " min " + s + " s" : s + " s";
-  }
+  const size = Qw.bytes;
 
   function button(label, url, id) {
     const b = document.createElement("button");
@@ -53,23 +38,13 @@
       const cell = row.insertCell();
       cell.append(progress, " " + size(job.bytes_done) + " / " + size(job.bytes_total));
       row.insertCell().textContent = job.rate_bps ? size(job.rate_bps) + "/s" : "";
-      row.insertCell().textContent = ACTIVE.includes(job.status) ? duration(job.eta_s) : "";
+      row.insertCell().textContent = job.active ? Qw.duration(job.eta_s) : "";
       const actions = row.insertCell();
-      if (ACTIVE.includes(job.status)) actions.append(button(urls.cancelLabel, urls.cancel, job.id));
+      if (job.active) actions.append(button(urls.cancelLabel, urls.cancel, job.id));
       if (job.status === "failed") actions.append(button(urls.resumeLabel, urls.resume, job.id));
     }
   }
 
-  async function poll() {
-    try {
-      const response = await fetch(urls.jobs, { credentials: "same-origin" });
-      if (response.ok) draw((await response.json()).jobs);
-    } catch (error) {
-      /* the next poll tries again */
-    }
-    setTimeout(poll, 1000);
-  }
-
-  draw(JSON.parse(document.getElementById("jobs-data").textContent));
-  poll();
+  draw(Qw.readJson("jobs-data"));
+  Qw.pollJson(urls.jobs, (answer) => draw(answer.jobs));
 })();

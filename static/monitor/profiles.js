@@ -31,14 +31,6 @@
     }
   }
 
-  async function poll() {
-    try {
-      const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-      if (response.ok) render(await response.json());
-    } catch (error) {
-      // the page stays as it is; the next poll tries again
-    }
-    setTimeout(poll, 1000);
-  }
-  setTimeout(poll, 1000);
+  // The page was drawn with the current status: the first poll waits one round. A failed one leaves the page as it is.
+  Qw.pollJson(url, render, { immediate: false });
 })();

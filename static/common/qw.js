@@ -1,0 +1,110 @@
+// Helpers every page script shares, published as window.Qw. Loaded by base.html before the page scripts
+// (no bundler); it only defines functions, so loading it on a page that needs none of them costs nothing.
+(function () {
+  "use strict";
+
+  // How often a page asks the server again for something that is still changing.
+  const POLL_INTERVAL_MS = 1000;
+
+  // Fill "%(name)s" placeholders: the strings come translated from the views, gettext-style.
+  function fmt(template, values) {
+    return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
+  }
+
+  // What a model writes or a document contains is hostile: parsed by the vendored marked, then sanitized by
+  // the vendored DOMPurify. Both are loaded only by the pages that render Markdown.
+  function renderMarkdown(text) {
+    return DOMPurify.sanitize(marked.parse(text || "", { gfm: true, breaks: true }));
+  }
+
+  // The value of a {{ value|json_script:"id" }} block.
+  function readJson(id) {
+    return JSON.parse(document.getElementById(id).textContent);
+  }
+
+  // A number the template put in a data- attribute (a limit from the settings): missing is a page defect.
+  function dataNumber(element, name) {
+    const raw = element.dataset[name];
+    const value = Number(raw);
+    if (raw === undefined || raw === "" || !Number.isFinite(value)) {
+      throw new Error("qwenweb: the page gives no number in data-" + name.replace(/[A-Z]/g, (c) => "-" + c.toLowerCase()));
+    }
+    return value;
+  }
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text != null) node.textContent = text;
+    return node;
+  }
+
+  // ws:// or wss:// to this host, matching how the page itself was served.
+  function socketUrl(path) {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    return scheme + location.host + path;
+  }
+
+  // Ask `url` for JSON every intervalMs, for as long as the page is open; onData gets each good answer.
+  // A failed request or a throwing onData waits for the next round.
+  function pollJson(url, onData, options) {
+    const intervalMs = (options && options.intervalMs) || POLL_INTERVAL_MS;
+    async function poll() {
+      try {
+        const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+        if (response.ok) onData(await response.json());
+      } catch (error) {
+        /* the next poll tries again */
+      }
+      setTimeout(poll, intervalMs);
+    }
+    if (options && options.immediate === false) setTimeout(poll, intervalMs);
+    else poll();
+  }
+
+  // ---- formatting figures
+
+  function number(value, digits) {
+    if (value == null || Number.isNaN(value)) return "—";
+    return Number(value).toFixed(digits == null ? 1 : digits);
+  }
+
+  function gigabytes(bytes) {
+    return bytes == null ? "—" : (bytes / 1e9).toFixed(2) + " GB";
+  }
+
+  // Bytes in the largest decimal unit that keeps the figure at or above 1 ("?" when unknown).
+  function bytes(count) {
+    if (count == null) return "?";
+    const units = ["B", "KB", "MB", "GB", "TB"];
+    let i = 0;
+    while (count >= 1000 && i < units.length - 1) {
+      count /= 1000;
+      i++;
+    }
+    return count.toFixed(i ? 1 : 0) + " " + units[i];
+  }
+
+  function duration(seconds) {
+    if (seconds == null) return "";
+    seconds = Math.round(seconds);
+    const m = Math.floor(seconds / 60),
+      s = seconds % 60;
+    return m ? m + " min " + s + " s" : s + " s";
+  }
+
+  window.Qw = Object.freeze({
+    POLL_INTERVAL_MS,
+    fmt,
+    renderMarkdown,
+    readJson,
+    dataNumber,
+    el,
+    socketUrl,
+    pollJson,
+    number,
+    gigabytes,
+    bytes,
+    duration,
+  });
+})();

@@ -282,10 +282,15 @@ def _save_minute(minute: int, values: dict[str, float]) -> None:
     MetricMinute.objects.create(at=datetime.fromtimestamp(minute, tz=UTC), values=values)
 
 
+def live_points(interval_s: float | None = None) -> int:
+    """How many samples the live window (MONITOR_LIVE_SECONDS) holds."""
+    return int(settings.MONITOR_LIVE_SECONDS / (interval_s or settings.MONITOR_SAMPLE_INTERVAL_S))
+
+
 async def run_forever(interval_s: float | None = None, *, samples: int | None = None) -> None:
     """Sample every ``interval_s`` until cancelled (or ``samples`` times, for the benchmark)."""
     interval_s = interval_s or settings.MONITOR_SAMPLE_INTERVAL_S
-    keep = int(settings.MONITOR_LIVE_SECONDS / interval_s)
+    keep = live_points(interval_s)
     sampler = Sampler()
     averager = MinuteAverager()
     redis = aioredis.Redis.from_url(settings.REDIS_URL)

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from monitor.telemetry.sampler import LIVE_KEY
+from monitor.telemetry.sampler import LIVE_KEY, live_points
 
 PUSH_EVERY_S = 1.0
 # The sampler writes every second: a newest sample older than this means it is not running.
@@ -42,7 +42,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         pass  # the page only listens
 
     async def _push(self) -> None:
-        keep = int(settings.MONITOR_LIVE_SECONDS / settings.MONITOR_SAMPLE_INTERVAL_S)
+        keep = live_points()
         last_t = 0.0
         try:
             recent = await self.redis.lrange(LIVE_KEY, 0, keep - 1)

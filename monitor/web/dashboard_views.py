@@ -14,6 +14,7 @@ from monitor.telemetry import dashboard
 from monitor.telemetry.gpu import detect_gpus
 from monitor.telemetry.prometheus import render as render_metrics
 from monitor.telemetry.prometheus import token_allows
+from monitor.telemetry.sampler import live_points
 from monitor.web.access import staff_only
 
 
@@ -38,6 +39,7 @@ def dashboard_page(request):
             "gpu_problem": "" if gpus else (gpu_problem or _("NVML found no GPU")),
             "profiles": ServerProfile.objects.all(),
             "ui_strings": _dashboard_strings(),
+            "live_points": live_points(),
             "initial": _figures(),
         },
     )

@@ -29,6 +29,7 @@ def job_payload(job: DownloadJob) -> dict:
         "parts": len(job.parts),
         "status": job.status,
         "status_label": job.get_status_display(),
+        "active": job.status in DownloadJob.ACTIVE,
         "error": job.error,
         "bytes_done": job.bytes_done,
         "bytes_total": job.bytes_total or sum(p.get("size") or 0 for p in job.parts) or None,

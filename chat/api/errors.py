@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from monitor.llama_client import LlamaRejected
+from monitor.public import LlamaRejected
 
 
 class ApiError(Exception):

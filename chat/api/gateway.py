@@ -21,12 +21,21 @@ from chat.api import keys
 from chat.api.errors import ApiError
 from chat.api.keys import CallerKey
 from chat.api.limits import KeyLimiter, OverLimit, get_limiter
-from chat.services.fair_queue import FairQueue, get_queue
-from monitor.backends import ProfileUnavailable, current_client, ready_client, user_profiles
-from monitor.llama_client import LlamaClient, LlamaError, LlamaRejected, LlamaUnavailable
-from monitor.models import ServerProfile
-from monitor.serving import forget_serving_info, serving_info
-from monitor.switching import LoadFailed
+from chat.queue import FairQueue, get_queue
+from monitor.public import (
+    LlamaClient,
+    LlamaError,
+    LlamaRejected,
+    LlamaUnavailable,
+    LoadFailed,
+    ProfileUnavailable,
+    ServerProfile,
+    current_client,
+    forget_serving_info,
+    ready_client,
+    serving_info,
+    user_profiles,
+)
 
 # Our endpoint → llama-server's path.
 ENDPOINTS = {

@@ -15,7 +15,7 @@ import pytest
 from chat.api.keys import create_key
 from chat.api.limits import KeyLimiter
 from chat.models import ApiKey
-from chat.services.fair_queue import FairQueue
+from chat.queue import FairQueue
 from monitor.backends import user_profiles
 from monitor.models import ServerProfile
 from tests.support.client import base_url, login, make_user

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
+from chat.documents import uploads
+from chat.documents.retrieval import document_system_message
 from chat.models import Document, DocumentChunk, DocumentPage
-from chat.services import documents
-from chat.services.document_context import document_system_message
 from monitor.backends import client_for
 from monitor.serving import serving_info
 from tests.support import pdfs
@@ -156,13 +156,13 @@ def test_cancel_stops_the_summary_and_frees_the_slots(llama):
 def test_refused_uploads_say_why_and_store_nothing(name, data, fields, message):
     user = make_user()
     http = login(user)
-    before = set(documents.document_dir().iterdir())
+    before = set(uploads.document_dir().iterdir())
     response = upload(http, name, data, **fields)
     assert response.status_code == 400
     assert response.json()["error"].startswith(message)
     assert response.json().get("needs_password", False) == ("password" in message)
     assert not Document.objects.filter(owner=user).exists()
-    assert set(documents.document_dir().iterdir()) == before
+    assert set(uploads.document_dir().iterdir()) == before
 
 
 def test_encrypted_pdf_with_its_password_is_read_and_the_password_kept_nowhere(llama):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from chat.conversations.turns import TurnRunner
 from chat.models import Conversation, Message
-from chat.services.fair_queue import FairQueue
-from chat.services.turns import TurnRunner
+from chat.queue import FairQueue
 from monitor.llama_client import LlamaClient
 from tests.support import stack
 from tests.support.client import make_user

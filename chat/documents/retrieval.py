@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from rank_bm25 import BM25Okapi
 
+from chat.conversations.context import answer_reserve
 from chat.models import Document, DocumentPage
-from chat.services.context import answer_reserve
-from monitor.llama_client import LlamaClient
+from monitor.public import LlamaClient
 
 PASSAGE_CHARS = 700
 MAX_EXACT_COUNTS = 4

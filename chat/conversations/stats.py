@@ -1,7 +1,7 @@
-"""Per-profile request figures over a window, from what each answer recorded (``Message.stats``).
+"""The dashboard's request figures: per profile over a window, from what each answer recorded (``Message.stats``).
 
-Registered with ``monitor.dashboard`` in ``chat.apps`` so the dashboard can show them
-without ``monitor`` importing ``chat``.
+Registered with ``monitor.public.register_request_figures`` in ``chat.apps`` so the dashboard
+can show them without ``monitor`` importing ``chat``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ from collections import defaultdict
 from datetime import datetime
 
 from chat.models import Message
-from monitor.backends import find_profile
-from monitor.dashboard import percentile
-from monitor.llama_client import LlamaError
+from monitor.public import LlamaError, find_profile, percentile
 
 
 def _default_profile_name() -> str:

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.errors import ChatError
-from monitor.llama_client import LlamaClient
+from monitor.public import LlamaClient
 
 # What one image costs at most in prompt tokens (Gemma 3: 256; Qwen-VL at 512 px: ~330).
 IMAGE_TOKENS = 768
@@ -28,7 +28,6 @@ class FittedPrompt:
     messages: list[dict]
     dropped: int  # earlier messages left out
     max_tokens: int  # room left for the answer
-    prompt_tokens: int | None  # exact when it had to be counted
 
 
 def _image_count(messages: list[dict]) -> int:
@@ -99,7 +98,7 @@ async def fit_messages(client: LlamaClient, messages: list[dict], n_ctx: int, te
         tokens, exact = await _prompt_tokens(client, candidate, budget, template_key)
         if tokens <= budget:
             max_tokens = min(settings.CHAT_MAX_ANSWER_TOKENS, n_ctx - tokens) if exact else reserve
-            return FittedPrompt(candidate, dropped, max(max_tokens, MIN_ANSWER_TOKENS), tokens if exact else None)
+            return FittedPrompt(candidate, dropped, max(max_tokens, MIN_ANSWER_TOKENS))
         if len(turns) <= 1:
             raise ChatError(
                 _("Your message is too long for this model: about %(tokens)d tokens, the limit is %(limit)d.")

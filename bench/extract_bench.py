@@ -58,7 +58,7 @@ def corpus_pdf() -> bytes:
 
 
 def ours(path: Path) -> int:
-    from chat.services.documents import extract_pdf_pages
+    from chat.documents.extraction import extract_pdf_pages
 
     pages = list(extract_pdf_pages(path))
     assert pages and sum(len(p.text) for p in pages) > 1000
@@ -99,8 +99,8 @@ def extraction_part() -> None:
 
 
 def summary_seconds(run_dir: Path, slots: int) -> float:
+    from chat.documents import summaries, uploads
     from chat.models import Document
-    from chat.services import documents, summaries
     from monitor.llama.serving import forget_serving_info
     from monitor.profiles.selectors import find_profile
     from monitor.profiles.services import save_profile
@@ -121,7 +121,7 @@ def summary_seconds(run_dir: Path, slots: int) -> float:
                 for n in range(1, SUMMARY_PAGES + 1)
             ]
         )
-        document = documents.create_document(make_user(), None, "bench.pdf", data, language="en")
+        document = uploads.create_document(make_user(), None, "bench.pdf", data, language="en")
         started = time.perf_counter()
         status = summaries.ingest_and_summarize(document.id)
         elapsed = time.perf_counter() - started

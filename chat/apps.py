@@ -7,7 +7,8 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         # The dashboard (monitor) shows chat's request figures without importing chat.
-        from chat.services.request_stats import request_figures
+        # Imported here, not at the top: they need the app registry, which is ready only now.
+        from chat.conversations.stats import request_figures
         from monitor.public import register_request_figures
 
         register_request_figures(request_figures)

@@ -1,5 +1,5 @@
 from django.urls import path
 
-from chat.consumers import ChatConsumer
+from chat.web.consumers import ChatConsumer
 
 websocket_urlpatterns = [path("ws/chat/", ChatConsumer.as_asgi())]

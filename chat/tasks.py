@@ -1,10 +1,15 @@
+"""Celery tasks of chat: thin, each calls a service. Names are pinned: the beat schedule and queued
+messages refer to them as ``chat.tasks.<function>``."""
+
 from celery import shared_task
 from django.conf import settings
 
-from chat.services.conversations import mark_orphaned_streams
+from chat.conversations.services import mark_orphaned_streams
+from chat.documents import ingest, summaries
+from chat.models import Document
 
 
-@shared_task
+@shared_task(name="chat.tasks.sweep_orphaned_streams")
 def sweep_orphaned_streams(older_than_s: float | None = None) -> int:
     """Mark answers orphaned by a crashed web process as incomplete (their text is kept)."""
     if older_than_s is None:
@@ -12,32 +17,25 @@ def sweep_orphaned_streams(older_than_s: float | None = None) -> int:
     return mark_orphaned_streams(older_than_s)
 
 
-@shared_task(acks_late=True)
+@shared_task(name="chat.tasks.ingest_document", acks_late=True)
 def ingest_document(document_id: str) -> str:
     """Extract the pages, then summarize the whole document in the same run."""
-    from chat.services import summaries
-
     return summaries.ingest_and_summarize(document_id)
 
 
-@shared_task(acks_late=True)
+@shared_task(name="chat.tasks.summarize_document", acks_late=True)
 def summarize_document(document_id: str) -> str:
-    from chat.services import summaries
-
     return summaries.run_summary(document_id)
 
 
-@shared_task
+@shared_task(name="chat.tasks.resume_stalled_documents")
 def resume_stalled_documents(older_than_s: float | None = None) -> list[str]:
     """Run again documents whose worker died; summaries continue from the chunks already done."""
-    from chat.models import Document
-    from chat.services import documents
-
     if older_than_s is None:
         older_than_s = settings.DOCUMENT_STALL_S
-    stalled = documents.stalled_documents(older_than_s)
+    stalled = ingest.stalled_documents(older_than_s)
     for document_id in stalled:
-        status = documents.claim_stalled(document_id)
+        status = ingest.claim_stalled(document_id)
         if status == Document.Status.EXTRACTING:
             ingest_document.delay(document_id)
         elif status == Document.Status.SUMMARIZING:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat import key_views, views
+from chat.web import document_views, key_views, views
 
 app_name = "chat"
 
@@ -16,8 +16,8 @@ urlpatterns = [
     path("keys/new/", key_views.create_api_key, name="api-key-create"),
     path("keys/<int:key_id>/revoke/", key_views.revoke_api_key, name="api-key-revoke"),
     path("connect/", key_views.connect_agent, name="connect"),
-    path("documents/upload/", views.upload_document, name="document-upload"),
-    path("documents/<uuid:document_id>/", views.document_status, name="document"),
-    path("documents/<uuid:document_id>/cancel/", views.cancel_document, name="document-cancel"),
-    path("documents/<uuid:document_id>/summarize/", views.summarize_document, name="document-summarize"),
+    path("documents/upload/", document_views.upload_document, name="document-upload"),
+    path("documents/<uuid:document_id>/", document_views.document_status, name="document"),
+    path("documents/<uuid:document_id>/cancel/", document_views.cancel_document, name="document-cancel"),
+    path("documents/<uuid:document_id>/summarize/", document_views.summarize_document, name="document-summarize"),
 ]

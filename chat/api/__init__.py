@@ -1,0 +1,1 @@
+"""The OpenAI-compatible API: keys, per-key limits, the gateway to llama-server, its views and errors."""

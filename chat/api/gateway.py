@@ -21,7 +21,7 @@ from chat.api import keys
 from chat.api.errors import ApiError
 from chat.api.keys import CallerKey
 from chat.api.limits import KeyLimiter, OverLimit, get_limiter
-from chat.services.fair_queue import FairQueue, get_queue
+from chat.queue import FairQueue, get_queue
 from monitor.public import (
     LlamaClient,
     LlamaError,

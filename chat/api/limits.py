@@ -12,8 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import redis.asyncio as aioredis
-from django.conf import settings
+from chat.redis_clients import LoopRedis
 
 # KEYS: the key's lease set; ARGV: ticket, limit, now_ms, lease_ms
 _TRY_HOLD = """
@@ -31,16 +30,8 @@ class OverLimit(Exception):
 
 class KeyLimiter:
     def __init__(self, redis_url: str | None = None, *, lease_s: float = 60.0):
-        self.redis_url = redis_url or settings.REDIS_URL
+        self.redis = LoopRedis(redis_url)
         self.lease_ms = int(lease_s * 1000)
-        self._clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
-
-    def _redis(self) -> aioredis.Redis:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = self._clients[loop] = aioredis.Redis.from_url(self.redis_url)
-        return client
 
     @staticmethod
     def _set(key_id: int) -> str:
@@ -51,7 +42,7 @@ class KeyLimiter:
         """One of the key's ``limit`` places for the body of the ``async with``; OverLimit when none is free."""
         ticket = uuid.uuid4().hex
         now = int(time.time() * 1000)
-        held = await self._redis().eval(_TRY_HOLD, 1, self._set(key_id), ticket, limit, now, self.lease_ms)
+        held = await self.redis.get().eval(_TRY_HOLD, 1, self._set(key_id), ticket, limit, now, self.lease_ms)
         if not int(held):
             raise OverLimit()
         keeper = asyncio.create_task(self._keep_alive(key_id, ticket))
@@ -59,18 +50,18 @@ class KeyLimiter:
             yield
         finally:
             keeper.cancel()
-            await asyncio.shield(self._redis().zrem(self._set(key_id), ticket))
+            await asyncio.shield(self.redis.get().zrem(self._set(key_id), ticket))
 
     async def in_flight(self, key_id: int) -> int:
         now = int(time.time() * 1000)
-        return int(await self._redis().zcount(self._set(key_id), now, "+inf"))
+        return int(await self.redis.get().zcount(self._set(key_id), now, "+inf"))
 
     async def _keep_alive(self, key_id: int, ticket: str) -> None:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
             now = int(time.time() * 1000)
-            await self._redis().zadd(self._set(key_id), {ticket: now + self.lease_ms}, xx=True)
-            await self._redis().pexpire(self._set(key_id), self.lease_ms)
+            await self.redis.get().zadd(self._set(key_id), {ticket: now + self.lease_ms}, xx=True)
+            await self.redis.get().pexpire(self._set(key_id), self.lease_ms)
 
 
 _default_limiter: KeyLimiter | None = None

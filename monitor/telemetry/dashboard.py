@@ -19,7 +19,7 @@ _providers: list[RequestFiguresProvider] = []
 
 
 def register_request_figures(provider: RequestFiguresProvider) -> None:
-    """``provider(since)`` returns one dict per profile (see ``chat.services.request_stats``)."""
+    """``provider(since)`` returns one dict per profile (see ``chat.conversations.stats``)."""
     if provider not in _providers:
         _providers.append(provider)
 

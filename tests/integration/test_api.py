@@ -15,7 +15,7 @@ import pytest
 from chat.api.keys import create_key
 from chat.api.limits import KeyLimiter
 from chat.models import ApiKey
-from chat.services.fair_queue import FairQueue
+from chat.queue import FairQueue
 from monitor.models import ServerProfile
 from monitor.profiles.selectors import user_profiles
 from tests.support.client import base_url, login, make_user

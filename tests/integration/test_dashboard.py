@@ -187,7 +187,7 @@ def test_download_end_is_on_the_timeline(tmp_path):
 
 
 def test_a_waiter_giving_up_is_a_queue_overflow_event(redis_server):
-    from chat.services import fair_queue
+    from chat import queue as fair_queue
 
     queue = fair_queue.FairQueue(name=f"overflow{time.monotonic_ns()}", capacity=1, poll_s=0.01)
     before = Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW).count()

@@ -12,9 +12,10 @@ import time
 
 import pytest
 
+from chat.conversations.context import documents_budget
+from chat.documents import uploads
+from chat.documents.retrieval import document_system_message
 from chat.models import Document, DocumentChunk, DocumentPage
-from chat.services import documents
-from chat.services.document_context import document_system_message
 from monitor.llama.serving import serving_info
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
@@ -157,13 +158,13 @@ def test_cancel_stops_the_summary_and_frees_the_slots(llama):
 def test_refused_uploads_say_why_and_store_nothing(name, data, fields, message):
     user = make_user()
     http = login(user)
-    before = set(documents.document_dir().iterdir())
+    before = set(uploads.document_dir().iterdir())
     response = upload(http, name, data, **fields)
     assert response.status_code == 400
     assert response.json()["error"].startswith(message)
     assert response.json().get("needs_password", False) == ("password" in message)
     assert not Document.objects.filter(owner=user).exists()
-    assert set(documents.document_dir().iterdir()) == before
+    assert set(uploads.document_dir().iterdir()) == before
 
 
 def test_encrypted_pdf_with_its_password_is_read_and_the_password_kept_nowhere(llama):
@@ -198,7 +199,9 @@ def test_questions_use_the_summary_and_matching_pages(llama):
     assert document.status == "ready", document.error
     client = profile_client(find_profile())
     info = asyncio.run(serving_info(client, fresh=True))
-    system = asyncio.run(document_system_message(client, document.conversation_id, "What is topic017?", info.n_ctx))
+    system = asyncio.run(
+        document_system_message(client, document.conversation_id, "What is topic017?", documents_budget(info.n_ctx))
+    )
     assert "[facts.pdf, p. 17]\nPage 17 is about topic017." in system
     assert "Summary:" in system and "(p. N)" in system
     assert asyncio.run(client.count_tokens(system)) <= info.n_ctx // 2

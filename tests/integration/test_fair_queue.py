@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from chat.services.fair_queue import FairQueue
+from chat.queue import FairQueue
 
 
 @pytest.fixture
@@ -117,7 +117,7 @@ def test_waiter_that_stops_polling_is_dropped(queue_factory):
     async def main():
         holder = await queue.acquire("A")
         # A waiter whose process died: its ticket is in line but nobody polls for it.
-        client = queue._redis()
+        client = queue.redis.get()
         await client.rpush(queue._wait_key("ghost"), "ghost-ticket")
         await queue._try_acquire("ghost-ticket", "ghost")
         await queue.release(holder)

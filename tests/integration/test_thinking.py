@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from chat.conversations.turns import TurnRunner
 from chat.models import Conversation, Message
-from chat.services.fair_queue import FairQueue
-from chat.services.turns import TurnRunner
+from chat.queue import FairQueue
 from monitor.llama.binary import llama_environment
 from monitor.llama.client import LlamaClient
 from tests.support import stack

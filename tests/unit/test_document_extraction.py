@@ -5,11 +5,13 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
+from chat.documents import extraction, ingest, selectors, uploads
+from chat.documents.extraction import extract_pdf_pages
+from chat.documents.languages import detect_language
+from chat.documents.retrieval import rank_passages, split_passages
+from chat.documents.uploads import check_upload
+from chat.errors import DocumentError, PasswordNeeded
 from chat.models import Document, DocumentPage
-from chat.services import documents
-from chat.services.document_context import rank_passages, split_passages
-from chat.services.documents import DocumentError, PasswordNeeded, check_upload, extract_pdf_pages
-from chat.services.summaries import detect_language
 from tests.support import client, pdfs
 
 
@@ -99,33 +101,33 @@ def test_size_and_page_limits_are_named():
 
 def test_text_files_become_page_sized_blocks():
     text = "\n".join(f"line {i} " + "word " * 20 for i in range(300))
-    pages = documents.split_text_pages(text)
-    assert len(pages) > 3 and all(len(p) <= documents.TEXT_PAGE_CHARS for p in pages)
-    assert "\n".join(pages) == documents.clean_text(text)
+    pages = extraction.split_text_pages(text)
+    assert len(pages) > 3 and all(len(p) <= extraction.TEXT_PAGE_CHARS for p in pages)
+    assert "\n".join(pages) == extraction.clean_text(text)
 
 
 def test_ingest_stores_pages_and_reports_scans():
     user = client.make_user()
-    document = documents.create_document(user, None, "mixed.pdf", pdfs.scanned_page_pdf(2, (3,)))
-    assert documents.stored_file(document).exists()
-    assert documents.ingest(document.id) is True
+    document = uploads.create_document(user, None, "mixed.pdf", pdfs.scanned_page_pdf(2, (3,)))
+    assert uploads.stored_file(document).exists()
+    assert ingest.ingest(document.id) is True
     document.refresh_from_db()
     assert document.status == Document.Status.SUMMARIZING and document.scanned_pages == [3]
     assert list(document.pages.values_list("number", flat=True)) == [1, 2, 3]
-    assert not documents.stored_file(document).exists()
-    payload = documents.document_payload(document)
+    assert not uploads.stored_file(document).exists()
+    payload = selectors.document_payload(document)
     assert payload["scanned_note"].startswith("Pages 3 have no text layer (scanned images)")
 
 
 def test_scan_only_document_fails_and_leaves_nothing():
     user = client.make_user()
-    document = documents.create_document(user, None, "scan.pdf", pdfs.scanned_page_pdf(0, (1, 2)))
-    assert documents.ingest(document.id) is False
+    document = uploads.create_document(user, None, "scan.pdf", pdfs.scanned_page_pdf(0, (1, 2)))
+    assert ingest.ingest(document.id) is False
     document.refresh_from_db()
     assert document.status == Document.Status.FAILED
     assert document.error.startswith("No page of this document has a text layer (pages 1–2 are scanned images)")
     assert not DocumentPage.objects.filter(document=document).exists()
-    assert not Path(documents.stored_file(document)).exists()
+    assert not Path(uploads.stored_file(document)).exists()
 
 
 def test_passages_match_questions_in_any_script():
@@ -135,14 +137,14 @@ def test_passages_match_questions_in_any_script():
 
 
 def test_page_list():
-    assert documents.page_list([1, 2, 3, 5, 7, 8]) == "1–3, 5, 7–8"
+    assert selectors.page_list([1, 2, 3, 5, 7, 8]) == "1–3, 5, 7–8"
 
 
 def test_one_run_at_a_time_holds_a_document():
     user = client.make_user()
-    document = documents.create_document(user, None, "a.txt", b"hello")
-    assert documents.claim(document.id) is True
-    assert documents.claim(document.id) is False  # a live run's heartbeat is fresh
+    document = uploads.create_document(user, None, "a.txt", b"hello")
+    assert ingest.claim(document.id) is True
+    assert ingest.claim(document.id) is False  # a live run's heartbeat is fresh
     Document.objects.filter(id=document.id).update(status=Document.Status.SUMMARIZING)
-    assert documents.claim_stalled(document.id) == Document.Status.SUMMARIZING
-    assert documents.claim(document.id) is True  # the run queued for the stalled document may take it
+    assert ingest.claim_stalled(document.id) == Document.Status.SUMMARIZING
+    assert ingest.claim(document.id) is True  # the run queued for the stalled document may take it

@@ -4,10 +4,10 @@ import pytest
 from django.test import override_settings
 from PIL import Image
 
+from chat.conversations.images import decode_data_url, normalize_image
+from chat.conversations.turns import build_messages, turn_options
 from chat.errors import ChatError
 from chat.models import Message
-from chat.services.images import decode_data_url, normalize_image
-from chat.services.turns import build_messages, turn_options
 from qwenweb.origin import is_same_origin
 
 

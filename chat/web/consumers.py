@@ -12,10 +12,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.conversations import images, services
+from chat.conversations.selectors import get_conversation, message_payload
+from chat.conversations.turns import TurnRunner, turn_options
 from chat.errors import ChatError
 from chat.models import Message
-from chat.services import conversations, images
-from chat.services.turns import TurnRunner, turn_options
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         conversation_id = content.get("conversation")
         if conversation_id:
             self._ensure_idle(str(conversation_id))
-        conversation, user_message, assistant = await database_sync_to_async(conversations.post_to_conversation)(
+        conversation, user_message, assistant = await database_sync_to_async(services.post_to_conversation)(
             self.user, conversation_id, text, image, content.get("profile")
         )
         await self.send_json(
@@ -102,24 +103,22 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 "type": "accepted",
                 "conversation": str(conversation.id),
                 "title": conversation.display_title,
-                "user_message": conversations.message_payload(user_message),
-                "assistant_message": conversations.message_payload(assistant),
+                "user_message": message_payload(user_message),
+                "assistant_message": message_payload(assistant),
             }
         )
         self._start(conversation, assistant.id, options)
 
     async def on_regenerate(self, content: dict) -> None:
-        conversation = await database_sync_to_async(conversations.get_conversation)(
-            self.user, content.get("conversation")
-        )
+        conversation = await database_sync_to_async(get_conversation)(self.user, content.get("conversation"))
         self._ensure_idle(str(conversation.id))
-        assistant = await database_sync_to_async(conversations.prepare_regenerate)(conversation)
+        assistant = await database_sync_to_async(services.prepare_regenerate)(conversation)
         await self.send_json(
             {
                 "type": "accepted",
                 "conversation": str(conversation.id),
                 "title": conversation.display_title,
-                "assistant_message": conversations.message_payload(assistant),
+                "assistant_message": message_payload(assistant),
                 "regenerate": True,
             }
         )

@@ -10,8 +10,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.api import keys
+from chat.conversations.selectors import model_names
 from chat.errors import ChatError, NotFound
-from monitor.public import user_profiles
 
 
 def _keys_page(request, new_key: str | None = None, status: int = 200):
@@ -59,7 +59,7 @@ def revoke_api_key(request, key_id: int):
 @login_required
 @require_GET
 def connect_agent(request):
-    models = list(user_profiles().values_list("name", flat=True))
+    models = model_names()
     return render(
         request,
         "chat/connect.html",

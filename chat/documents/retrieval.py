@@ -15,7 +15,6 @@ from asgiref.sync import sync_to_async
 from rank_bm25 import BM25Okapi
 
 from chat.models import Document, DocumentPage
-from chat.services.context import answer_reserve
 from monitor.public import LlamaClient
 
 PASSAGE_CHARS = 700
@@ -98,13 +97,12 @@ async def _fits(client: LlamaClient, text: str, budget: int, exact_left: list[in
     return await client.count_tokens(text) <= budget
 
 
-async def document_system_message(client: LlamaClient, conversation_id, question: str, n_ctx: int) -> str | None:
-    """The system message for a question in a conversation with documents, or None without any."""
+async def document_system_message(client: LlamaClient, conversation_id, question: str, budget: int) -> str | None:
+    """The system message for a question in a conversation with documents (at most ``budget`` tokens),
+    or None without any."""
     attached = await sync_to_async(_attached)(conversation_id)
     if not attached:
         return None
-    # Half of what the prompt may use: the other half stays for the conversation itself.
-    budget = (n_ctx - answer_reserve(n_ctx)) // 2
     exact_left = [MAX_EXACT_COUNTS]
     head = [INSTRUCTIONS]
     for document, pages in attached:

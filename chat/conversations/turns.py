@@ -17,12 +17,13 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.conversations.context import documents_budget, fit_messages
+from chat.conversations.selectors import history_before, image_data_url
+from chat.conversations.services import finish_message, save_progress
+from chat.documents.retrieval import document_system_message
 from chat.errors import ChatError
 from chat.models import Conversation, Message
-from chat.services import conversations
-from chat.services.context import fit_messages
-from chat.services.document_context import document_system_message
-from chat.services.fair_queue import FairQueue, get_queue
+from chat.queue import FairQueue, get_queue
 from monitor.public import (
     LlamaClient,
     LlamaError,
@@ -30,12 +31,11 @@ from monitor.public import (
     LlamaUnavailable,
     LoadFailed,
     ServerProfile,
+    conversation_profile,
     current_client,
-    find_profile,
     forget_serving_info,
-    live_id,
+    needs_loading,
     ready_client,
-    router_status,
     serving_info,
 )
 
@@ -54,7 +54,7 @@ def build_messages(history: list[Message]) -> list[dict]:
         if message.content:
             parts.append({"type": "text", "text": message.content})
         if message.image_type:
-            parts.append({"type": "image_url", "image_url": {"url": conversations.image_data_url(message)}})
+            parts.append({"type": "image_url", "image_url": {"url": image_data_url(message)}})
         if result and result[-1]["role"] == message.role:
             result[-1]["_parts"].extend(parts)
         else:
@@ -190,16 +190,14 @@ class TurnRunner:
 
     async def _connect(self) -> None:
         """Bind the client and queue to the conversation's profile, loading it if it is not."""
-        profile = await database_sync_to_async(_profile_of)(self.conversation)
-        if not profile.is_remote:
-            statuses = await router_status()
-            if statuses.get(live_id(profile), {}).get("value") not in ("loaded", "sleeping"):
-                await self._emit({"type": "notice", "text": _("Loading %(name)s…") % {"name": profile.name}})
+        profile = await database_sync_to_async(conversation_profile)(self.conversation.profile_id)
+        if await needs_loading(profile):
+            await self._emit({"type": "notice", "text": _("Loading %(name)s…") % {"name": profile.name}})
         self.profile, self.client = await ready_client(profile)
         self.queue = self.queue or get_queue(profile.name)
 
     async def _prepare(self) -> tuple[dict, str]:
-        history = await database_sync_to_async(conversations.history_before)(self.assistant_id)
+        history = await database_sync_to_async(history_before)(self.assistant_id)
         messages = build_messages(history)
         if not messages or messages[-1]["role"] != "user":
             raise ChatError(_("There is no question to answer."))
@@ -241,7 +239,7 @@ class TurnRunner:
         """Questions in a conversation with documents get their summary and matching passages."""
         content = messages[-1]["content"]
         question = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
-        system = await document_system_message(self.client, self.conversation.id, question, n_ctx)
+        system = await document_system_message(self.client, self.conversation.id, question, documents_budget(n_ctx))
         return [{"role": "system", "content": system}, *messages] if system else messages
 
     async def _on_queue_position(self, position: int) -> None:
@@ -295,9 +293,7 @@ class TurnRunner:
             return
         self._last_save = now
         self._save_task = asyncio.create_task(
-            database_sync_to_async(conversations.save_progress)(
-                self.assistant_id, "".join(self.content), "".join(self.reasoning)
-            )
+            database_sync_to_async(save_progress)(self.assistant_id, "".join(self.content), "".join(self.reasoning))
         )
 
     async def _finish(self, status: str, error: str, stats: dict | None = None) -> None:
@@ -305,20 +301,11 @@ class TurnRunner:
             await asyncio.gather(self._save_task, return_exceptions=True)
         content, reasoning = "".join(self.content), "".join(self.reasoning)
         await asyncio.shield(
-            database_sync_to_async(conversations.finish_message)(
+            database_sync_to_async(finish_message)(
                 self.assistant_id, content=content, reasoning=reasoning, status=status, error=error, stats=stats
             )
         )
         await self._emit({"type": "done", "status": status, "error": error, "stats": stats or {}})
-
-
-def _profile_of(conversation: Conversation) -> ServerProfile:
-    """The conversation's profile; the default one when it has none or its own was made unavailable."""
-    if conversation.profile_id:
-        profile = ServerProfile.objects.filter(pk=conversation.profile_id, available_to_users=True).first()
-        if profile is not None:
-            return profile
-    return find_profile(None)
 
 
 def _stats(timings: dict, usage: dict | None) -> dict:

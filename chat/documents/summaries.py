@@ -13,36 +13,25 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from chat.documents.ingest import claim, heartbeat, ingest
+from chat.documents.languages import clean_language, language_name
+from chat.documents.selectors import get_document
+from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
+from chat.errors import DocumentError
 from chat.models import Document, DocumentChunk, DocumentPage
-from chat.services import documents
-from chat.services.fair_queue import FairQueue
-from monitor.public import LlamaClient, LlamaError, LoadFailed, ServerProfile, ready_client, serving_info
+from chat.queue import FairQueue
+from monitor.public import LlamaClient, LlamaError, LoadFailed, ServerProfile, ready_client
 
 log = logging.getLogger(__name__)
 
-# Summary languages a user may pick ("" = the document's own).
-LANGUAGES = {
-    "en": "English",
-    "zh-hans": "Simplified Chinese",
-    "zh-hant": "Traditional Chinese",
-    "ja": "Japanese",
-    "ko": "Korean",
-    "fr": "French",
-    "de": "German",
-    "es": "Spanish",
-}
 HEARTBEAT_S = 2.0
-COUNT_CONCURRENCY = 8
-SAFETY = 0.97  # per-piece counts summed may differ a little from the joined text's count
 
 MAP_SYSTEM = (
     "You summarize one part of a longer document. Each page of the text starts with a marker like [p. 12]. "
@@ -53,116 +42,6 @@ REDUCE_SYSTEM = (
     "You combine the summaries of consecutive parts of one document into one summary in {language}. "
     "Each part starts with its pages, like (pp. 3-9). Keep the main points and their page citations (p. N)."
 )
-
-
-def detect_language(text: str) -> str:
-    """The language a summary should default to, from the scripts the text is written in."""
-    sample = text[:20000]
-    hangul = len(re.findall(r"[\uac00-\ud7af]", sample))
-    kana = len(re.findall(r"[\u3040-\u30ff]", sample))
-    han = len(re.findall(r"[\u4e00-\u9fff]", sample))
-    latin = len(re.findall(r"[A-Za-z]", sample))
-    if hangul > latin and hangul >= kana:
-        return "ko"
-    if kana and kana + han > latin:
-        return "ja"
-    if han > latin:
-        return "zh-hans"
-    return ""
-
-
-def language_name(document: Document, sample: str) -> str:
-    code = document.summary_language or detect_language(sample)
-    return LANGUAGES.get(code, "the same language as the document")
-
-
-@dataclass(frozen=True)
-class Budget:
-    n_ctx: int
-    slots: int
-    answer_tokens: int
-    input_tokens: int  # what one chunk's text may take
-
-
-async def plan_budget(client: LlamaClient, system: str) -> Budget:
-    info = await serving_info(client, fresh=True)
-    # At most a sixth of the context, so several summaries always fit one combining call.
-    answer = max(64, min(settings.DOCUMENT_SUMMARY_TOKENS, info.n_ctx // 6))
-    empty = await client.apply_template(
-        [{"role": "system", "content": system}, {"role": "user", "content": "Part 999 of 999, pp. 9999-9999:\n\n"}]
-    )
-    overhead = await client.count_tokens(empty) + 16
-    room = int((info.n_ctx - answer - overhead) * SAFETY)
-    if settings.DOCUMENT_CHUNK_TOKENS:  # smaller chunks: more, shorter calls and a more detailed summary
-        # Never under three answers: combining calls must take several summaries each.
-        room = min(room, max(settings.DOCUMENT_CHUNK_TOKENS, 3 * answer))
-    return Budget(info.n_ctx, max(1, info.total_slots), answer, room)
-
-
-async def count_all(client: LlamaClient, texts: list[str]) -> list[int]:
-    gate = asyncio.Semaphore(COUNT_CONCURRENCY)
-
-    async def one(text: str) -> int:
-        async with gate:
-            return await client.count_tokens(text)
-
-    return list(await asyncio.gather(*(one(text) for text in texts)))
-
-
-@dataclass
-class Piece:
-    first_page: int
-    last_page: int
-    text: str
-    tokens: int
-
-
-async def _split_piece(client: LlamaClient, piece: Piece, limit: int) -> list[Piece]:
-    """A page longer than one chunk: cut it at line breaks into parts that fit."""
-    parts = max(2, -(-piece.tokens // limit))
-    lines = piece.text.split("\n")
-    size = -(-len(piece.text) // parts)
-    texts: list[str] = []
-    current = ""
-    for line in lines:
-        while len(line) > size:
-            texts.append(current + line[:size]) if current else texts.append(line[:size])
-            current, line = "", line[size:]
-        if current and len(current) + len(line) > size:
-            texts.append(current)
-            current = ""
-        current += line + "\n"
-    if current.strip():
-        texts.append(current)
-    marked = [texts[0]] + [f"[p. {piece.first_page}]\n{text}" for text in texts[1:]]
-    counts = await count_all(client, marked)
-    result: list[Piece] = []
-    for text, tokens in zip(marked, counts, strict=True):
-        part = Piece(piece.first_page, piece.last_page, text, tokens)
-        result.extend(await _split_piece(client, part, limit) if tokens > limit else [part])
-    return result
-
-
-async def pack(client: LlamaClient, pieces: list[Piece], limit: int) -> list[Piece]:
-    """Consecutive pieces joined greedily into chunks of at most ``limit`` tokens."""
-    chunks: list[Piece] = []
-    current: Piece | None = None
-    for piece in pieces:
-        for part in await _split_piece(client, piece, limit) if piece.tokens > limit else [piece]:
-            if current is not None and current.tokens + part.tokens + 1 <= limit:
-                current = Piece(
-                    current.first_page,
-                    part.last_page,
-                    current.text + "\n\n" + part.text,
-                    current.tokens + part.tokens + 1,
-                )
-                continue
-            if current is not None:
-                chunks.append(current)
-            current = part
-    if current is not None:
-        chunks.append(current)
-    return chunks
 
 
 # ---------------------------------------------------------------- database side (sync)
@@ -196,8 +75,6 @@ def _save_plan(document_id, level: int, chunks: list[Piece]) -> list[DocumentChu
 
 
 def _mark_started(chunk_id: int) -> None:
-    from django.db.models import F
-
     DocumentChunk.objects.filter(id=chunk_id).update(requests=F("requests") + 1)
 
 
@@ -254,7 +131,7 @@ class SummaryRun:
         document, profile = await sync_to_async(_load)(self.document_id)
         if document.status != Document.Status.SUMMARIZING:
             return document.status
-        if not self.claimed and not await sync_to_async(documents.claim)(self.document_id):
+        if not self.claimed and not await sync_to_async(claim)(self.document_id):
             log.info("document %s: another run is summarizing it", self.document_id)
             return document.status
         if self.client is None:
@@ -294,7 +171,7 @@ class SummaryRun:
     async def _tick(self, work: asyncio.Task) -> None:
         """Heartbeat for the stall detector; cancels the work when the user asks."""
         while not work.done():
-            if not await sync_to_async(documents.heartbeat)(self.document_id):
+            if not await sync_to_async(heartbeat)(self.document_id):
                 self.cancelled = True
                 work.cancel()
                 return
@@ -404,20 +281,20 @@ def ingest_and_summarize(document_id) -> str:
     status = Document.objects.filter(id=document_id).values_list("status", flat=True).first()
     if status == Document.Status.SUMMARIZING:
         return run_summary(document_id)
-    if not documents.ingest(document_id):
+    if not ingest(document_id):
         return Document.objects.filter(id=document_id).values_list("status", flat=True).first() or ""
     return run_summary(document_id, claimed=True)
 
 
 def restart_summary(user, document_id, language: str | None = None) -> Document:
     """Summarize again: resumes from the parts done, or starts over in another language."""
-    document = documents.get_document(user, document_id)
+    document = get_document(user, document_id)
     if document.status in Document.ACTIVE:
-        raise documents.DocumentError(_("This document is still being processed."))
+        raise DocumentError(_("This document is still being processed."))
     if not DocumentPage.objects.filter(document=document).exclude(text="").exists():
-        raise documents.DocumentError(_("This document has no text to summarize."))
+        raise DocumentError(_("This document has no text to summarize."))
     with transaction.atomic():
-        language = document.summary_language if language is None else documents.clean_language(language)
+        language = document.summary_language if language is None else clean_language(language)
         # A finished summary is made anew; a failed or cancelled one continues from its chunks.
         if document.status == Document.Status.READY or language != document.summary_language:
             DocumentChunk.objects.filter(document=document).delete()

@@ -1,7 +1,7 @@
-"""Per-profile request figures over a window, from what each answer recorded (``Message.stats``).
+"""The dashboard's request figures: per profile over a window, from what each answer recorded (``Message.stats``).
 
-Registered with ``monitor.dashboard`` in ``chat.apps`` so the dashboard can show them
-without ``monitor`` importing ``chat``.
+Registered with ``monitor.public.register_request_figures`` in ``chat.apps`` so the dashboard
+can show them without ``monitor`` importing ``chat``.
 """
 
 from __future__ import annotations

@@ -17,8 +17,13 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-import redis.asyncio as aioredis
 from django.conf import settings
+from django.utils.translation import gettext as _
+
+from chat.redis_clients import LoopRedis
+from monitor.public import record_queue_overflow
+
+log = logging.getLogger(__name__)
 
 # KEYS: users-list, active-zset, seen-zset; ARGV: prefix, ticket, user, capacity, now_ms, lease_ms, stale_ms
 _TRY_ACQUIRE = """
@@ -104,27 +109,16 @@ class FairQueue:
         poll_s: float = 0.05,
         stale_s: float = 15.0,
     ):
-        self.redis_url = redis_url or settings.REDIS_URL
+        self.redis = LoopRedis(redis_url)
         self.prefix = f"qwenweb:queue:{name}:"
         self.capacity = capacity if capacity is not None else settings.QUEUE_CAPACITY
         self.lease_ms = int(lease_s * 1000)
         self.poll_s = poll_s
         self.stale_ms = int(stale_s * 1000)
-        self._clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
-
-    def _redis(self) -> aioredis.Redis:
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
-        if client is None:
-            client = aioredis.Redis.from_url(self.redis_url)
-            self._clients[loop] = client
-        return client
 
     async def aclose(self) -> None:
         """Close this loop's Redis connection (a Celery task's loop ends with its task)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
-        if client is not None:
-            await client.aclose()
+        await self.redis.drop_current()
 
     @property
     def _users_key(self) -> str:
@@ -144,7 +138,7 @@ class FairQueue:
     async def _try_acquire(self, ticket: str, user: str, capacity: int | None = None) -> int:
         now = int(time.time() * 1000)
         return int(
-            await self._redis().eval(
+            await self.redis.get().eval(
                 _TRY_ACQUIRE,
                 3,
                 self._users_key,
@@ -163,7 +157,7 @@ class FairQueue:
     async def acquire(self, user: str, on_position: PositionCallback | None = None, capacity: int | None = None) -> str:
         """Wait for a slot; returns the ticket that holds it. Cancellation leaves the line."""
         ticket = uuid.uuid4().hex
-        client = self._redis()
+        client = self.redis.get()
         await client.rpush(self._wait_key(user), ticket)
         last_position = None
         waited_from = time.monotonic()
@@ -196,21 +190,21 @@ class FairQueue:
             raise
 
     async def _cancel(self, ticket: str, user: str) -> None:
-        await self._redis().eval(_CANCEL, 3, self._users_key, self._seen_key, self._wait_key(user), ticket, user)
+        await self.redis.get().eval(_CANCEL, 3, self._users_key, self._seen_key, self._wait_key(user), ticket, user)
 
     async def refresh(self, ticket: str) -> None:
         now = int(time.time() * 1000)
-        await self._redis().zadd(self._active_key, {ticket: now + self.lease_ms}, xx=True)
+        await self.redis.get().zadd(self._active_key, {ticket: now + self.lease_ms}, xx=True)
 
     async def release(self, ticket: str) -> None:
-        await self._redis().zrem(self._active_key, ticket)
+        await self.redis.get().zrem(self._active_key, ticket)
 
     async def active_count(self) -> int:
         now = int(time.time() * 1000)
-        return int(await self._redis().zcount(self._active_key, now, "+inf"))
+        return int(await self.redis.get().zcount(self._active_key, now, "+inf"))
 
     async def waiting_count(self) -> int:
-        client = self._redis()
+        client = self.redis.get()
         users = await client.lrange(self._users_key, 0, -1)
         total = 0
         for user in users:
@@ -245,22 +239,16 @@ recording: set[asyncio.Task] = set()
 
 async def _record_overflow(error: BaseException, position: int, waited_s: float) -> None:
     """Put a request that left the line without a slot on the dashboard's timeline."""
-    from django.utils.translation import gettext as _
-
-    from monitor.public import record_queue_overflow
-
     if isinstance(error, QueueTicketLost):
         message = _("A request lost its place in the queue (position %(position)d) after %(seconds).0f s.")
     else:
         message = _("A request gave up waiting in the queue at position %(position)d after %(seconds).0f s.")
     try:
         await record_queue_overflow(
-            message % {"position": position, "seconds": waited_s},
-            position=position,
-            waited_s=round(waited_s, 1),
+            message % {"position": position, "seconds": waited_s}, position=position, waited_s=round(waited_s, 1)
         )
     except Exception:  # the timeline is a record, never a reason to fail a request
-        logging.getLogger(__name__).warning("could not record a queue event", exc_info=True)
+        log.warning("could not record a queue event", exc_info=True)
 
 
 _queues: dict[str, FairQueue] = {}

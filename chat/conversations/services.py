@@ -1,34 +1,20 @@
-"""Conversations and messages: reads and writes, each scoped to its owner."""
+"""Writes to conversations and messages, each scoped to its owner."""
 
 from __future__ import annotations
 
-import base64
-import uuid
 from datetime import timedelta
-from typing import Any
 
 from django.db import transaction
-from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from chat.errors import ChatError, NotFound
+from chat.conversations.selectors import get_conversation
+from chat.errors import ChatError
 from chat.models import Conversation, Message
-from monitor.public import ProfileUnavailable, find_profile, user_profiles
+from monitor.public import ProfileUnavailable, find_profile
 
 TITLE_MAX = 200
-
-
-def list_conversations(user) -> list[Conversation]:
-    return list(Conversation.objects.filter(owner=user).only("id", "title", "updated_at"))
-
-
-def get_conversation(user, conversation_id) -> Conversation:
-    """The user's own conversation; anything else is NotFound, whoever owns it."""
-    try:
-        return Conversation.objects.get(id=uuid.UUID(str(conversation_id)), owner=user)
-    except (Conversation.DoesNotExist, ValueError) as error:
-        raise NotFound(_("This conversation does not exist.")) from error
+THINKING_BUDGET_MAX = 1_000_000
 
 
 def create_conversation(user, title: str = "") -> Conversation:
@@ -55,7 +41,7 @@ def delete_conversation(user, conversation_id) -> None:
 
 def update_thinking(user, conversation_id, *, enabled: bool, budget: int | None) -> Conversation:
     conversation = get_conversation(user, conversation_id)
-    if budget is not None and not (0 <= budget <= 1_000_000):
+    if budget is not None and not (0 <= budget <= THINKING_BUDGET_MAX):
         raise ChatError(_("The thinking budget must be between 0 and 1000000 tokens."))
     conversation.thinking_enabled = enabled
     conversation.thinking_budget = budget
@@ -113,24 +99,6 @@ def choose_profile(conversation: Conversation, profile_name: str) -> None:
         conversation.save(update_fields=["profile", "updated_at"])
 
 
-def profile_choices() -> list[dict[str, Any]]:
-    """What a user picks from: each available profile with its context per answer and image support."""
-    choices = []
-    for profile in user_profiles():
-        choices.append(
-            {
-                "name": profile.name,
-                "description": profile.description,
-                "default": profile.is_default,
-                "remote": profile.is_remote,
-                # llama-server splits the context between its slots.
-                "context": None if profile.is_remote else profile.ctx_size // max(profile.parallel, 1),
-                "images": None if profile.is_remote else bool(profile.mmproj_file),
-            }
-        )
-    return choices
-
-
 @transaction.atomic
 def prepare_regenerate(conversation: Conversation) -> Message:
     """Replace the last assistant answer with a fresh one that will stream."""
@@ -148,14 +116,6 @@ def prepare_regenerate(conversation: Conversation) -> Message:
     return assistant
 
 
-def history_before(assistant_id: int) -> list[Message]:
-    """The messages a new answer continues: everything before it, oldest first."""
-    conversation_id = Message.objects.filter(id=assistant_id).values_list("conversation_id", flat=True)
-    return list(
-        Message.objects.filter(conversation_id__in=conversation_id, id__lt=assistant_id).order_by("created_at", "id")
-    )
-
-
 def save_progress(message_id: int, content: str, reasoning: str) -> None:
     Message.objects.filter(id=message_id).update(content=content, reasoning=reasoning, updated_at=timezone.now())
 
@@ -166,35 +126,6 @@ def finish_message(
     Message.objects.filter(id=message_id).update(
         content=content, reasoning=reasoning, status=status, error=error, stats=stats or {}, updated_at=timezone.now()
     )
-
-
-def message_payload(message: Message) -> dict[str, Any]:
-    return {
-        "id": message.id,
-        "role": message.role,
-        "content": message.content,
-        "reasoning": message.reasoning,
-        "status": message.status,
-        "error": message.error,
-        "stats": message.stats,
-        "image_url": reverse("chat:message-image", args=[message.id]) if message.image_type else None,
-    }
-
-
-def image_data_url(message: Message) -> str:
-    return f"data:{message.image_type};base64," + base64.b64encode(bytes(message.image)).decode()
-
-
-def get_message_image(user, message_id: int) -> tuple[bytes, str]:
-    message = (
-        Message.objects.filter(id=message_id, conversation__owner=user)
-        .exclude(image_type="")
-        .only("image", "image_type")
-        .first()
-    )
-    if message is None:
-        raise NotFound(_("This image does not exist."))
-    return bytes(message.image), message.image_type
 
 
 def mark_orphaned_streams(older_than_s: float) -> int:

@@ -28,7 +28,6 @@ class FittedPrompt:
     messages: list[dict]
     dropped: int  # earlier messages left out
     max_tokens: int  # room left for the answer
-    prompt_tokens: int | None  # exact when it had to be counted
 
 
 def _image_count(messages: list[dict]) -> int:
@@ -87,6 +86,12 @@ def answer_reserve(n_ctx: int) -> int:
     return max(MIN_ANSWER_TOKENS, min(settings.CHAT_MAX_ANSWER_TOKENS, n_ctx // 4))
 
 
+def documents_budget(n_ctx: int) -> int:
+    """Tokens the documents' system message may take: half of what the prompt may use,
+    the other half stays for the conversation itself."""
+    return (n_ctx - answer_reserve(n_ctx)) // 2
+
+
 async def fit_messages(client: LlamaClient, messages: list[dict], n_ctx: int, template_key: str = "") -> FittedPrompt:
     """``messages``: an optional system message, then turns, the last one the user's."""
     reserve = answer_reserve(n_ctx)
@@ -99,7 +104,7 @@ async def fit_messages(client: LlamaClient, messages: list[dict], n_ctx: int, te
         tokens, exact = await _prompt_tokens(client, candidate, budget, template_key)
         if tokens <= budget:
             max_tokens = min(settings.CHAT_MAX_ANSWER_TOKENS, n_ctx - tokens) if exact else reserve
-            return FittedPrompt(candidate, dropped, max(max_tokens, MIN_ANSWER_TOKENS), tokens if exact else None)
+            return FittedPrompt(candidate, dropped, max(max_tokens, MIN_ANSWER_TOKENS))
         if len(turns) <= 1:
             raise ChatError(
                 _("Your message is too long for this model: about %(tokens)d tokens, the limit is %(limit)d.")

@@ -1,0 +1,101 @@
+"""Reads of conversations and messages, each scoped to its owner."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from chat.errors import NotFound
+from chat.models import Conversation, Message
+from monitor.public import user_profiles
+
+
+def list_conversations(user) -> list[Conversation]:
+    return list(Conversation.objects.filter(owner=user).only("id", "title", "updated_at"))
+
+
+def get_conversation(user, conversation_id) -> Conversation:
+    """The user's own conversation; anything else is NotFound, whoever owns it."""
+    try:
+        return Conversation.objects.get(id=uuid.UUID(str(conversation_id)), owner=user)
+    except (Conversation.DoesNotExist, ValueError) as error:
+        raise NotFound(_("This conversation does not exist.")) from error
+
+
+def history_before(assistant_id: int) -> list[Message]:
+    """The messages a new answer continues: everything before it, oldest first."""
+    conversation_id = Message.objects.filter(id=assistant_id).values_list("conversation_id", flat=True)
+    return list(
+        Message.objects.filter(conversation_id__in=conversation_id, id__lt=assistant_id).order_by("created_at", "id")
+    )
+
+
+def message_payload(message: Message) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "role": message.role,
+        "content": message.content,
+        "reasoning": message.reasoning,
+        "status": message.status,
+        "error": message.error,
+        "stats": message.stats,
+        "image_url": reverse("chat:message-image", args=[message.id]) if message.image_type else None,
+    }
+
+
+def conversation_history(conversation: Conversation | None) -> list[dict[str, Any]]:
+    """Every message of the conversation as the page shows it, oldest first."""
+    if conversation is None:
+        return []
+    return [message_payload(message) for message in conversation.messages.all()]
+
+
+def image_data_url(message: Message) -> str:
+    return f"data:{message.image_type};base64," + base64.b64encode(bytes(message.image)).decode()
+
+
+def get_message_image(user, message_id: int) -> tuple[bytes, str]:
+    message = (
+        Message.objects.filter(id=message_id, conversation__owner=user)
+        .exclude(image_type="")
+        .only("image", "image_type")
+        .first()
+    )
+    if message is None:
+        raise NotFound(_("This image does not exist."))
+    return bytes(message.image), message.image_type
+
+
+def profile_choices() -> list[dict[str, Any]]:
+    """What a user picks from: each available profile with its context per answer and image support."""
+    choices = []
+    for profile in user_profiles():
+        choices.append(
+            {
+                "name": profile.name,
+                "description": profile.description,
+                "default": profile.is_default,
+                "remote": profile.is_remote,
+                # llama-server splits the context between its slots.
+                "context": None if profile.is_remote else profile.ctx_size // max(profile.parallel, 1),
+                "images": None if profile.is_remote else bool(profile.mmproj_file),
+            }
+        )
+    return choices
+
+
+def current_profile_name(conversation: Conversation | None) -> str:
+    """The profile that answers the conversation: its own while people may use it, else the default."""
+    if conversation is not None and conversation.profile_id and conversation.profile.available_to_users:
+        return conversation.profile.name
+    default = next((choice for choice in profile_choices() if choice["default"]), None)
+    return default["name"] if default else ""
+
+
+def model_names() -> list[str]:
+    """The names of the profiles people may use (the API's model ids)."""
+    return list(user_profiles().values_list("name", flat=True))

@@ -1,0 +1,1 @@
+"""Documents people attach: upload checks, text extraction, ingestion, summaries and retrieval."""

@@ -1,0 +1,144 @@
+"""The worker's side of a document: extract and store its pages, report progress, cancel,
+and find runs whose worker died."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from chat.documents.extraction import extract_pages
+from chat.documents.selectors import get_document, page_list
+from chat.documents.uploads import stored_file
+from chat.errors import DocumentError
+from chat.models import Document, DocumentChunk, DocumentPage
+
+log = logging.getLogger(__name__)
+
+
+def heartbeat(document_id, **fields) -> bool:
+    """Record progress; False when the user asked to cancel."""
+    Document.objects.filter(id=document_id).update(heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields)
+    return not Document.objects.filter(id=document_id, cancel_requested=True).exists()
+
+
+def fail(document_id, message: str) -> None:
+    """A failure leaves no half-ingested pages or chunks behind."""
+    with transaction.atomic():
+        DocumentChunk.objects.filter(document_id=document_id).delete()
+        DocumentPage.objects.filter(document_id=document_id).delete()
+        Document.objects.filter(id=document_id).update(
+            status=Document.Status.FAILED, error=message, pages_done=0, heartbeat_at=None, updated_at=timezone.now()
+        )
+
+
+class Cancelled(Exception):
+    """The user asked to stop reading the document."""
+
+
+PAGE_BATCH = 50
+
+
+def ingest(document_id) -> bool:
+    """Extract and store every page; True when the document is ready to summarize."""
+    document = Document.objects.get(id=document_id)
+    if document.status not in (Document.Status.QUEUED, Document.Status.EXTRACTING):
+        return False
+    if not claim(document.id):
+        log.info("document %s: another run is reading it", document.id)
+        return False
+    path = stored_file(document)
+    # Extraction is fast: a run that died half-way starts the pages again.
+    DocumentPage.objects.filter(document=document).delete()
+    heartbeat(document.id, status=Document.Status.EXTRACTING, pages_done=0, error="")
+    scanned: list[int] = []
+    batch: list[DocumentPage] = []
+    try:
+        if not path.exists():
+            raise DocumentError(_("The uploaded file is gone; upload it again."))
+        for page in extract_pages(path, document.kind):
+            if page.scanned:
+                scanned.append(page.number)
+            batch.append(DocumentPage(document=document, number=page.number, text=page.text))
+            if len(batch) >= PAGE_BATCH:
+                DocumentPage.objects.bulk_create(batch)
+                batch = []
+                if not heartbeat(document.id, pages_done=page.number):
+                    raise Cancelled()
+        DocumentPage.objects.bulk_create(batch)
+    except Cancelled:
+        DocumentPage.objects.filter(document=document).delete()
+        Document.objects.filter(id=document.id).update(status=Document.Status.CANCELLED, pages_done=0)
+        path.unlink(missing_ok=True)
+        return False
+    except DocumentError as error:
+        fail(document.id, str(error))
+        path.unlink(missing_ok=True)
+        return False
+    except Exception:
+        log.exception("document %s: extraction failed", document.id)
+        fail(document.id, _("This file could not be read: it may be damaged."))
+        path.unlink(missing_ok=True)
+        return False
+    total = DocumentPage.objects.filter(document=document).count()
+    if not DocumentPage.objects.filter(document=document).exclude(text="").exists():
+        fail(document.id, no_text_message(scanned, total))
+        Document.objects.filter(id=document.id).update(scanned_pages=scanned)
+        path.unlink(missing_ok=True)
+        return False
+    heartbeat(
+        document.id, status=Document.Status.SUMMARIZING, pages_done=total, page_count=total, scanned_pages=scanned
+    )
+    path.unlink(missing_ok=True)
+    return True
+
+
+def no_text_message(scanned: list[int], total: int) -> str:
+    if scanned:
+        return _(
+            "No page of this document has a text layer (pages %(pages)s are scanned images); text recognition (OCR) is not available."
+        ) % {"pages": page_list(scanned)}
+    return _("This document contains no text.")
+
+
+def request_cancel(user, document_id) -> Document:
+    document = get_document(user, document_id)
+    if document.status in Document.ACTIVE:
+        Document.objects.filter(id=document.id).update(cancel_requested=True)
+        if document.status == Document.Status.QUEUED:
+            Document.objects.filter(id=document.id).update(status=Document.Status.CANCELLED)
+            stored_file(document).unlink(missing_ok=True)
+    document.refresh_from_db()
+    return document
+
+
+def stalled_documents(older_than_s: float) -> list[str]:
+    """Documents whose worker stopped reporting (killed): they are to be run again."""
+    cutoff = timezone.now() - timedelta(seconds=older_than_s)
+    return [
+        str(pk)
+        for pk in Document.objects.filter(
+            status__in=[Document.Status.EXTRACTING, Document.Status.SUMMARIZING], heartbeat_at__lt=cutoff
+        ).values_list("id", flat=True)
+    ]
+
+
+def claim_stalled(document_id) -> str:
+    """Clear a stalled document's heartbeat (so it is queued once, and its next run may claim it);
+    say which step to run again."""
+    Document.objects.filter(id=document_id).update(heartbeat_at=None)
+    return Document.objects.filter(id=document_id).values_list("status", flat=True).first() or ""
+
+
+CLAIM_AFTER_S = 6.0  # three missed heartbeats
+
+
+def claim(document_id) -> bool:
+    """Take the document for this run; False while another live run holds it (its heartbeat is fresh)."""
+    cutoff = timezone.now() - timedelta(seconds=CLAIM_AFTER_S)
+    fresh = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
+    return bool(Document.objects.filter(fresh, id=document_id).update(heartbeat_at=timezone.now()))

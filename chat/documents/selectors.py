@@ -1,0 +1,84 @@
+"""Reads of documents: one of the user's own, and what the page shows of each."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from chat.errors import NotFound
+from chat.models import Conversation, Document
+
+
+def get_document(user, document_id) -> Document:
+    try:
+        return Document.objects.get(id=uuid.UUID(str(document_id)), owner=user)
+    except (Document.DoesNotExist, ValueError) as error:
+        raise NotFound(_("This document does not exist.")) from error
+
+
+def page_list(numbers: list[int]) -> str:
+    """1, 2, 3, 5 -> '1–3, 5'"""
+    ranges: list[str] = []
+    start = previous = None
+    for number in sorted(numbers):
+        if previous is not None and number == previous + 1:
+            previous = number
+            continue
+        if start is not None:
+            ranges.append(str(start) if start == previous else f"{start}–{previous}")
+        start = previous = number
+    if start is not None:
+        ranges.append(str(start) if start == previous else f"{start}–{previous}")
+    return ", ".join(ranges)
+
+
+def document_payload(document: Document) -> dict:
+    """What the page shows of a document while it is read and summarized."""
+    chunks = list(document.chunks.values("level", "index", "first_page", "last_page", "done", "requests"))
+    levels = [c for c in chunks if c["level"] == 0]
+    payload = {
+        "id": str(document.id),
+        "name": document.name,
+        "kind": document.kind,
+        "status": document.status,
+        "status_label": str(Document.Status(document.status).label),
+        "active": document.status in Document.ACTIVE,
+        "error": document.error,
+        "page_count": document.page_count,
+        "pages_done": document.pages_done,
+        "scanned_pages": document.scanned_pages,
+        "scanned_note": "",
+        "summary": document.summary,
+        "summary_language": document.summary_language,
+        "chunks_total": len(chunks),
+        "chunks_done": sum(1 for c in chunks if c["done"]),
+        "chunks": [
+            {
+                "level": c["level"],
+                "pages": f"{c['first_page']}–{c['last_page']}"
+                if c["first_page"] != c["last_page"]
+                else str(c["first_page"]),
+                "state": "done" if c["done"] else ("running" if c["requests"] else "waiting"),
+            }
+            for c in chunks
+        ],
+        "parts": len(levels),
+        "urls": {
+            "status": reverse("chat:document", args=[document.id]),
+            "cancel": reverse("chat:document-cancel", args=[document.id]),
+            "summarize": reverse("chat:document-summarize", args=[document.id]),
+        },
+    }
+    if document.scanned_pages and document.status != Document.Status.FAILED:
+        payload["scanned_note"] = _(
+            "Pages %(pages)s have no text layer (scanned images) and were left out: text recognition (OCR) is not available."
+        ) % {"pages": page_list(document.scanned_pages)}
+    return payload
+
+
+def conversation_documents(conversation: Conversation | None) -> list[dict]:
+    if conversation is None:
+        return []
+    return [document_payload(d) for d in conversation.documents.order_by("created_at")]

@@ -1,0 +1,93 @@
+"""Uploads: checked at the border, then kept on disk for the worker.
+
+An encrypted PDF's password is used once, in memory, to write a copy without the
+encryption; it is stored nowhere.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from chat.documents.extraction import decode_text, decrypted_copy, document_kind, open_pdf, split_text_pages
+from chat.documents.languages import clean_language
+from chat.errors import DocumentError
+from chat.models import Conversation, Document
+
+
+def check_upload(name: str, data: bytes, password: str | None = None) -> tuple[str, int, bytes]:
+    """(kind, pages, the bytes to keep) or DocumentError with the reason it is refused."""
+    kind = document_kind(name)
+    if len(data) > settings.DOCUMENT_MAX_BYTES:
+        raise DocumentError(
+            _("The file is too large: the limit is %(mb)d MB.") % {"mb": settings.DOCUMENT_MAX_BYTES // 1_048_576}
+        )
+    if not data:
+        raise DocumentError(_("The file is empty."))
+    if kind == Document.Kind.PDF:
+        if b"%PDF-" not in data[:1024]:
+            raise DocumentError(_("This file is not a PDF, whatever its name says."))
+        pdf = open_pdf(data, password)
+        try:
+            pages = len(pdf)
+            if pages == 0:
+                raise DocumentError(_("This PDF has no pages."))
+            _check_page_limit(pages)
+            if password:
+                data = decrypted_copy(pdf)
+        finally:
+            pdf.close()
+        return kind, pages, data
+    text = decode_text(data)
+    pages = len(split_text_pages(text))
+    _check_page_limit(pages)
+    return kind, pages, data
+
+
+def _check_page_limit(pages: int) -> None:
+    if pages > settings.DOCUMENT_MAX_PAGES:
+        raise DocumentError(
+            _("The document has %(pages)d pages; the limit is %(limit)d.")
+            % {"pages": pages, "limit": settings.DOCUMENT_MAX_PAGES}
+        )
+
+
+def document_dir() -> Path:
+    path = Path(settings.DOCUMENT_DIR)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def stored_file(document: Document) -> Path:
+    return document_dir() / f"{document.id}.{document.kind}"
+
+
+def create_document(
+    user, conversation: Conversation | None, name: str, data: bytes, *, password: str | None = None, language: str = ""
+) -> Document:
+    """Check the upload and keep it for the worker; refused files leave nothing behind."""
+    name = Path(name or "document").name[:255]
+    kind, pages, data = check_upload(name, data, password)
+    document = Document(
+        id=uuid.uuid4(),
+        owner=user,
+        conversation=conversation,
+        name=name,
+        kind=kind,
+        size_bytes=len(data),
+        page_count=pages,
+        summary_language=clean_language(language),
+    )
+    path = stored_file(document)
+    temporary = path.with_suffix(".part")
+    temporary.write_bytes(data)
+    temporary.replace(path)
+    try:
+        document.save(force_insert=True)
+    except Exception:
+        path.unlink(missing_ok=True)
+        raise
+    return document

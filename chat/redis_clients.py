@@ -1,0 +1,32 @@
+"""One Redis client per event loop, for the parts of chat that keep state in Redis.
+
+An asyncio Redis connection belongs to the loop that opened it: Daphne has one loop,
+but each Celery task runs its own (``asyncio.run``), so clients are kept per loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import redis.asyncio as aioredis
+from django.conf import settings
+
+
+class LoopRedis:
+    def __init__(self, url: str | None = None):
+        self.url = url or settings.REDIS_URL
+        self._clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
+
+    def get(self) -> aioredis.Redis:
+        """The running loop's client, opened on first use."""
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = aioredis.Redis.from_url(self.url)
+        return client
+
+    async def drop_current(self) -> None:
+        """Close the running loop's client (a Celery task's loop ends with its task)."""
+        client = self._clients.pop(asyncio.get_running_loop(), None)
+        if client is not None:
+            await client.aclose()

@@ -1,0 +1,157 @@
+"""Chat pages: thin views over the conversation services and selectors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.forms import Form
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_GET, require_POST
+
+from chat.conversations import selectors, services
+from chat.documents.languages import language_choices
+from chat.documents.selectors import conversation_documents
+from chat.errors import ChatError, NotFound
+from chat.web.forms import RenameForm, ThinkingForm, first_error
+
+
+def _page(request, conversation=None):
+    return render(
+        request,
+        "chat/index.html",
+        {
+            "conversation": conversation,
+            "conversations": selectors.list_conversations(request.user),
+            "history": selectors.conversation_history(conversation),
+            "documents": conversation_documents(conversation),
+            "summary_languages": language_choices(),
+            "document_strings": document_strings(),
+            "ui_strings": ui_strings(),
+            "profiles": selectors.profile_choices(),
+            "current_profile": selectors.current_profile_name(conversation),
+            "image_max_edge": settings.CHAT_IMAGE_MAX_EDGE,
+        },
+    )
+
+
+@login_required
+@require_GET
+def index(request):
+    return _page(request)
+
+
+@login_required
+@require_GET
+def conversation_page(request, conversation_id):
+    try:
+        conversation = selectors.get_conversation(request.user, conversation_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    return _page(request, conversation)
+
+
+@login_required
+@require_POST
+def new_conversation(request):
+    conversation = services.create_conversation(request.user)
+    return redirect("chat:conversation", conversation.id)
+
+
+def _change_and_return(request, conversation_id, form: Form, change: Callable[[dict], object]):
+    """Run ``change(cleaned_data)`` on a valid form; unknown or foreign ids are 404, refusals shown on the page."""
+    if not form.is_valid():
+        flash.error(request, first_error(form))
+        return redirect("chat:conversation", conversation_id)
+    try:
+        change(form.cleaned_data)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    except ChatError as error:
+        flash.error(request, str(error))
+    return redirect("chat:conversation", conversation_id)
+
+
+@login_required
+@require_POST
+def rename_conversation(request, conversation_id):
+    return _change_and_return(
+        request,
+        conversation_id,
+        RenameForm(request.POST),
+        lambda data: services.rename_conversation(request.user, conversation_id, data["title"]),
+    )
+
+
+@login_required
+@require_POST
+def delete_conversation(request, conversation_id):
+    try:
+        services.delete_conversation(request.user, conversation_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    return redirect("chat:index")
+
+
+@login_required
+@require_POST
+def conversation_settings(request, conversation_id):
+    return _change_and_return(
+        request,
+        conversation_id,
+        ThinkingForm(request.POST),
+        lambda data: services.update_thinking(
+            request.user, conversation_id, enabled=data["thinking"], budget=data["thinking_budget"]
+        ),
+    )
+
+
+@login_required
+@require_GET
+def message_image(request, message_id):
+    try:
+        data, content_type = selectors.get_message_image(request.user, message_id)
+    except NotFound as error:
+        raise Http404(str(error)) from error
+    response = HttpResponse(data, content_type=content_type)
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
+
+
+def ui_strings() -> dict[str, str]:
+    """Strings the page's script shows, translated here so the script stays language-free."""
+    return {
+        "thinking": _("Thinking"),
+        "stopped": _("Stopped"),
+        "incomplete": _("Incomplete"),
+        "error": _("Error"),
+        "queued": _("Waiting in line: you are number %(position)s."),
+        "progress": _("Reading the prompt… %(percent)s"),
+        "connecting": _("Connecting…"),
+        "disconnected": _("Connection lost; reconnecting…"),
+        "stats": _("%(prompt)s prompt tokens · %(output)s output tokens · first token %(ttft)s ms · %(tps)s tokens/s"),
+        "copy": _("Copy"),
+        "regenerate": _("Regenerate"),
+        "image_too_large": _("The image is too large: the limit is %(mb)s MB."),
+        "not_an_image": _("The attachment is not an image."),
+    }
+
+
+def document_strings() -> dict[str, str]:
+    """Strings the documents script shows."""
+    return {
+        "pages": _("%(done)s of %(total)s pages read"),
+        "parts": _("%(done)s of %(total)s parts summarized"),
+        "cancel": _("Cancel"),
+        "summarize_again": _("Summarize again"),
+        "retry": _("Continue the summary"),
+        "uploading": _("Uploading…"),
+        "waiting": _("waiting"),
+        "running": _("summarizing"),
+        "done": _("done"),
+        "upload_failed": _("The upload failed; try again."),
+    }

@@ -5,9 +5,11 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from monitor.profiles.selectors import find_profile
 from tests.browser.test_chat_page import log_in
 from tests.support import pdfs
 from tests.support.client import make_user
+from tests.support.hold import queue_slots_held
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 
@@ -54,13 +56,17 @@ def test_refused_and_locked_files_say_why(browser, llama, tmp_path):
     )
     expect(page.locator("#password-field")).to_be_visible()
     page.fill("#password-field input", "open-sesame")
-    page.click("#document-upload")
-    page.wait_for_url("**/c/*/")
-    card = page.locator("article.document")
-    expect(card.locator(".doc-name")).to_have_text("locked.pdf")
-    # Cancel from the page; nothing keeps working for the next tests.
-    card.locator(".doc-cancel").click()
-    expect(card).to_have_attribute("data-status", "cancelled", timeout=30_000)
+    # The profile's slots are taken until the test lets go: the summary waits its turn,
+    # so Cancel always finds it unfinished, on a fast machine or a slow one.
+    with queue_slots_held(find_profile(None).name, 2):
+        page.click("#document-upload")
+        page.wait_for_url("**/c/*/")
+        card = page.locator("article.document")
+        expect(card.locator(".doc-name")).to_have_text("locked.pdf")
+        expect(card).to_have_attribute("data-status", "summarizing", timeout=60_000)
+        card.locator(".doc-cancel").click()
+        expect(card).to_have_attribute("data-status", "cancelled", timeout=30_000)
+    # Nothing keeps working for the next tests.
     deadline = time.monotonic() + 30
     while any(slot["is_processing"] for slot in llama.slots()):
         assert time.monotonic() < deadline, "slots still busy after cancel"

@@ -121,8 +121,9 @@ class ApplyPlanForm(forms.Form):
     ctx_size = forms.IntegerField(min_value=256, max_value=4_194_304)
     parallel = forms.IntegerField(min_value=1, max_value=256)
     cpu_moe_layers = forms.IntegerField(min_value=0, max_value=1000)
-    cache_type_k = forms.ChoiceField(choices=CACHE_CHOICES)
-    cache_type_v = forms.ChoiceField(choices=CACHE_CHOICES)
+    # Checked by validate_profile, which names the cache types llama-server accepts.
+    cache_type_k = forms.CharField(max_length=16)
+    cache_type_v = forms.CharField(max_length=16)
     next = forms.CharField(required=False, max_length=2000)
 
     def clean_next(self) -> str:

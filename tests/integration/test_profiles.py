@@ -161,4 +161,18 @@ def test_planner_recommendation_applies_to_a_profile(web_server):
     assert "Unknown cache type" in response.text
     target.refresh_from_db()
     assert target.cache_type_k == "q8_0"
+    # After applying, the page goes back to the planner, never to an address it was handed.
+    for target_url, expected in (("/monitor/models/planner/?model=x", "/monitor/models/planner/?model=x"),
+                                 ("https://elsewhere.example/", "/monitor/models/planner/"),
+                                 ("//elsewhere.example/", "/monitor/models/planner/")):  # fmt: skip
+        response = http.post(
+            "/monitor/models/planner/apply/",
+            data={
+                "csrfmiddlewaretoken": http.cookies["csrftoken"], "profile": target.pk, "gpu_layers": 19,
+                "ctx_size": 16384, "parallel": 1, "cache_type_k": "q8_0", "cache_type_v": "q8_0",
+                "cpu_moe_layers": 0, "next": target_url,
+            },
+            follow_redirects=False,
+        )  # fmt: skip
+        assert response.status_code == 302 and response.headers["location"] == expected
     assert base_url()

@@ -4,23 +4,11 @@ It runs under honcho, which stops everything when any process exits, so it block
 """
 
 import os
-import socket
 import time
 
 import httpx
-import psutil
 from django.conf import settings
 from django.core.management.base import BaseCommand
-
-
-def lan_addresses() -> list[str]:
-    """The box's IPv4 addresses other than loopback: where people on the LAN reach it."""
-    return [
-        entry.address
-        for entries in psutil.net_if_addrs().values()
-        for entry in entries
-        if entry.family == socket.AF_INET and not entry.address.startswith("127.")
-    ]
 
 
 class Command(BaseCommand):
@@ -45,7 +33,7 @@ class Command(BaseCommand):
         if pending:
             self.stderr.write(f"not ready after 10 minutes: {', '.join(pending)}")
         else:
-            urls = [f"http://{address}:{port}/" for address in lan_addresses()] or [f"http://127.0.0.1:{port}/"]
+            urls = [f"http://{address}:{port}/" for address in settings.QWENWEB_LAN_ADDRESSES] or [f"http://127.0.0.1:{port}/"]
             self.stdout.write("qwenweb is ready. Open on this LAN:\n" + "\n".join(f"    {url}" for url in urls))
         while True:
             time.sleep(3600)

@@ -34,8 +34,8 @@ def _header(scope: dict, name: bytes) -> str | None:
     return None
 
 
-def _language(scope: dict) -> str:
-    cookie = _header(scope, b"cookie") or ""
+def request_language(cookie: str, accept_language: str) -> str:
+    """The language Django's LocaleMiddleware would pick, from the two headers alone."""
     for part in cookie.split(";"):
         key, _sep, value = part.strip().partition("=")
         if key == settings.LANGUAGE_COOKIE_NAME and value:
@@ -43,7 +43,7 @@ def _language(scope: dict) -> str:
                 return get_supported_language_variant(value)
             except LookupError:
                 break
-    for code, _quality in parse_accept_lang_header(_header(scope, b"accept-language") or ""):
+    for code, _quality in parse_accept_lang_header(accept_language):
         try:
             return get_supported_language_variant(code)
         except LookupError:
@@ -96,7 +96,8 @@ class RequestBodyLimit:
         await self.application(scope, counted_receive, send)
 
     async def _refuse(self, scope, send, path: str, limit: int) -> None:
-        body, content_type = refusal(path, limit, _language(scope))
+        language = request_language(_header(scope, b"cookie") or "", _header(scope, b"accept-language") or "")
+        body, content_type = refusal(path, limit, language)
         headers = [
             (b"content-type", content_type),
             (b"content-length", str(len(body)).encode()),

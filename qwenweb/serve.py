@@ -14,6 +14,8 @@ import django
 from daphne.cli import CommandLineInterface
 from django.conf import settings
 
+from qwenweb import daphne_body_cap
+
 
 def daphne_argv(arguments: list[str]) -> list[str]:
     size = str(settings.WEBSOCKET_MAX_MESSAGE_BYTES)
@@ -30,6 +32,7 @@ def daphne_argv(arguments: list[str]) -> list[str]:
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
     django.setup(set_prefix=False)
+    daphne_body_cap.install()
     CommandLineInterface().run(daphne_argv(sys.argv[1:]))
 
 

@@ -55,7 +55,9 @@ def refusal(path: str, limit: int, language: str) -> tuple[bytes, bytes]:
     """The 413 body and its content type, the limit named in the person's language."""
     with translation.override(language):
         if path == DOCUMENT_UPLOAD_PATH:
-            message = _("The file is too large: the limit is %(mb)d MB.") % {"mb": settings.DOCUMENT_MAX_BYTES // 1_048_576}
+            message = _("The file is too large: the limit is %(mb)d MB.") % {
+                "mb": settings.DOCUMENT_MAX_BYTES // 1_048_576
+            }
             return orjson.dumps({"error": message}), b"application/json"
         message = _("The request is too large: the limit is %(mb)d MB.") % {"mb": max(1, limit // 1_048_576)}
     if path.startswith(API_PREFIX):

@@ -11,7 +11,6 @@ import os
 import sys
 
 import django
-from daphne.cli import CommandLineInterface
 from django.conf import settings
 
 from qwenweb import daphne_body_cap
@@ -30,6 +29,9 @@ def daphne_argv(arguments: list[str]) -> list[str]:
 
 
 def main() -> None:
+    # Importing daphne's server installs Twisted's asyncio reactor: only in the process that serves.
+    from daphne.cli import CommandLineInterface
+
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
     django.setup(set_prefix=False)
     daphne_body_cap.install()

@@ -55,8 +55,9 @@ def watch_policy(page) -> list[str]:
     violations: list[str] = []
     page.on(
         "console",
-        lambda message: "Content Security Policy" in message.text
-        and violations.append(f"{message.text} at {message.location}"),
+        lambda message: (
+            "Content Security Policy" in message.text and violations.append(f"{message.text} at {message.location}")
+        ),
     )
     return violations
 
@@ -127,6 +128,18 @@ def test_admin_and_pages_work_under_the_policy(browser):
         response = page.goto(base_url() + path)
         assert response.status == 200, path
         assert response.headers["content-security-policy"].startswith("default-src 'self'")
+    # The planner's bars get their widths from base.js (no style attributes in the page).
+    from django.conf import settings
+
+    query = (
+        f"model={settings.DEFAULT_MODEL_FILE}&ctx_size=8192&parallel=1&cache_type_k=f16&cache_type_v=f16"
+        "&gpu_layers=99&cpu_moe_layers=0&ubatch=512&free_vram_gib=1&margin_gib=0"
+    )
+    response = page.goto(f"{base_url()}/monitor/models/planner/?{query}")
+    expect(page.locator("#plan-totals")).to_be_visible()
+    assert " style=" not in response.text()
+    width = page.evaluate("parseFloat(document.querySelector('.vram-bar .weights').style.width)")
+    assert 0 < width <= 100
     # The admin's own scripts run (its nav sidebar toggle is wired by admin/js/nav_sidebar.js).
     page.goto(base_url() + "/admin/auth/user/")
     expect(page.locator("#toggle-nav-sidebar")).to_be_visible()

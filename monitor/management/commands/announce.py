@@ -3,7 +3,6 @@
 It runs under honcho, which stops everything when any process exits, so it blocks.
 """
 
-import os
 import time
 
 import httpx
@@ -15,7 +14,7 @@ class Command(BaseCommand):
     help = "Print the LAN URLs once the stack is ready."
 
     def handle(self, *args, **options):
-        port = os.environ.get("QWENWEB_PORT", "8000")
+        port = settings.QWENWEB_PORT
         checks = {
             "web": f"http://127.0.0.1:{port}/login/",
             "llama-server": settings.LLAMA_SERVER_URL.rstrip("/") + "/health",
@@ -33,7 +32,8 @@ class Command(BaseCommand):
         if pending:
             self.stderr.write(f"not ready after 10 minutes: {', '.join(pending)}")
         else:
-            urls = [f"http://{address}:{port}/" for address in settings.QWENWEB_LAN_ADDRESSES] or [f"http://127.0.0.1:{port}/"]
+            addresses = settings.QWENWEB_LAN_ADDRESSES or ["127.0.0.1"]
+            urls = [f"http://{address}:{port}/" for address in addresses]
             self.stdout.write("qwenweb is ready. Open on this LAN:\n" + "\n".join(f"    {url}" for url in urls))
         while True:
             time.sleep(3600)

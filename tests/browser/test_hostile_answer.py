@@ -146,3 +146,20 @@ def test_admin_and_pages_work_under_the_policy(browser):
     page.wait_for_timeout(300)
     assert violations == [], violations
     page.close()
+
+
+def test_oversized_upload_is_refused_while_it_arrives_with_the_limit_named(browser, tmp_path):
+    """The body cap closes the upload early; the page still shows the limit, not a network error."""
+    from django.conf import settings
+
+    big = tmp_path / "huge notes.txt"
+    with big.open("wb") as out:
+        out.truncate(settings.DOCUMENT_MAX_BYTES + settings.MULTIPART_OVERHEAD_BYTES + 1024 * 1024)
+    page = browser.new_page()
+    log_in(page, make_user())
+    page.set_input_files("#document-input", str(big))
+    page.click("#document-upload")
+    expect(page.locator("#document-error")).to_have_text(
+        f"The file is too large: the limit is {settings.DOCUMENT_MAX_BYTES // 1_048_576} MB.", timeout=60_000
+    )
+    page.close()

@@ -24,7 +24,8 @@ class Command(BaseCommand):
         while pending and time.monotonic() < deadline:
             for name, url in list(pending.items()):
                 try:
-                    if httpx.get(url, timeout=2).status_code == 200:
+                    # Behind TLS the proxy's header is believed; without it Django redirects to https.
+                    if httpx.get(url, headers={"X-Forwarded-Proto": "https"}, timeout=2).status_code == 200:
                         pending.pop(name)
                 except httpx.HTTPError:
                     pass

@@ -10,11 +10,12 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from monitor.routing import websocket_urlpatterns as monitor_websocket_urlpatterns  # noqa: E402
+from qwenweb.body_limit import RequestBodyLimit  # noqa: E402
 from qwenweb.origin import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": RequestBodyLimit(django_asgi_app),
         "websocket": SameOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns + monitor_websocket_urlpatterns))
         ),

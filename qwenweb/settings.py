@@ -8,6 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.utils.translation import gettext_lazy as _
 
+from qwenweb.network import lan_addresses, served_hosts
 from qwenweb.secrets import file_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -31,9 +32,63 @@ def env_list(name: str, default: str) -> list[str]:
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or file_secret(VAR_DIR / "secret_key", nbytes=48)
 DEBUG = env_bool("DJANGO_DEBUG", False)
-# A LAN appliance is reached by whatever address the box has; narrow this in production.
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "*")
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+# Where people reach the box: the addresses `make run` announces, loopback and the box's names.
+# DJANGO_ALLOWED_HOSTS / DJANGO_CSRF_TRUSTED_ORIGINS (comma lists) replace the derived ones.
+QWENWEB_PORT = env_int("QWENWEB_PORT", 8000)
+QWENWEB_LAN_ADDRESSES = lan_addresses()
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ",".join(served_hosts()))
+# Behind a TLS-terminating proxy (QWENWEB_BEHIND_TLS=1): cookies only over HTTPS, HSTS, and the
+# proxy's X-Forwarded-Proto believed. A plain-HTTP LAN install cannot have these (see README).
+BEHIND_TLS = env_bool("QWENWEB_BEHIND_TLS", False)
+_ORIGIN_SCHEMES = ("https",) if BEHIND_TLS else ("http",)
+CSRF_TRUSTED_ORIGINS = env_list(
+    "DJANGO_CSRF_TRUSTED_ORIGINS",
+    ",".join(
+        f"{scheme}://{host}:{QWENWEB_PORT}" if not BEHIND_TLS else f"{scheme}://{host}"
+        for scheme in _ORIGIN_SCHEMES
+        for host in ALLOWED_HOSTS
+        if host != "*" and not host.startswith(".")
+    ),
+)
+SESSION_COOKIE_SECURE = BEHIND_TLS
+CSRF_COOKIE_SECURE = BEHIND_TLS
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS else None
+SECURE_SSL_REDIRECT = BEHIND_TLS and env_bool("QWENWEB_SSL_REDIRECT", True)
+SECURE_HSTS_SECONDS = env_int("QWENWEB_HSTS_SECONDS", 31_536_000) if BEHIND_TLS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = BEHIND_TLS and env_bool("QWENWEB_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = False
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# What a plain-HTTP LAN install must keep (no certificate to redirect to, cookies must travel over
+# http://): silenced only then. Behind TLS every deploy check applies.
+SILENCED_SYSTEM_CHECKS = (
+    []
+    if BEHIND_TLS
+    else [
+        "security.W004",  # SECURE_HSTS_SECONDS: HSTS on plain HTTP would lock people out
+        "security.W008",  # SECURE_SSL_REDIRECT: there is no HTTPS to redirect to
+        "security.W012",  # SESSION_COOKIE_SECURE: the cookie must travel over http://
+        "security.W016",  # CSRF_COOKIE_SECURE: likewise
+    ]
+)
+# Every response (qwenweb.csp): only the app's own scripts, styles, images (plus data:/blob: images),
+# sockets and form targets; no plugins, no <base>, never framed.
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "img-src 'self' data: blob:",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+    ]
+)
 
 INSTALLED_APPS = [
     "daphne",
@@ -51,6 +106,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "qwenweb.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -157,6 +213,12 @@ CHAT_MAX_MESSAGE_CHARS = env_int("QWENWEB_MAX_MESSAGE_CHARS", 32_000)
 CHAT_MAX_IMAGE_BYTES = env_int("QWENWEB_MAX_IMAGE_BYTES", 8 * 1024 * 1024)
 CHAT_IMAGE_MAX_EDGE = 512
 CHAT_MAX_ANSWER_TOKENS = env_int("QWENWEB_MAX_ANSWER_TOKENS", 1024)
+# One chat WebSocket frame: a base64 image is 4/3 of its bytes; room for the text and the envelope.
+CHAT_MAX_FRAME_CHARS = CHAT_MAX_MESSAGE_CHARS * 4 + CHAT_MAX_IMAGE_BYTES * 4 // 3 + 4096
+# Daphne drops the socket (1009) on a bigger message, before the app could name its limit: set it
+# above the app's so a frame over CHAT_MAX_FRAME_CHARS (up to this) gets the app's message.
+# `python -m qwenweb.serve` passes it to Daphne; nothing else starts the web server.
+WEBSOCKET_MAX_MESSAGE_BYTES = env_int("QWENWEB_WEBSOCKET_MAX_MESSAGE_BYTES", 2 * CHAT_MAX_FRAME_CHARS)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "1.0"))
 # Parallel requests a fair queue lets through before it has read the profile's slots from llama-server.
 QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", env_int("QWENWEB_PARALLEL", 2))
@@ -189,6 +251,11 @@ METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
 # OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
 API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)
+
+# Request bodies (qwenweb.body_limit, while they stream in): /v1/ takes API_MAX_BODY_BYTES, the
+# document upload DOCUMENT_MAX_BYTES plus the multipart envelope, every other request this much.
+HTTP_MAX_BODY_BYTES = env_int("QWENWEB_HTTP_MAX_BODY_BYTES", 1024 * 1024)
+MULTIPART_OVERHEAD_BYTES = 64 * 1024
 
 # Documents: uploads, extraction and whole-document summaries.
 DOCUMENT_DIR = Path(os.environ.get("QWENWEB_DOCUMENT_DIR", VAR_DIR / "documents"))

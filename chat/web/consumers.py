@@ -22,8 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def max_frame_chars() -> int:
-    # A base64 image is 4/3 of its bytes; leave room for the text and the envelope.
-    return settings.CHAT_MAX_MESSAGE_CHARS * 4 + settings.CHAT_MAX_IMAGE_BYTES * 4 // 3 + 4096
+    return settings.CHAT_MAX_FRAME_CHARS
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):

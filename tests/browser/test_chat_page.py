@@ -16,7 +16,7 @@ def log_in(page, user):
     page.fill("input[name=password]", user.raw_password)
     page.click("button[type=submit]")
     expect(page.locator("#composer")).to_be_visible()
-    page.wait_for_function("document.getElementById('chat').dataset.connected === '1'")
+    page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'")
 
 
 def test_login_chat_stream_and_stop(browser, llama):

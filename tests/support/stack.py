@@ -191,8 +191,8 @@ class PlainLlamaServer(Service):
 
 def start_web(run_dir: Path) -> Service:
     port = os.environ["QWENWEB_PORT"]
-    daphne = str(Path(sys.executable).parent / "daphne")
-    service = Service("daphne", [daphne, "--bind", "127.0.0.1", "--port", port, "qwenweb.asgi:application"], run_dir)
+    # The same launcher as the Procfile: Daphne gets the WebSocket limit from the settings.
+    service = Service("daphne", [sys.executable, "-m", "qwenweb.serve", "--bind", "127.0.0.1", "--port", port], run_dir)
     service.start()
     wait_until(
         lambda: httpx.get(f"http://127.0.0.1:{port}/login/", timeout=2).status_code == 200,

@@ -3,31 +3,18 @@
 It runs under honcho, which stops everything when any process exits, so it blocks.
 """
 
-import os
-import socket
 import time
 
 import httpx
-import psutil
 from django.conf import settings
 from django.core.management.base import BaseCommand
-
-
-def lan_addresses() -> list[str]:
-    """The box's IPv4 addresses other than loopback: where people on the LAN reach it."""
-    return [
-        entry.address
-        for entries in psutil.net_if_addrs().values()
-        for entry in entries
-        if entry.family == socket.AF_INET and not entry.address.startswith("127.")
-    ]
 
 
 class Command(BaseCommand):
     help = "Print the LAN URLs once the stack is ready."
 
     def handle(self, *args, **options):
-        port = os.environ.get("QWENWEB_PORT", "8000")
+        port = settings.QWENWEB_PORT
         checks = {
             "web": f"http://127.0.0.1:{port}/login/",
             "llama-server": settings.LLAMA_SERVER_URL.rstrip("/") + "/health",
@@ -37,7 +24,8 @@ class Command(BaseCommand):
         while pending and time.monotonic() < deadline:
             for name, url in list(pending.items()):
                 try:
-                    if httpx.get(url, timeout=2).status_code == 200:
+                    # Behind TLS the proxy's header is believed; without it Django redirects to https.
+                    if httpx.get(url, headers={"X-Forwarded-Proto": "https"}, timeout=2).status_code == 200:
                         pending.pop(name)
                 except httpx.HTTPError:
                     pass
@@ -45,7 +33,8 @@ class Command(BaseCommand):
         if pending:
             self.stderr.write(f"not ready after 10 minutes: {', '.join(pending)}")
         else:
-            urls = [f"http://{address}:{port}/" for address in lan_addresses()] or [f"http://127.0.0.1:{port}/"]
+            addresses = settings.QWENWEB_LAN_ADDRESSES or ["127.0.0.1"]
+            urls = [f"http://{address}:{port}/" for address in addresses]
             self.stdout.write("qwenweb is ready. Open on this LAN:\n" + "\n".join(f"    {url}" for url in urls))
         while True:
             time.sleep(3600)

@@ -1,0 +1,34 @@
+"""Where the box is reached: its LAN addresses and names (settings derive ALLOWED_HOSTS from them)."""
+
+from __future__ import annotations
+
+import socket
+
+import psutil
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+def lan_addresses() -> list[str]:
+    """The box's IPv4 addresses other than loopback: where people on the LAN reach it."""
+    return [
+        entry.address
+        for entries in psutil.net_if_addrs().values()
+        for entry in entries
+        if entry.family == socket.AF_INET and not entry.address.startswith("127.")
+    ]
+
+
+def host_names() -> list[str]:
+    """The box's own name, bare and as mDNS announces it (`name.local`)."""
+    name = socket.gethostname().strip().lower()
+    if not name:
+        return []
+    bare = name.removesuffix(".local")
+    return [bare, f"{bare}.local"]
+
+
+def served_hosts() -> list[str]:
+    """Every Host header a person on the LAN (or on the box itself) may send."""
+    hosts = [*LOOPBACK_HOSTS, *host_names(), *lan_addresses()]
+    return list(dict.fromkeys(hosts))

@@ -12,7 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitor import tasks
 from monitor.catalog import downloads
-from monitor.catalog.planner import GIB, MIB, plan, recommend
+from monitor.catalog.advice import recommend
+from monitor.catalog.planner import GIB, MIB, plan
 from monitor.catalog.registry import scan_models
 from monitor.models import DownloadJob, ServerProfile
 from monitor.profiles import services

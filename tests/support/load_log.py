@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-_BUFFER = re.compile(r"(\S+) (model|KV|compute|output) buffer size =\s+([\d.]+) MiB")
+_BUFFER = re.compile(r"(\S+) (model|KV|RS|compute|output) buffer size =\s+([\d.]+) MiB")
 
 
 def buffer_sizes(log_text: str) -> dict[str, dict[str, float]]:

@@ -1,0 +1,63 @@
+"""The planner against the real llama-server for each covered architecture.
+
+Small GGUF files are generated (zero weights, real metadata keys and tensor
+shapes) and loaded at a few settings; every weight, KV and recurrent-state
+figure must match the buffer sizes llama-server logs (to its 0.01 MiB print).
+The big matrix lives in bench/planner_bench.py.
+"""
+
+import pytest
+
+from monitor.catalog.layers import ATTENTION, MTP, RECURRENT
+from monitor.catalog.planner import MIB, PlanRequest, plan
+from monitor.catalog.registry import read_model_info
+from tests.support.planner_check import Case, compare
+from tests.support.synthetic_gguf import Shape, write_model
+
+MATRIX = {
+    # hybrid MoE with an MTP block: KV on the attention layers only, recurrent state per slot,
+    # MTP weights + draft KV + rollback snapshots only with --spec-type draft-mtp
+    "qwen35moe": (Shape("qwen35moe", nextn=1), [Case(1000, 2, "q8_0"), Case(1000, 3, "q4_0", cpu_moe=2, mtp=True)]),
+    "qwen3next": (Shape("qwen3next"), [Case(2048, 1, "f16")]),
+    "qwen3moe": (Shape("qwen3moe"), [Case(1300, 3, "q8_0", cpu_moe=1)]),
+    "llama": (Shape("llama"), [Case(513, 2, "f16")]),
+}
+
+
+@pytest.mark.parametrize("arch", list(MATRIX))
+def test_planner_matches_llama_server(arch, tmp_path):
+    shape, cases = MATRIX[arch]
+    path = write_model(tmp_path / f"{arch}.gguf", shape)
+    rows = [row for row in compare(path, cases) if row["counted"]]
+    figures = {row["figure"] for row in rows}
+    assert {"weights", "kv_cache"} <= figures and ("recurrent" in figures) == (arch in ("qwen35moe", "qwen3next"))
+    worst = max(rows, key=lambda row: row["error_pct"])
+    assert worst["error_pct"] <= 1, worst
+
+
+def test_hybrid_layers_are_read_from_the_header(tmp_path):
+    info = read_model_info(write_model(tmp_path / "m.gguf", Shape("qwen35moe", n_layer=8, nextn=1)))
+    assert info.layer_kinds == [RECURRENT] * 3 + [ATTENTION] + [RECURRENT] * 3 + [ATTENTION] + [MTP]
+    assert (info.trunk_layers, info.nextn_layers, info.recurrent_layers) == (8, 1, 6)
+    assert info.covered and info.is_moe and info.has_shared_experts
+    off = plan(info, PlanRequest(ctx_size=4096))
+    on = plan(info, PlanRequest(ctx_size=4096, mtp=True))
+    mtp_row = off.rows[-2]
+    assert mtp_row.kind == MTP and not mtp_row.loaded and mtp_row.weights_cpu == 0 and mtp_row.kv == 0
+    assert on.rows[-2].weights_cpu == info.layer_bytes[-1] and on.rows[-2].kv > 0
+    # Only the two attention layers hold KV; recurrent state grows with slots, not context.
+    assert [row.kv > 0 for row in off.rows[1:-2]] == [kind == ATTENTION for kind in info.layer_kinds[:-1]]
+    assert plan(info, PlanRequest(ctx_size=65536)).recurrent_total == off.recurrent_total
+    assert plan(info, PlanRequest(ctx_size=4096, parallel=2)).recurrent_total == 2 * off.recurrent_total
+
+
+def test_unknown_architecture_is_shown_as_such(tmp_path):
+    info = read_model_info(write_model(tmp_path / "m.gguf", Shape("qwen3", extra={})))
+    assert info.covered
+    path = write_model(tmp_path / "odd.gguf", Shape("llama"))
+    data = path.read_bytes().replace(b"llama", b"zzzzz")  # an architecture llama.cpp's rules here do not cover
+    path.write_bytes(data)
+    odd = read_model_info(path)
+    assert odd.architecture == "zzzzz" and not odd.covered
+    assert not plan(odd, PlanRequest(ctx_size=4096)).covered
+    assert sum(odd.layer_bytes) > MIB  # weights are still exact: they come from the tensor table

@@ -89,6 +89,7 @@ class Plan:
     compute_cpu: int = 0
     runtime_gpu: int = 0
     covered: bool = True  # False: the architecture's cache rules are unknown, only weights are exact
+    compute_source: str = "estimate"  # or "llama.cpp": its fit step's projection (whole MiB)
 
     def _sum(self, attribute: str, device: str | None = None) -> int:
         return sum(getattr(row, attribute) for row in self.rows if device is None or row.device == device)
@@ -218,3 +219,21 @@ def estimate_compute(model: ModelInfo, request: PlanRequest, full_cells: int, sw
     attention = ubatch * max(full_cells // max(request.parallel, 1), 1) * max(model.n_head, 1) * 4 // 4
     logits = model.vocab_size * 4 * request.parallel
     return activations + attention + logits
+
+
+def plan_flags(request: PlanRequest) -> list[str]:
+    """The llama-server options that reproduce ``request`` (argv items, in the order llama-server documents)."""
+    flags = ["--n-gpu-layers", str(request.gpu_layers), "--ctx-size", str(request.ctx_size)]
+    flags += ["--parallel", str(request.parallel), "--cache-type-k", request.cache_type_k]
+    flags += ["--cache-type-v", request.cache_type_v]
+    if request.cpu_moe_layers:
+        flags += ["--n-cpu-moe", str(request.cpu_moe_layers)]
+    if request.ubatch != PlanRequest.ubatch:
+        flags += ["--ubatch-size", str(request.ubatch)]
+    if request.kv_unified:
+        flags.append("--kv-unified")
+    if request.swa_full:
+        flags.append("--swa-full")
+    if request.mtp:
+        flags += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(request.draft_max)]
+    return flags

@@ -12,7 +12,7 @@ from pathlib import Path
 from gguf.constants import LlamaFileType
 
 from monitor.catalog.gguf_header import HeaderError, read_header
-from monitor.catalog.layers import RECURRENT, SLIDING, LayerFacts, Metadata, layer_facts
+from monitor.catalog.layers import ATTENTION, MTP, RECURRENT, SLIDING, LayerFacts, Metadata, layer_facts
 
 SHARD_PATTERN = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 # The tensors `--n-cpu-moe N` keeps on the CPU: llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h),
@@ -79,6 +79,10 @@ class ModelInfo:
     @property
     def recurrent_layers(self) -> int:
         return self.facts.kinds.count(RECURRENT)
+
+    @property
+    def layer_counts(self) -> dict[str, int]:
+        return {kind: self.facts.kinds.count(kind) for kind in (ATTENTION, SLIDING, RECURRENT, MTP)}
 
     @property
     def has_shared_experts(self) -> bool:

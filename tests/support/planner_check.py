@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from monitor.catalog.planner import MIB, PlanRequest, plan
+from monitor.catalog.planner import MIB, PlanRequest, plan, plan_flags
 from monitor.catalog.registry import read_model_info
 from scripts.local_services import free_port
 from tests.support.load_log import buffer_sizes
@@ -32,15 +32,6 @@ class Case:
             cpu_moe_layers=self.cpu_moe, mtp=self.mtp, gpu_layers=self.gpu_layers,
         )  # fmt: skip
 
-    def argv(self) -> list[str]:
-        argv = ["--ctx-size", str(self.ctx), "--parallel", str(self.parallel), "-ctk", self.cache, "-ctv", self.cache]
-        argv += ["--n-gpu-layers", str(self.gpu_layers)]
-        if self.cpu_moe:
-            argv += ["--n-cpu-moe", str(self.cpu_moe)]
-        if self.mtp:
-            argv += ["--spec-type", "draft-mtp"]
-        return argv
-
 
 # The default model (Gemma 3: sliding-window layers), as the planner was first checked.
 CASES = [
@@ -58,7 +49,7 @@ def load_log(model_path: Path, case: Case) -> str:
     argv = [
         os.environ["LLAMA_SERVER_BIN"], "--model", str(model_path), "--host", "127.0.0.1", "--port", str(port),
         "--no-webui", "--log-verbosity", "4",  # the buffer sizes are printed at info level
-        *case.argv(),
+        *plan_flags(case.request()),
     ]  # fmt: skip
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

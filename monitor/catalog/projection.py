@@ -63,6 +63,7 @@ def parse_projection(log_text: str) -> Projection:
         if match:
             name = match.group(1)
             model, context, compute = (int(value) * MIB for value in match.groups()[2:])
+            compute += MIB // 2  # printed rounded down to whole MiB: half a MiB is the expected remainder
             entry = by_name.setdefault(name, DeviceProjection(name, 0, 0, 0))
             entry.model, entry.context, entry.compute = (
                 entry.model + model,

@@ -41,7 +41,9 @@ class PlannerForm(forms.Form):
         label=_("RAM bandwidth (GB/s, for the speed estimate)"), min_value=1, max_value=10_000, required=False
     )
     ask_llama = forms.BooleanField(
-        label=_("Ask llama.cpp for the compute buffers (runs its fit step, a few seconds)"), required=False
+        initial=True,
+        label=_("Ask llama.cpp for the compute buffers (runs its fit step, a few seconds)"),
+        required=False,
     )
 
     def __init__(self, *args, model_names: list[str], **kwargs):

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from monitor.catalog.planner import MIB, PlanRequest, plan, plan_flags
+from monitor.catalog.projection import parse_projection
 from monitor.catalog.registry import read_model_info
 from scripts.local_services import free_port
 from tests.support.load_log import buffer_sizes
@@ -97,4 +98,8 @@ def compare(model_path: Path, cases: list[Case] = CASES) -> list[dict]:
             rows.append(_row(case, "recurrent", sum(actual.get("RS", {}).values()), predicted.recurrent_total / MIB))
         compute = sum(actual.get("compute", {}).values())
         rows.append(_row(case, "compute", compute, (predicted.compute_cpu + predicted.compute_gpu) / MIB, False))
+        projection = parse_projection(log_text)  # the fit step ran before the load: what the page shows on request
+        if projection.devices:
+            ours = (projection.compute_cpu + projection.compute_gpu) / MIB
+            rows.append(_row(case, "compute_llama", compute, ours, False))
     return rows

@@ -21,7 +21,7 @@ HYBRID_DELTANET = ("qwen35moe", "qwen35", "qwen3next")
 RS_ROLLBACK = ("qwen35moe", "qwen35")
 # Architectures whose cache the planner computes by llama.cpp's rules (checked against
 # llama-server's buffer log in tests/integration/test_planner_architectures.py).
-COVERED = (*HYBRID_DELTANET, "qwen3moe", "qwen3", "qwen2", "qwen2moe", "llama", "gemma3", "gemma2")
+COVERED = (*HYBRID_DELTANET, "qwen3moe", "qwen3", "llama", "gemma3")
 # (pattern, dense_first) per architecture, from llama.cpp's src/models/*.cpp, used
 # when the file has a sliding window but no `sliding_window_pattern` key.
 SWA_PATTERNS = {

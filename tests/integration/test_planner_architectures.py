@@ -6,12 +6,15 @@ figure must match the buffer sizes llama-server logs (to its 0.01 MiB print).
 The big matrix lives in bench/planner_bench.py.
 """
 
+import re
+
 import pytest
 
+from monitor.catalog.gguf_header import read_header
 from monitor.catalog.layers import ATTENTION, MTP, RECURRENT
 from monitor.catalog.planner import MIB, PlanRequest, plan
-from monitor.catalog.registry import read_model_info
-from tests.support.planner_check import Case, compare
+from monitor.catalog.registry import CPU_MOE_TENSOR, read_model_info
+from tests.support.planner_check import Case, compare, load_log
 from tests.support.synthetic_gguf import Shape, write_model
 
 MATRIX = {
@@ -61,3 +64,18 @@ def test_unknown_architecture_is_shown_as_such(tmp_path):
     assert odd.architecture == "zzzzz" and not odd.covered
     assert not plan(odd, PlanRequest(ctx_size=4096)).covered
     assert sum(odd.layer_bytes) > MIB  # weights are still exact: they come from the tensor table
+
+
+def test_n_cpu_moe_moves_exactly_the_tensors_llama_cpp_overrides(tmp_path):
+    """The planner's --n-cpu-moe set equals the tensors llama.cpp's override regex sends to the CPU
+    (its debug log names each one); 12 blocks, so blk.1 must not catch blk.10 and blk.11."""
+    path = write_model(tmp_path / "moe.gguf", Shape("qwen3moe", n_layer=12))
+    log_text = load_log(path, Case(1024, cpu_moe=2, gpu_layers=13), extra=("--verbose",))
+    overridden = set(re.findall(r"tensor (\S+) \(.*\) buffer type overridden to CPU", log_text))
+    ours = {
+        t.name for t in read_header(path).tensors if CPU_MOE_TENSOR.search(t.name) and int(t.name.split(".")[1]) < 2
+    }
+    assert overridden == ours and len(ours) == 6
+    info = read_model_info(path)
+    planned = plan(info, PlanRequest(ctx_size=1024, cpu_moe_layers=2, gpu_layers=13))
+    assert planned.weights_cpu == info.input_bytes + sum(info.layer_expert_bytes[:2])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,30 +46,31 @@ CASES = [
 ]
 
 
-def load_log(model_path: Path, case: Case) -> str:
+def load_log(model_path: Path, case: Case, extra: tuple[str, ...] = ()) -> str:
     port = free_port()
     argv = [
         os.environ["LLAMA_SERVER_BIN"], "--model", str(model_path), "--host", "127.0.0.1", "--port", str(port),
         "--no-webui", "--log-verbosity", "4",  # the buffer sizes are printed at info level
-        *plan_flags(case.request()),
+        *plan_flags(case.request()), *extra,
     ]  # fmt: skip
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
+    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a verbose server never blocks on it
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and process.poll() is None:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            loaded = process.poll() is None and time.monotonic() < deadline
+        finally:
             process.terminate()
-            output, _ = process.communicate(timeout=30)
-            raise RuntimeError(f"llama-server did not load {model_path.name}: {output[-2000:]}")
-    finally:
-        if process.poll() is None:
-            process.terminate()
-    output, _ = process.communicate(timeout=30)
+            process.wait(timeout=30)
+        log.seek(0)
+        output = log.read()
+    if not loaded:
+        raise RuntimeError(f"llama-server did not load {model_path.name}: {output[-2000:]}")
     return output
 
 

@@ -66,6 +66,7 @@ class LayerFacts:
     head_count: list[int] = field(default_factory=list)
     head_count_kv: list[int] = field(default_factory=list)
     nextn_layers: int = 0
+    feed_forward: list[int] = field(default_factory=list)
     ssm: SSMSizes = field(default_factory=SSMSizes)
     covered: bool = False
 
@@ -145,4 +146,5 @@ def layer_facts(meta: Metadata, block_count: int, sliding_window: int) -> LayerF
         group_count=meta.number("ssm.group_count"),
         time_step_rank=meta.number("ssm.time_step_rank"),
     )
-    return LayerFacts(kinds, head_count, head_count_kv, nextn, ssm, meta.arch in COVERED)
+    feed_forward = meta.per_layer("feed_forward_length", block_count, 0)
+    return LayerFacts(kinds, head_count, head_count_kv, nextn, feed_forward, ssm, meta.arch in COVERED)

@@ -213,12 +213,29 @@ def plan(model: ModelInfo, request: PlanRequest) -> Plan:
 
 
 def estimate_compute(model: ModelInfo, request: PlanRequest, full_cells: int, swa_cells: int) -> int:
-    """An estimate of the compute buffer: activations of one micro-batch plus the logits."""
+    """Calibrated estimate of the compute buffers (flash attention, as llama.cpp picks on CPU and CUDA).
+
+    Fitted to llama-server's CPU buffers over the bench's architectures: the feed-forward
+    and embedding activations of one micro-batch, plus one f16 attention mask per kind of
+    attention layer (each slot's cells x micro-batch), plus the MTP draft context's share.
+    llama.cpp's own projection replaces this when the page asks for it."""
     ubatch = request.ubatch
-    activations = ubatch * model.n_embd * 4 * 8
-    attention = ubatch * max(full_cells // max(request.parallel, 1), 1) * max(model.n_head, 1) * 4 // 4
-    logits = model.vocab_size * 4 * request.parallel
-    return activations + attention + logits
+    kinds = set(model.layer_kinds[: model.trunk_layers])
+    if model.is_moe:
+        ff = model.expert_ff * model.expert_used_count + model.shared_expert_ff
+        per_token = 4 * ff + 3 * model.n_embd
+    else:
+        ff = max(model.facts.feed_forward or [0])
+        per_token = 4 * ff + 2 * model.n_embd
+    streams = 1 if request.kv_unified else request.parallel
+    mask = 0
+    if ATTENTION in kinds:
+        mask += full_cells // streams * ubatch * 2
+    if SLIDING in kinds:
+        mask += swa_cells // streams * ubatch * 2
+    # The MTP draft context: its feed-forward and its own mask over the same cells.
+    draft = ubatch * 4 * 4 * ff + full_cells // streams * ubatch * 2 if request.mtp and model.nextn_layers else 0
+    return ubatch * 4 * per_token + mask + draft
 
 
 def plan_flags(request: PlanRequest) -> list[str]:

@@ -5,6 +5,7 @@ Read from the header and tensor table only (``gguf_header``): the weights are ne
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,11 +110,29 @@ def quantization_name(file_type: int | None) -> str:
         return f"type {file_type}"
 
 
-def find_mmproj(path: Path) -> Path | None:
+def _projection_width(path: Path) -> int | None:
+    try:
+        value = read_header(path).metadata.get("clip.vision.projection_dim")
+    except (HeaderError, OSError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def find_mmproj(path: Path, n_embd: int = 0) -> Path | None:
+    """The vision projector beside ``path`` that fits it: llama.cpp refuses a projector whose output
+    width is not the text model's n_embd, so one declaring another width is never paired. Among
+    those left, the one sharing the longest name prefix with the model."""
+    candidates = []
     for candidate in sorted(path.parent.glob("*.gguf")):
-        if candidate != path and candidate.name.lower().startswith("mmproj"):
-            return candidate
-    return None
+        if candidate == path or not candidate.name.lower().startswith("mmproj"):
+            continue
+        width = _projection_width(candidate)
+        if width is not None and n_embd and width != n_embd:
+            continue
+        name = candidate.name.lower().removeprefix("mmproj").lstrip("-_.")
+        shared = len(os.path.commonprefix([name, path.name.lower()]))
+        candidates.append((-shared, candidate))
+    return min(candidates)[1] if candidates else None
 
 
 def read_model_info(path: Path) -> ModelInfo:
@@ -182,7 +201,7 @@ def read_model_info(path: Path) -> ModelInfo:
         expert_used_count=number("expert_used_count"),
         vocab_size=getattr(meta.get("tokenizer.ggml.tokens"), "length", 0),
         has_chat_template="tokenizer.chat_template" in meta,
-        mmproj=find_mmproj(path),
+        mmproj=find_mmproj(path, n_embd),
         layer_bytes=layer_bytes,
         layer_expert_bytes=expert_bytes,
         input_bytes=input_bytes,

@@ -9,6 +9,7 @@ The big matrix lives in bench/planner_bench.py.
 import re
 
 import pytest
+from gguf import GGUFWriter
 
 from monitor.catalog.gguf_header import read_header
 from monitor.catalog.layers import ATTENTION, MTP, RECURRENT
@@ -79,3 +80,20 @@ def test_n_cpu_moe_moves_exactly_the_tensors_llama_cpp_overrides(tmp_path):
     info = read_model_info(path)
     planned = plan(info, PlanRequest(ctx_size=1024, cpu_moe_layers=2, gpu_layers=13))
     assert planned.weights_cpu == info.input_bytes + sum(info.layer_expert_bytes[:2])
+
+
+def _projector(path, width: int):
+    writer = GGUFWriter(str(path), "clip")
+    writer.add_uint32("clip.vision.projection_dim", width)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+
+
+def test_vision_projector_pairs_only_with_a_model_of_its_width(tmp_path):
+    write_model(tmp_path / "qwen35-small.gguf", Shape("qwen35"))  # n_embd 128
+    _projector(tmp_path / "mmproj-other-F16.gguf", 4096)
+    assert read_model_info(tmp_path / "qwen35-small.gguf").mmproj is None  # a wrong width is never paired
+    _projector(tmp_path / "mmproj-qwen35-small-F16.gguf", 128)
+    assert read_model_info(tmp_path / "qwen35-small.gguf").mmproj.name == "mmproj-qwen35-small-F16.gguf"

@@ -66,3 +66,4 @@ def test_unknown_architecture_and_failed_projection_are_named(staff, tmp_path):
     assert "does not know how llama.cpp caches architecture zzzzz" in html
     # llama-server cannot load it: the page says so and falls back to the estimate.
     assert "The llama.cpp projection is not available" in html and "Compute buffers (estimate)" in html
+    assert 'id="no-advice"' in html and 'id="advice"' not in html  # no confident recommendation either

@@ -4,7 +4,10 @@ Weights come from the real tensor sizes (per layer, input and output layers apar
 the KV cache from the cells llama.cpp allocates (full-attention layers hold the
 whole context, sliding-window layers ``pad(n_swa + n_ubatch, 256)`` cells per
 sequence, as in ``llama-kv-cache-iswa.cpp``) times the cache type's bytes per
-element. Compute buffers are an estimate and shown as one.
+element, on attention layers only: recurrent (DeltaNet) layers hold a per-slot F32
+state instead (``llama-memory-recurrent.cpp``), and MTP blocks are loaded, with a
+draft cache, only when MTP is on. Compute buffers are a calibrated estimate unless
+llama.cpp's own projection replaces them (``projection.py``); the plan says which.
 """
 
 from __future__ import annotations

@@ -5,32 +5,20 @@ Read from the header and tensor table only (``gguf_header``): the weights are ne
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gguf.constants import LlamaFileType
 
-from monitor.catalog.gguf_header import ArrayInfo, Header, HeaderError, read_header
+from monitor.catalog.gguf_header import HeaderError, read_header
+from monitor.catalog.layers import ATTENTION, MTP, RECURRENT, SLIDING, LayerFacts, Metadata, layer_facts
 
 SHARD_PATTERN = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
-# (pattern, dense_first) per architecture, from llama.cpp's src/models/*.cpp, used
-# when the file has a sliding window but no `sliding_window_pattern` key.
-SWA_PATTERNS = {
-    "gemma2": (2, False),
-    "gemma3": (6, False),
-    "gemma3n": (5, False),
-    "gemma-embedding": (6, False),
-    "cohere2": (4, False),
-    "cohere2moe": (4, True),
-    "exaone4": (4, False),
-    "exaone-moe": (4, False),
-    "olmo2": (4, False),
-    "gpt-oss": (2, False),
-    "afmoe": (4, False),
-    "plamo3": (8, False),
-    "smallthinker": (4, True),
-}
+# The tensors `--n-cpu-moe N` keeps on the CPU: llama.cpp's LLM_FFN_EXPS_REGEX (common/common.h),
+# searched in each name after `blk\.<i>` for the first N blocks.
+CPU_MOE_TENSOR = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps")
 
 
 class NotGGUF(ValueError):
@@ -67,6 +55,42 @@ class ModelInfo:
     tied_output: bool = False  # no output matrix: llama.cpp reuses (and, offloaded, copies) token_embd
     tensor_bytes_by_type: dict[str, int] = field(default_factory=dict)
     layer_bytes_by_type: list[dict[str, int]] = field(default_factory=list)
+    facts: LayerFacts = field(default_factory=LayerFacts)
+    expert_shared_count: int = 0
+    expert_ff: int = 0
+    shared_expert_ff: int = 0
+
+    @property
+    def layer_kinds(self) -> list[str]:
+        return self.facts.kinds
+
+    @property
+    def nextn_layers(self) -> int:
+        return self.facts.nextn_layers
+
+    @property
+    def trunk_layers(self) -> int:
+        """Blocks the main pass runs: all but the MTP/NextN blocks at the end."""
+        return self.n_layer - self.facts.nextn_layers
+
+    @property
+    def covered(self) -> bool:
+        return self.facts.covered
+
+    @property
+    def recurrent_layers(self) -> int:
+        return self.facts.kinds.count(RECURRENT)
+
+    @property
+    def layer_counts(self) -> dict[str, int]:
+        return {kind: self.facts.kinds.count(kind) for kind in (ATTENTION, SLIDING, RECURRENT, MTP)}
+
+    @property
+    def has_shared_experts(self) -> bool:
+        return self.expert_shared_count > 0 or self.shared_expert_ff > 0
+
+    def kv_heads(self, il: int) -> int:
+        return self.facts.head_count_kv[il] if il < len(self.facts.head_count_kv) else self.n_head_kv
 
     @property
     def total_tensor_bytes(self) -> int:
@@ -75,22 +99,6 @@ class ModelInfo:
     @property
     def is_moe(self) -> bool:
         return self.expert_count > 0
-
-
-def _swa_layers(header: Header, arch: str, n_layer: int, sliding_window: int) -> list[bool]:
-    if not sliding_window:
-        return [False] * n_layer
-    value = header.metadata.get(f"{arch}.attention.sliding_window_pattern")
-    if isinstance(value, ArrayInfo) and value.values is not None:
-        return [bool(item) for item in value.values][:n_layer]
-    pattern, dense_first = SWA_PATTERNS.get(arch, (0, False))
-    if isinstance(value, int):
-        pattern = value
-    if pattern == 0:
-        return [True] * n_layer  # every layer slides
-    if dense_first:
-        return [il % pattern != 0 for il in range(n_layer)]
-    return [il % pattern < pattern - 1 for il in range(n_layer)]
 
 
 def quantization_name(file_type: int | None) -> str:
@@ -102,11 +110,29 @@ def quantization_name(file_type: int | None) -> str:
         return f"type {file_type}"
 
 
-def find_mmproj(path: Path) -> Path | None:
+def _projection_width(path: Path) -> int | None:
+    try:
+        value = read_header(path).metadata.get("clip.vision.projection_dim")
+    except (HeaderError, OSError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def find_mmproj(path: Path, n_embd: int = 0) -> Path | None:
+    """The vision projector beside ``path`` that fits it: llama.cpp refuses a projector whose output
+    width is not the text model's n_embd, so one declaring another width is never paired. Among
+    those left, the one sharing the longest name prefix with the model."""
+    candidates = []
     for candidate in sorted(path.parent.glob("*.gguf")):
-        if candidate != path and candidate.name.lower().startswith("mmproj"):
-            return candidate
-    return None
+        if candidate == path or not candidate.name.lower().startswith("mmproj"):
+            continue
+        width = _projection_width(candidate)
+        if width is not None and n_embd and width != n_embd:
+            continue
+        name = candidate.name.lower().removeprefix("mmproj").lstrip("-_.")
+        shared = len(os.path.commonprefix([name, path.name.lower()]))
+        candidates.append((-shared, candidate))
+    return min(candidates)[1] if candidates else None
 
 
 def read_model_info(path: Path) -> ModelInfo:
@@ -123,12 +149,7 @@ def read_model_info(path: Path) -> ModelInfo:
         )
     meta = header.metadata
     arch = str(meta.get("general.architecture", "unknown"))
-
-    def number(key: str, default: int = 0) -> int:
-        value = meta.get(f"{arch}.{key}", default)
-        if isinstance(value, ArrayInfo):  # per-layer values: the largest is what sizes buffers
-            value = max(value.values or [default])
-        return int(value or default)
+    number = Metadata(meta, arch).number
 
     n_layer = number("block_count")
     n_embd = number("embedding_length")
@@ -136,6 +157,7 @@ def read_model_info(path: Path) -> ModelInfo:
     n_head_kv = number("attention.head_count_kv", n_head)
     head_dim = n_embd // n_head if n_head else 0
     sliding_window = number("attention.sliding_window")
+    facts = layer_facts(Metadata(meta, arch), n_layer, sliding_window)
 
     layer_bytes = [0] * n_layer
     expert_bytes = [0] * n_layer
@@ -153,7 +175,7 @@ def read_model_info(path: Path) -> ModelInfo:
             il = int(match.group(1))
             layer_bytes[il] += size
             layer_types[il][kind] = layer_types[il].get(kind, 0) + size
-            if "_exps" in tensor.name:
+            if CPU_MOE_TENSOR.search(tensor.name):
                 expert_bytes[il] += size
         elif tensor.name.startswith(("token_embd", "per_layer_token_embd")):
             input_bytes += size
@@ -174,12 +196,12 @@ def read_model_info(path: Path) -> ModelInfo:
         head_dim_k=number("attention.key_length", head_dim),
         head_dim_v=number("attention.value_length", head_dim),
         sliding_window=sliding_window,
-        swa_layers=_swa_layers(header, arch, n_layer, sliding_window),
+        swa_layers=[kind == SLIDING for kind in facts.kinds],
         expert_count=number("expert_count"),
         expert_used_count=number("expert_used_count"),
         vocab_size=getattr(meta.get("tokenizer.ggml.tokens"), "length", 0),
         has_chat_template="tokenizer.chat_template" in meta,
-        mmproj=find_mmproj(path),
+        mmproj=find_mmproj(path, n_embd),
         layer_bytes=layer_bytes,
         layer_expert_bytes=expert_bytes,
         input_bytes=input_bytes,
@@ -187,6 +209,10 @@ def read_model_info(path: Path) -> ModelInfo:
         tied_output="output.weight" not in names,
         tensor_bytes_by_type=by_type,
         layer_bytes_by_type=layer_types,
+        facts=facts,
+        expert_shared_count=number("expert_shared_count"),
+        expert_ff=number("expert_feed_forward_length"),
+        shared_expert_ff=number("expert_shared_feed_forward_length"),
     )
 
 

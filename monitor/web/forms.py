@@ -33,6 +33,18 @@ class PlannerForm(forms.Form):
     ubatch = forms.IntegerField(label=_("Micro-batch"), min_value=1, max_value=65536, initial=512)
     free_vram_gib = forms.FloatField(label=_("Free VRAM (GiB)"), min_value=0, max_value=4096, initial=8)
     margin_gib = forms.FloatField(label=_("Safety margin (GiB)"), min_value=0, max_value=64, initial=1)
+    mtp = forms.BooleanField(label=_("MTP speculative decoding (--spec-type draft-mtp)"), required=False)
+    gpu_bandwidth_gbs = forms.FloatField(
+        label=_("GPU memory bandwidth (GB/s, for the speed estimate)"), min_value=1, max_value=100_000, required=False
+    )
+    ram_bandwidth_gbs = forms.FloatField(
+        label=_("RAM bandwidth (GB/s, for the speed estimate)"), min_value=1, max_value=10_000, required=False
+    )
+    ask_llama = forms.BooleanField(
+        initial=True,
+        label=_("Ask llama.cpp for the compute buffers (runs its fit step, a few seconds)"),
+        required=False,
+    )
 
     def __init__(self, *args, model_names: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -50,6 +62,7 @@ class PlannerForm(forms.Form):
             gpu_layers=data["gpu_layers"],
             cpu_moe_layers=data["cpu_moe_layers"],
             ubatch=data["ubatch"],
+            mtp=data["mtp"],
         )
 
     @property

@@ -12,8 +12,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitor import tasks
 from monitor.catalog import downloads
-from monitor.catalog.planner import GIB, MIB, plan, recommend
+from monitor.catalog.advice import decode_speed, recommend
+from monitor.catalog.planner import GIB, MIB, plan, plan_flags
+from monitor.catalog.projection import ProjectionError, use_llama_compute
 from monitor.catalog.registry import scan_models
+from monitor.llama.binary import llama_server_binary
 from monitor.models import DownloadJob, ServerProfile
 from monitor.profiles import services
 from monitor.telemetry.gpu import detect_gpus
@@ -109,22 +112,34 @@ def planner_page(request):
         model = by_name[form.cleaned_data["model"]]
         request_ = form.plan_request()
         result = plan(model, request_)
+        projection_problem = ""
+        if form.cleaned_data["ask_llama"]:
+            try:
+                use_llama_compute(result, llama_server_binary(), model.path)
+            except (ProjectionError, FileNotFoundError) as error:
+                projection_problem = str(error)
         advice = recommend(model, request_, form.free_vram, form.margin)
+        speed = decode_speed(
+            model, advice.plan.request, form.cleaned_data["gpu_bandwidth_gbs"], form.cleaned_data["ram_bandwidth_gbs"]
+        )
         budget = max(form.free_vram - form.margin, 1)
         ram_available = psutil.virtual_memory().available
         context.update(
             model=model,
             plan=result,
             advice=advice,
+            speed=speed,
+            projection_problem=projection_problem,
             fits=result.vram <= form.free_vram - form.margin,
             ram_available=ram_available,
             fits_ram=result.ram <= ram_available,
             bar={
                 "weights": min(100, result.weights_gpu * 100 / budget),
-                "kv": min(100, result.kv_gpu * 100 / budget),
+                "kv": min(100, (result.kv_gpu + result.recurrent_gpu) * 100 / budget),
                 "compute": min(100, (result.compute_gpu + result.runtime_gpu) * 100 / budget),
             },
-            flags=_flags(advice, request_),
+            flags=" ".join(plan_flags(advice.plan.request)),
+            plan_flags=" ".join(plan_flags(request_)),
         )
     return render(request, "monitor/planner.html", context)
 
@@ -149,17 +164,3 @@ def apply_recommendation(request):
     else:
         flash.success(request, _("Profile %(name)s now uses the recommended settings.") % {"name": profile.name})
     return redirect(form.cleaned_data["next"] or "monitor:planner")
-
-
-def _flags(advice, request_) -> str:
-    """The recommendation as llama-server options, ready to copy (profiles will apply it in one click)."""
-    parts = [
-        f"--n-gpu-layers {advice.gpu_layers}",
-        f"--ctx-size {advice.ctx_size}",
-        f"--parallel {request_.parallel}",
-        f"--cache-type-k {request_.cache_type_k}",
-        f"--cache-type-v {request_.cache_type_v}",
-    ]
-    if advice.cpu_moe_layers:
-        parts.append(f"--n-cpu-moe {advice.cpu_moe_layers}")
-    return " ".join(parts)

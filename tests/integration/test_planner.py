@@ -3,7 +3,8 @@
 import os
 from pathlib import Path
 
-from monitor.catalog.planner import GIB, MIB, PlanRequest, plan, recommend
+from monitor.catalog.advice import recommend
+from monitor.catalog.planner import GIB, MIB, PlanRequest, plan
 from monitor.catalog.registry import NotGGUF, read_model_info, scan_models
 from tests.support.planner_check import CASES, compare
 

@@ -1,94 +1,107 @@
-"""Load the default model in a real llama-server at several settings and compare its
-buffer sizes with the planner's figures (shared by the test and the benchmark)."""
+"""Load a model in a real llama-server at given settings and compare its buffer sizes
+with the planner's figures (shared by the tests and the benchmark)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
-from monitor.catalog.planner import MIB, PlanRequest, plan
+from monitor.catalog.planner import MIB, PlanRequest, plan, plan_flags
+from monitor.catalog.projection import parse_projection
 from monitor.catalog.registry import read_model_info
 from scripts.local_services import free_port
-from tests.support.load_log import buffer_sizes, fit_host_breakdown
+from tests.support.load_log import buffer_sizes
 
+
+@dataclass(frozen=True)
+class Case:
+    ctx: int
+    parallel: int = 1
+    cache: str = "f16"
+    cpu_moe: int = 0
+    mtp: bool = False
+    gpu_layers: int = 0
+
+    def request(self) -> PlanRequest:
+        return PlanRequest(
+            ctx_size=self.ctx, parallel=self.parallel, cache_type_k=self.cache, cache_type_v=self.cache,
+            cpu_moe_layers=self.cpu_moe, mtp=self.mtp, gpu_layers=self.gpu_layers,
+        )  # fmt: skip
+
+
+# The default model (Gemma 3: sliding-window layers), as the planner was first checked.
 CASES = [
-    (1024, 1, "f16"),
-    (4096, 2, "f16"),
-    (8192, 1, "f16"),
-    (2048, 1, "q8_0"),
-    (4096, 2, "q8_0"),
-    (16384, 1, "q8_0"),
+    Case(1024),
+    Case(4096, 2),
+    Case(8192),
+    Case(2048, cache="q8_0"),
+    Case(4096, 2, "q8_0"),
+    Case(16384, cache="q8_0"),
 ]
 
 
-def load_log(model_path: Path, ctx: int, parallel: int, cache_type: str) -> str:
+def load_log(model_path: Path, case: Case, extra: tuple[str, ...] = ()) -> str:
     port = free_port()
     argv = [
         os.environ["LLAMA_SERVER_BIN"], "--model", str(model_path), "--host", "127.0.0.1", "--port", str(port),
-        "--ctx-size", str(ctx), "--parallel", str(parallel), "-ctk", cache_type, "-ctv", cache_type, "--no-webui",
-        "--log-verbosity", "4",  # the buffer sizes are printed at info level
+        "--no-webui", "--log-verbosity", "4",  # the buffer sizes are printed at info level
+        *plan_flags(case.request()), *extra,
     ]  # fmt: skip
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
-            raise TimeoutError("llama-server did not load the model")
-    finally:
-        process.terminate()
-        output, _ = process.communicate(timeout=30)
+    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a verbose server never blocks on it
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and process.poll() is None:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            loaded = process.poll() is None and time.monotonic() < deadline
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+        log.seek(0)
+        output = log.read()
+    if not loaded:
+        raise RuntimeError(f"llama-server did not load {model_path.name}: {output[-2000:]}")
     return output
 
 
-def compare(model_path: Path) -> list[dict]:
-    """Rows of figures; those with ``counted`` False are shown beside the others but are
-    not part of the accuracy target (llama.cpp's --fit rounds to whole MiB and its
-    compute figure is one the planner only estimates)."""
+def _row(case: Case, figure: str, measured: float, ours: float, counted: bool = True) -> dict:
+    ours = round(ours, 2)  # llama-server prints buffer sizes to 0.01 MiB: compare like with like
+    error = abs(ours - measured) / measured * 100 if measured else (0.0 if ours == 0 else 100.0)
+    return {
+        "ctx": case.ctx, "parallel": case.parallel, "cache": case.cache, "cpu_moe": case.cpu_moe, "mtp": case.mtp,
+        "figure": figure, "llama_mib": measured, "planner_mib": ours, "error_pct": error, "counted": counted,
+    }  # fmt: skip
+
+
+def compare(model_path: Path, cases: list[Case] = CASES) -> list[dict]:
+    """Rows of figures. Weights, KV and recurrent state are ``counted`` in the accuracy target;
+    compute buffers and llama.cpp's --fit projection (whole MiB) are shown beside them."""
     model = read_model_info(model_path)
     rows = []
-    for ctx, parallel, cache_type in CASES:
-        log_text = load_log(model_path, ctx, parallel, cache_type)
+    for case in cases:
+        log_text = load_log(model_path, case)
         actual = buffer_sizes(log_text)
-        predicted = plan(
-            model, PlanRequest(ctx_size=ctx, parallel=parallel, cache_type_k=cache_type, cache_type_v=cache_type)
-        )
-        for figure, measured, ours in (
-            ("kv_cache", sum(actual["KV"].values()), predicted.kv_total / MIB),
-            # Mapped weights; CPU_REPACK is a re-laid copy of some CPU tensors, not counted twice.
-            (
-                "model_buffer",
-                actual["model"].get("CPU_Mapped", 0) + actual["model"].get("CPU", 0),
-                predicted.weights_cpu / MIB,
-            ),
-        ):
-            rows.append(
-                {
-                    "ctx": ctx, "parallel": parallel, "cache": cache_type, "figure": figure,
-                    "llama_mib": measured, "planner_mib": ours, "error_pct": abs(ours - measured) / measured * 100,
-                    "counted": True,
-                }
-            )  # fmt: skip
-        fit = fit_host_breakdown(log_text)
-        if fit:
-            ours_total = (predicted.weights_cpu + predicted.kv_total + predicted.compute_cpu) / MIB
-            for figure, measured, ours in (
-                ("fit_context", fit["context"], predicted.kv_total / MIB),
-                ("fit_total", fit["total"], ours_total),
-            ):
-                rows.append(
-                    {
-                        "ctx": ctx, "parallel": parallel, "cache": cache_type, "figure": figure,
-                        "llama_mib": measured, "planner_mib": ours, "error_pct": abs(ours - measured) / measured * 100,
-                        "counted": False,
-                    }
-                )  # fmt: skip
+        predicted = plan(model, case.request())
+        # Mapped weights; CPU_REPACK is a re-laid copy of some CPU tensors, not counted twice.
+        weights = sum(mib for device, mib in actual["model"].items() if device != "CPU_REPACK")
+        rows.append(_row(case, "weights", weights, (predicted.weights_cpu + predicted.weights_gpu) / MIB))
+        rows.append(_row(case, "kv_cache", sum(actual.get("KV", {}).values()), predicted.kv_total / MIB))
+        if model.recurrent_layers:
+            rows.append(_row(case, "recurrent", sum(actual.get("RS", {}).values()), predicted.recurrent_total / MIB))
+        compute = sum(actual.get("compute", {}).values())
+        rows.append(_row(case, "compute", compute, (predicted.compute_cpu + predicted.compute_gpu) / MIB, False))
+        projection = parse_projection(log_text)  # the fit step ran before the load: what the page shows on request
+        if projection.devices:
+            ours = (projection.compute_cpu + projection.compute_gpu) / MIB
+            rows.append(_row(case, "compute_llama", compute, ours, False))
     return rows

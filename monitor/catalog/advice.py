@@ -1,0 +1,112 @@
+"""What to run on a given card: the recommendation and the speed to expect.
+
+For a MoE model, "every layer on the GPU, the experts of the first N layers in
+RAM" (``--n-cpu-moe N``) is tried before any layer leaves the GPU: the experts
+are most of the bytes but a token reads only ``expert_used / expert_count`` of
+them, which is how these models reach usable speed on an 8 GB card.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from monitor.catalog.planner import GIB, Plan, PlanRequest, plan
+from monitor.catalog.registry import ModelInfo
+
+CONTEXT_STEP = 1024
+
+
+@dataclass
+class Recommendation:
+    gpu_layers: int
+    ctx_size: int
+    cpu_moe_layers: int
+    plan: Plan
+    fits: bool
+    max_context: int = 0  # the longest context with every layer on the GPU (MoE: every expert in RAM); 0: none
+
+
+def _largest_context(model: ModelInfo, request: PlanRequest, budget: int) -> int:
+    if plan(model, request).vram > budget:
+        return 0
+    limit = max(model.context_length, request.ctx_size)
+    step = CONTEXT_STEP * request.parallel
+    low, high = request.ctx_size, limit  # binary search over whole steps: the plan grows with the context
+    if plan(model, replace(request, ctx_size=high)).vram <= budget:
+        return high
+    while high - low > step:
+        middle = low + (high - low) // 2 // step * step or low + step
+        if plan(model, replace(request, ctx_size=middle)).vram <= budget:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _first_fit(model: ModelInfo, request: PlanRequest, budget: int) -> PlanRequest | None:
+    all_layers = model.n_layer + 1
+    whole = replace(request, gpu_layers=all_layers, cpu_moe_layers=0)
+    if plan(model, whole).vram <= budget:
+        return whole
+    if model.is_moe:
+        for cpu_moe in range(1, model.n_layer + 1):
+            candidate = replace(whole, cpu_moe_layers=cpu_moe)
+            if plan(model, candidate).vram <= budget:
+                return candidate
+    # Then layers leave the GPU from the first one, with every expert already in RAM for a MoE model.
+    cpu_moe = model.n_layer if model.is_moe else 0
+    for layers in range(all_layers - 1, 0, -1):
+        candidate = replace(request, gpu_layers=layers, cpu_moe_layers=cpu_moe)
+        if plan(model, candidate).vram <= budget:
+            return candidate
+    return None
+
+
+def recommend(model: ModelInfo, request: PlanRequest, free_vram: int, margin: int = GIB) -> Recommendation:
+    """The most GPU layers (MoE: fewest experts in RAM first), then the largest context, within ``free_vram - margin``."""
+    budget = free_vram - margin
+    all_layers = model.n_layer + 1
+    best = _first_fit(model, request, budget) or replace(request, gpu_layers=0, cpu_moe_layers=0)
+    if best.gpu_layers == all_layers:
+        best = replace(best, ctx_size=max(best.ctx_size, _largest_context(model, best, budget)))
+    smallest = replace(
+        request, gpu_layers=all_layers, cpu_moe_layers=model.n_layer if model.is_moe else 0, ctx_size=256
+    )
+    final = plan(model, best)
+    return Recommendation(
+        best.gpu_layers, best.ctx_size, best.cpu_moe_layers, final, final.vram <= budget,
+        _largest_context(model, smallest, budget),
+    )  # fmt: skip
+
+
+@dataclass
+class Speed:
+    tokens_per_second: float
+    gpu_bytes: int  # weight bytes one token reads from VRAM
+    cpu_bytes: int  # and from RAM
+
+
+def decode_speed(model: ModelInfo, request: PlanRequest, gpu_gbs: float | None, ram_gbs: float | None) -> Speed | None:
+    """Order of magnitude of decode speed: memory-bound, so active weight bytes over bandwidth.
+
+    None when a bandwidth the plan needs is unknown: the planner says it cannot tell."""
+    share = model.expert_used_count / model.expert_count if model.expert_count else 1.0
+    first_gpu_layer = model.n_layer - min(request.gpu_layers, model.n_layer)
+    gpu = cpu = 0
+    for il in range(model.trunk_layers):  # MTP blocks do not run in the main pass
+        experts = int(model.layer_expert_bytes[il] * share)
+        rest = model.layer_bytes[il] - model.layer_expert_bytes[il]
+        if il < first_gpu_layer:
+            cpu += rest + experts
+        elif il < request.cpu_moe_layers:
+            gpu, cpu = gpu + rest, cpu + experts
+        else:
+            gpu += rest + experts
+    if request.gpu_layers > model.n_layer:
+        gpu += model.output_bytes + (model.input_bytes if model.tied_output else 0)
+    else:
+        cpu += model.output_bytes + (model.input_bytes if model.tied_output else 0)
+    if (gpu and not gpu_gbs) or (cpu and not ram_gbs):
+        return None
+    seconds = (gpu / (gpu_gbs * 1e9) if gpu else 0.0) + (cpu / (ram_gbs * 1e9) if cpu else 0.0)
+    return Speed(1 / seconds if seconds else 0.0, gpu, cpu)

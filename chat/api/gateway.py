@@ -224,7 +224,7 @@ async def complete(
             try:
                 answer = orjson.loads(content)
                 prompt_tokens, completion_tokens = usage_of(answer)
-                if answer.pop("timings", None) is not None:
+                if drop_cache_figures(answer):
                     content = orjson.dumps(answer)
             except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                 pass
@@ -235,16 +235,28 @@ async def complete(
     return content
 
 
-def without_timings(event: bytes) -> bytes:
-    """An SSE event with its ``data:`` JSON's ``timings`` removed (unchanged when it has none or is not JSON)."""
+def drop_cache_figures(answer: dict) -> bool:
+    """Remove what tells how much of the prompt was already cached (another caller's prefix may be
+    what was cached): llama-server's ``timings`` and ``tokens_cached``, and ``usage``'s
+    ``cached_tokens``. True when something was removed."""
+    removed = answer.pop("timings", None) is not None
+    removed |= answer.pop("tokens_cached", None) is not None
+    usage = answer.get("usage")
+    if isinstance(usage, dict):
+        removed |= usage.pop("prompt_tokens_details", None) is not None
+    return removed
+
+
+def without_cache_figures(event: bytes) -> bytes:
+    """An SSE event with its ``data:`` JSON's cache figures removed (unchanged when it has none or is not JSON)."""
     lines = event.split(b"\n")
     for index, line in enumerate(lines):
-        if line.startswith(b"data:") and b'"timings"' in line:
+        if line.startswith(b"data:"):
             try:
                 chunk = orjson.loads(line[5:])
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(chunk, dict) and chunk.pop("timings", None) is not None:
+            if isinstance(chunk, dict) and drop_cache_figures(chunk):
                 lines[index] = b"data: " + orjson.dumps(chunk)
     return b"\n".join(lines)
 
@@ -252,9 +264,9 @@ def without_timings(event: bytes) -> bytes:
 class StreamTally:
     """Watches relayed SSE bytes: whether ``[DONE]`` or an error event came, and the last event with figures.
 
-    Only splits events and searches bytes; the one event with figures is decoded at the end,
-    and re-encoded without llama-server's ``timings`` (its ``cache_n`` tells how much of the
-    prompt another request had left in the cache): the only per-event work is one search.
+    Only splits events and searches bytes; the events with figures (the last ones) are decoded
+    and re-encoded without the cache figures (``drop_cache_figures``): the only per-event work
+    is one search.
     """
 
     def __init__(self) -> None:
@@ -270,7 +282,7 @@ class StreamTally:
             self.events += 1
             if b'"timings"' in event or b'"usage"' in event:
                 self._figures = event
-                events[index] = without_timings(event)
+                events[index] = without_cache_figures(event)
             elif event.startswith(b"data: [DONE]") or event.startswith(b'data: {"error"'):
                 self.finished = True
         return b"".join(event + b"\n\n" for event in events)

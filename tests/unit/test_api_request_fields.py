@@ -130,11 +130,16 @@ def test_streamed_timings_are_removed_and_still_counted():
         "timings": {"prompt_n": 7, "cache_n": 3, "predicted_n": 2},
     }
     text = event({"choices": [{"delta": {"content": 'say "timings"'}}]})
-    stream = text + event(final) + b"data: [DONE]\n\n"
+    usage = {
+        "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 3}},
+    }
+    stream = text + event(final) + event(usage) + b"data: [DONE]\n\n"
     tally = gateway.StreamTally()
     relayed = b"".join(tally.feed(stream[start : start + 7]) for start in range(0, len(stream), 7))
     assert relayed.startswith(text)  # events without figures pass through byte for byte
     assert b"cache_n" not in relayed and b'"timings"' not in relayed.replace(text, b"")
+    assert b"cached_tokens" not in relayed and b'"completion_tokens":2' in relayed
     assert relayed.endswith(b"data: [DONE]\n\n") and b'"finish_reason":"stop"' in relayed
     assert tally.usage() == (10, 2)
 

@@ -93,10 +93,13 @@ def models_folder_file(name: str) -> bool:
     return bool(name) and inside(Path(settings.MODELS_DIR) / name, Path(settings.MODELS_DIR))
 
 
+def template_folder() -> Path:
+    return Path(settings.VAR_DIR) / "chat_templates"
+
+
 def app_template_file(name: str) -> bool:
     """A template qwenweb wrote (``var/chat_templates/``) or one kept in the models folder."""
-    folder = Path(settings.VAR_DIR) / "chat_templates"
-    return bool(name) and (inside(folder / name, folder) or models_folder_file(name))
+    return bool(name) and (inside(template_folder() / name, template_folder()) or models_folder_file(name))
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,14 @@ class ModelFiles:
                 return _("takes files of the models folder (%(name)s is not one)") % {"name": name[:80]}
         return None
 
+    def absolute(self, value: str) -> str:
+        """The value with each file as its path in the models folder (llama-server runs elsewhere)."""
+        parts = []
+        for part in value.split(","):
+            name, sep, scale = part.rpartition(":") if self.scaled else (part, "", "")
+            parts.append(f"{(Path(settings.MODELS_DIR) / name).resolve()}{sep}{scale}")
+        return ",".join(parts)
+
 
 @dataclass(frozen=True)
 class TemplateFile:
@@ -121,6 +132,10 @@ class TemplateFile:
         if value and app_template_file(value):
             return None
         return _("takes a template file qwenweb wrote or one in the models folder")
+
+    def absolute(self, value: str) -> str:
+        own = template_folder() / value
+        return str((own if inside(own, template_folder()) else Path(settings.MODELS_DIR) / value).resolve())
 
 
 ON_OFF = ("on", "off", "auto")
@@ -276,3 +291,11 @@ ALLOWED: dict[str, object] = {name: kind for names, kind in _REVIEWED for name i
 def value_problem(option: str, value: str | None) -> str | None:
     """Why ``value`` does not suit an allowed ``option`` (None when it does)."""
     return ALLOWED[option].check(value)  # type: ignore[attr-defined]
+
+
+def absolute_value(option: str, value: str | None) -> str | None:
+    """An allowed option's value as llama-server must get it: files as absolute paths, the rest unchanged."""
+    kind = ALLOWED.get(option)
+    if value is None or not hasattr(kind, "absolute"):
+        return value
+    return kind.absolute(value)  # type: ignore[union-attr]

@@ -5,7 +5,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
+from monitor.models import ServerProfile
 from monitor.profiles.allowed_options import ALLOWED, value_problem
+from monitor.profiles.options import options_argv, profile_options
 from monitor.profiles.validation import extra_args_problem, known_options
 
 HELP = """----- common params -----
@@ -99,3 +101,15 @@ def test_chat_template_files_are_the_apps_own_or_in_the_models_folder(models_dir
 def test_unknown_to_the_binary_or_unlisted_options_are_refused():
     assert "has no option --top-nsigma" in extra_args_problem("--top-nsigma 1", frozenset({"--mlock"}))
     assert "--no-such-flag is not allowed" in extra_args_problem("--no-such-flag", frozenset(ALLOWED))
+
+
+def test_files_in_extra_arguments_reach_llama_server_as_paths(models_dir: Path):
+    (models_dir / "adapter.gguf").write_bytes(b"GGUF")
+    (settings.VAR_DIR / "chat_templates" / "template-abc.jinja").write_text("{{ x }}")
+    extra = "--lora-scaled adapter.gguf:0.5 --chat-template-file template-abc.jinja --top-nsigma 1"
+    argv = options_argv(profile_options(ServerProfile(model_file="m.gguf", extra_args=extra)))
+    assert argv[-6:] == [
+        "--lora-scaled", f"{models_dir.resolve() / 'adapter.gguf'}:0.5",
+        "--chat-template-file", str((settings.VAR_DIR / "chat_templates" / "template-abc.jinja").resolve()),
+        "--top-nsigma", "1",
+    ]  # fmt: skip

@@ -87,6 +87,13 @@ def cap_output(endpoint: str, body: dict) -> None:
         body["max_tokens"] = cap  # llama-server never generates without a bound
 
 
+def check_top_logprobs(body: dict) -> None:
+    """OpenAI's range (0 to 20): more would have llama-server sort that many candidates per token."""
+    value = body.get("top_logprobs")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 20):
+        raise _bad(_("'top_logprobs' must be a whole number from 0 to 20."), "top_logprobs")
+
+
 def check_messages(messages) -> None:
     """``messages`` must be a non-empty list of objects with a known role and text or content parts."""
     if not isinstance(messages, list) or not messages:
@@ -164,6 +171,7 @@ def check_inputs(items, name: str) -> None:
 def check_request(endpoint: str, body: dict) -> None:
     """The allowlist, the body's shape and the output cap (sets ``max_tokens`` when absent)."""
     check_fields(endpoint, body)
+    check_top_logprobs(body)
     if endpoint == "chat/completions":
         check_messages(body.get("messages"))
     elif endpoint == "completions":

@@ -35,6 +35,12 @@ def test_openai_fields_and_the_documented_llama_extras_pass():
     assert refusal("embeddings", {"model": "m", "input": "a", "top_k": 3}).param == "top_k"
 
 
+def test_top_logprobs_is_held_to_openais_range():
+    gateway.check_parameters("chat/completions", {**OK, "logprobs": True, "top_logprobs": 20})
+    for value in (21, -1, 1000, "5", True):
+        assert refusal("chat/completions", {**OK, "logprobs": True, "top_logprobs": value}).param == "top_logprobs"
+
+
 def test_output_length_is_capped_and_sent_when_absent():
     cap = settings.API_MAX_TOKENS
     body = dict(OK)

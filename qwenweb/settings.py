@@ -251,6 +251,9 @@ METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
 # OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
 API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)
+API_MAX_TOKENS = env_int("QWENWEB_API_MAX_TOKENS", 4096)  # max_tokens above it is refused; absent, it is sent
+API_KEY_RPM = env_int("QWENWEB_API_KEY_RPM", 120)  # requests per key in any 60 seconds
+MAX_API_KEYS_PER_USER = env_int("QWENWEB_MAX_API_KEYS_PER_USER", 10)  # keys not revoked
 
 # Request bodies (qwenweb.body_limit, while they stream in): /v1/ takes API_MAX_BODY_BYTES, the
 # document upload DOCUMENT_MAX_BYTES plus the multipart envelope, every other request this much.

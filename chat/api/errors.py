@@ -17,6 +17,7 @@ class ApiError(Exception):
         code: str | None = None,
         param: str | None = None,
         payload: dict | None = None,
+        retry_after_s: int | None = None,
     ):
         super().__init__(str(message))
         self.status = status
@@ -24,6 +25,7 @@ class ApiError(Exception):
         self.code = code
         self.param = param
         self.payload = payload  # an upstream body relayed as is
+        self.retry_after_s = retry_after_s  # sent as Retry-After
 
     def body(self) -> dict:
         if self.payload is not None:

@@ -17,10 +17,10 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from chat.api import keys
+from chat.api import keys, request_fields
 from chat.api.errors import ApiError
 from chat.api.keys import CallerKey
-from chat.api.limits import KeyLimiter, OverLimit, get_limiter
+from chat.api.limits import KeyLimiter, OverLimit, TooManyRequests, get_limiter
 from chat.queue import FairQueue, get_queue
 from monitor.public import (
     LlamaClient,
@@ -46,8 +46,6 @@ ENDPOINTS = {
 STREAMABLE = {"chat/completions", "completions"}
 # OpenAI parameters llama-server does not do (it fails on them with a bare server error).
 REFUSED_PARAMETERS = ("best_of", "suffix")
-# Content parts that name a file: llama-server would fetch an http(s) URL itself.
-MEDIA_PARTS = ("image_url", "input_audio", "input_video")
 
 
 @dataclass
@@ -62,6 +60,24 @@ class ApiCall:
     @property
     def path(self) -> str:
         return ENDPOINTS[self.endpoint]
+
+
+async def admit(authorization: str | None, *, limiter: KeyLimiter | None = None) -> CallerKey:
+    """The caller's key (401 when missing, wrong or revoked), counted against its requests per minute (429)."""
+    key = await keys.authenticate(authorization)
+    limit = settings.API_KEY_RPM
+    try:
+        await (limiter or get_limiter()).count_request(key.id, limit)
+    except TooManyRequests as error:
+        raise ApiError(
+            429,
+            _("This key made %(limit)d requests in the last minute, its limit. Try again in %(seconds)d seconds.")
+            % {"limit": limit, "seconds": error.retry_after_s},
+            type="requests",
+            code="rate_limit_exceeded",
+            retry_after_s=error.retry_after_s,
+        ) from error
+    return key
 
 
 def _bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
@@ -93,42 +109,18 @@ def check_parameters(endpoint: str, body: dict) -> None:
         raise _bad(_("'stream' must be true or false."), "stream")
     if stream and endpoint not in STREAMABLE:
         raise _bad(_("This endpoint does not stream."), "stream")
-    for name in ("n", "n_cmpl"):
-        if name in body and body[name] != 1:
-            raise _bad(
-                _("Unsupported parameter '%(name)s': one answer per request; send several requests instead.")
-                % {"name": name},
-                name,
-            )
+    if "n" in body and body["n"] != 1:
+        raise _bad(
+            _("Unsupported parameter '%(name)s': one answer per request; send several requests instead.")
+            % {"name": "n"},
+            "n",
+        )
     for name in REFUSED_PARAMETERS:
         if name in body:
             raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": name}, name)
     if body.get("echo"):
         raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": "echo"}, "echo")
-    _check_media(body.get("messages") if endpoint == "chat/completions" else body.get("input"))
-
-
-def _check_media(items) -> None:
-    if not isinstance(items, list):
-        return
-    for item in items:
-        content = item.get("content") if isinstance(item, dict) else None
-        if not isinstance(content, list):
-            continue
-        for part in content:
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind not in MEDIA_PARTS:
-                continue
-            inner = part.get(kind)
-            url = inner.get("url") if isinstance(inner, dict) else inner
-            if isinstance(url, str) and not url.startswith("data:"):
-                raise _bad(
-                    _(
-                        "Unsupported %(kind)s URL: send the file inline as a data: URL (base64); the server does not fetch addresses."
-                    )
-                    % {"kind": kind},
-                    kind,
-                )
+    request_fields.check_request(endpoint, body)
 
 
 def _not_found(model: str) -> ApiError:
@@ -230,7 +222,10 @@ async def complete(
         try:
             content = await call.client.post_raw(call.path, call.body)
             try:
-                prompt_tokens, completion_tokens = usage_of(orjson.loads(content))
+                answer = orjson.loads(content)
+                prompt_tokens, completion_tokens = usage_of(answer)
+                if drop_cache_figures(answer):
+                    content = orjson.dumps(answer)
             except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                 pass
         except LlamaError as error:
@@ -240,10 +235,38 @@ async def complete(
     return content
 
 
+def drop_cache_figures(answer: dict) -> bool:
+    """Remove what tells how much of the prompt was already cached (another caller's prefix may be
+    what was cached): llama-server's ``timings`` and ``tokens_cached``, and ``usage``'s
+    ``cached_tokens``. True when something was removed."""
+    removed = answer.pop("timings", None) is not None
+    removed |= answer.pop("tokens_cached", None) is not None
+    usage = answer.get("usage")
+    if isinstance(usage, dict):
+        removed |= usage.pop("prompt_tokens_details", None) is not None
+    return removed
+
+
+def without_cache_figures(event: bytes) -> bytes:
+    """An SSE event with its ``data:`` JSON's cache figures removed (unchanged when it has none or is not JSON)."""
+    lines = event.split(b"\n")
+    for index, line in enumerate(lines):
+        if line.startswith(b"data:"):
+            try:
+                chunk = orjson.loads(line[5:])
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(chunk, dict) and drop_cache_figures(chunk):
+                lines[index] = b"data: " + orjson.dumps(chunk)
+    return b"\n".join(lines)
+
+
 class StreamTally:
     """Watches relayed SSE bytes: whether ``[DONE]`` or an error event came, and the last event with figures.
 
-    Only splits events and searches bytes; the one event with usage is decoded at the end.
+    Only splits events and searches bytes; the events with figures (the last ones) are decoded
+    and re-encoded without the cache figures (``drop_cache_figures``): the only per-event work
+    is one search.
     """
 
     def __init__(self) -> None:
@@ -252,14 +275,21 @@ class StreamTally:
         self.events = 0
         self.finished = False  # [DONE] or an error event from llama-server
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> bytes:
+        """The whole events completed by ``data``, ready to relay (a partial event waits for its end)."""
         *events, self._partial = (self._partial + data).split(b"\n\n")
-        for event in events:
+        for index, event in enumerate(events):
             self.events += 1
             if b'"timings"' in event or b'"usage"' in event:
                 self._figures = event
+                events[index] = without_cache_figures(event)
             elif event.startswith(b"data: [DONE]") or event.startswith(b'data: {"error"'):
                 self.finished = True
+        return b"".join(event + b"\n\n" for event in events)
+
+    def close(self) -> bytes:
+        """The last event when the stream ended without its blank line."""
+        return self.feed(b"\n\n") if self._partial.strip() else b""
 
     def usage(self) -> tuple[int, int]:
         """(prompt, output) tokens; when the stream was cut before its figures, output counts its events."""
@@ -298,18 +328,21 @@ async def stream(
                 yield None
                 try:
                     while True:
-                        tally.feed(data)
-                        if tally.finished:
+                        relayed = tally.feed(data)
+                        if tally.finished and unrecorded:
                             # Counted before the client sees the end, so a client that reads the
                             # usage right after the stream finds it.
                             unrecorded = False
                             await keys.record_usage(key.id, *tally.usage())
-                        yield data
+                        if relayed:
+                            yield relayed
                         data = await upstream.__anext__()
                 except StopAsyncIteration:
-                    pass
+                    tail = tally.close()
+                    if tail:
+                        yield tail
                 except LlamaError as error:
-                    yield _from_llama(error).sse_event()
+                    yield _from_llama(error).sse_event()  # a half event is dropped: it cannot be read
                     return
                 if not tally.finished:
                     yield _broken().sse_event()

@@ -12,6 +12,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -44,6 +45,12 @@ def create_key(owner, name: str) -> tuple[ApiKey, str]:
         raise ChatError(_("Give the key a name, so you can tell your keys apart."))
     if len(name) > MAX_NAME_CHARS:
         raise ChatError(_("The name is too long: the limit is %(chars)d characters.") % {"chars": MAX_NAME_CHARS})
+    limit = settings.MAX_API_KEYS_PER_USER
+    if ApiKey.objects.filter(owner=owner, revoked_at__isnull=True).count() >= limit:
+        raise ChatError(
+            _("You have %(limit)d API keys, the most one person may have. Revoke one to create another.")
+            % {"limit": limit}
+        )
     while True:
         prefix = secrets.token_hex(4)
         if not ApiKey.objects.filter(prefix=prefix).exists():

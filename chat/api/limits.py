@@ -1,7 +1,8 @@
-"""Requests a key may have at once (queued or running), counted in Redis across processes.
+"""Requests a key may have at once (queued or running) and per minute, counted in Redis across processes.
 
 Each request holds a lease in the key's sorted set while it runs and refreshes it;
 a process that dies leaves a lease that runs out, so the count heals by itself.
+Requests per minute are a sliding window: one sorted set of the last minute's request times.
 """
 
 from __future__ import annotations
@@ -24,8 +25,30 @@ return 1
 """
 
 
+# KEYS: the key's window; ARGV: ticket, limit, now_ms, window_ms. Returns 0, or ms until a place frees.
+_TRY_COUNT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[3]) - tonumber(ARGV[4]))
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return math.max(1, tonumber(oldest[2]) + tonumber(ARGV[4]) - tonumber(ARGV[3]))
+end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 0
+"""
+WINDOW_MS = 60_000
+
+
 class OverLimit(Exception):
     """The key already has as many requests in flight as its limit allows."""
+
+
+class TooManyRequests(Exception):
+    """The key made its limit of requests in the last minute; ``retry_after_s`` until one more is allowed."""
+
+    def __init__(self, retry_after_s: int):
+        super().__init__(retry_after_s)
+        self.retry_after_s = retry_after_s
 
 
 class KeyLimiter:
@@ -51,6 +74,14 @@ class KeyLimiter:
         finally:
             keeper.cancel()
             await asyncio.shield(self.redis.get().zrem(self._set(key_id), ticket))
+
+    async def count_request(self, key_id: int, per_minute: int) -> None:
+        """Count one request of the key; TooManyRequests when it already made ``per_minute`` in the last minute."""
+        now = int(time.time() * 1000)
+        window = f"qwenweb:apikey:{key_id}:minute"
+        wait_ms = await self.redis.get().eval(_TRY_COUNT, 1, window, uuid.uuid4().hex, per_minute, now, WINDOW_MS)
+        if int(wait_ms):
+            raise TooManyRequests(-(-int(wait_ms) // 1000))
 
     async def in_flight(self, key_id: int) -> int:
         now = int(time.time() * 1000)

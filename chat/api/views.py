@@ -8,12 +8,15 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
-from chat.api import gateway, keys
+from chat.api import gateway
 from chat.api.errors import ApiError
 
 
 def _error(error: ApiError) -> JsonResponse:
-    return JsonResponse(error.body(), status=error.status)
+    response = JsonResponse(error.body(), status=error.status)
+    if error.retry_after_s is not None:
+        response["Retry-After"] = str(error.retry_after_s)
+    return response
 
 
 def _method_not_allowed(allowed: str) -> JsonResponse:
@@ -28,7 +31,7 @@ async def _relay(request: HttpRequest, endpoint: str) -> HttpResponse:
     if request.method != "POST":
         return _method_not_allowed("POST")
     try:
-        key = await keys.authenticate(request.headers.get("Authorization"))
+        key = await gateway.admit(request.headers.get("Authorization"))
         # One byte over the limit is enough to refuse; the body is already spooled by the server.
         call = await gateway.prepare(endpoint, request.read(settings.API_MAX_BODY_BYTES + 1))
         if not call.stream:
@@ -63,7 +66,7 @@ async def models(request: HttpRequest, name: str | None = None) -> HttpResponse:
     if request.method != "GET":
         return _method_not_allowed("GET")
     try:
-        await keys.authenticate(request.headers.get("Authorization"))
+        await gateway.admit(request.headers.get("Authorization"))
         return JsonResponse(await gateway.list_models() if name is None else await gateway.get_model(name))
     except ApiError as error:
         return _error(error)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -18,7 +19,13 @@ def _keys_page(request, new_key: str | None = None, status: int = 200):
     response = render(
         request,
         "chat/api_keys.html",
-        {"keys": keys.list_keys(request.user), "new_key": new_key, "max_name": keys.MAX_NAME_CHARS},
+        {
+            "keys": keys.list_keys(request.user),
+            "new_key": new_key,
+            "max_name": keys.MAX_NAME_CHARS,
+            "max_keys": settings.MAX_API_KEYS_PER_USER,
+            "rpm": settings.API_KEY_RPM,
+        },
         status=status,
     )
     # A page that shows a new key must not be kept by any cache or the browser's history.

@@ -17,6 +17,7 @@ from django.conf import settings
 
 from monitor.llama.binary import llama_server_binary
 from monitor.models import ServerProfile
+from monitor.profiles.allowed_options import absolute_value
 
 
 def model_path(name: str) -> Path:
@@ -68,7 +69,8 @@ def profile_options(profile: ServerProfile) -> list[Option]:
     elif profile.chat_template:
         # A name is only read as a built-in template when Jinja is off (with Jinja on it is literal Jinja).
         options += [("--no-jinja", None), ("--chat-template", profile.chat_template)]
-    return options + split_options(profile.extra_args)
+    # Files named in extra arguments are names in the models (or templates) folder; llama-server gets their paths.
+    return options + [(name, absolute_value(name, value)) for name, value in split_options(profile.extra_args)]
 
 
 def split_options(extra_args: str) -> list[Option]:

@@ -1,7 +1,8 @@
 """Validation of every field of a server profile, with one message per field.
 
-Extra arguments are split with shlex and each option must be one llama-server itself
-lists in ``--help``; files must be whole GGUF files in the models folder.
+Extra arguments are split with shlex and each option must be on the reviewed allowlist
+(``allowed_options``) with a value of its kind, and listed by llama-server's own ``--help``;
+files must be whole GGUF files in the models folder.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from monitor.llama.binary import llama_server_binary
 from monitor.llama.client import run_with_client
 from monitor.llama.errors import LlamaRejected, LlamaUnavailable
 from monitor.models import ServerProfile
+from monitor.profiles.allowed_options import ALLOWED, value_problem
 from monitor.profiles.options import model_path, split_options
 
 # Built-in templates llama-server names in its --help (tools/server/README.md of the pinned version).
@@ -30,15 +32,6 @@ BUILTIN_TEMPLATES = (
     "megrez minicpm mistral-v1 mistral-v3 mistral-v3-tekken mistral-v7 mistral-v7-tekken monarch openchat orion "
     "pangu-embedded phi3 phi4 rwkv-world seed_oss smolvlm solar-open vicuna vicuna-orca yandex zephyr"
 ).split()
-# Set by qwenweb itself; a profile may not override them.
-RESERVED_OPTIONS = {
-    "--host", "--port", "--api-key", "--api-key-file", "-m", "--model", "-hf", "--hf-repo", "-mu", "--model-url",
-    "--models-dir", "--models-preset", "--path", "--ssl-key-file", "--ssl-cert-file",
-    # Options that write files, or fetch from the internet: a profile must not do either.
-    "--log-file", "--slot-save-path", "-hfr", "-hff", "--hf-file", "-hft", "--hf-token", "-hfd", "-hfrd",
-    "--hf-repo-draft", "-hfv", "--hf-repo-v", "-hffv", "--hf-file-v", "--mmproj-url", "-mmu", "--lora-init-without-apply",
-    "--media-path", "--webui-config-file", "--tools",
-}  # fmt: skip
 # The router reads presets as INI: these would end a value early or start a new line.
 UNSAFE_IN_VALUES = (";", "#", "\n", "\r", "[", "]")
 RANGES = {
@@ -66,7 +59,7 @@ def known_options(binary: str) -> frozenset[str]:
     names = set()
     for line in output.splitlines():
         if line.startswith("-"):
-            head = re.split(r"(?<!,)\s{2,}", line, maxsplit=1)[0]  # "-rea,  --reasoning [..]   description"
+            head = re.split(r"(?<![,\s])\s{2,}", line, maxsplit=1)[0]  # "-rea,  --reasoning [..]   description"
             names.update(re.findall(r"(?<![\w-])(--?[A-Za-z][\w.-]*)", head))
     return frozenset(names)
 
@@ -107,6 +100,8 @@ def _check_file(errors: dict, field: str, name: str):
         errors[field] = _("Give a file name from the models directory, not a path.")
         return None
     path = model_path(name)
+    # A plain name (checked above), so it cannot climb out; a symlink the box's administrator put in
+    # the folder (models on another disk) is honoured, unlike files named in extra arguments.
     if not path.is_file():
         errors[field] = _("%(name)s is not in the models directory.") % {"name": name}
         return None
@@ -115,6 +110,21 @@ def _check_file(errors: dict, field: str, name: str):
     except NotGGUF as error:
         errors[field] = str(error)
         return None
+
+
+def extra_args_problem(extra_args: str, known: frozenset[str] | None) -> str | None:
+    """The first problem of the extra arguments: an option not allowed, unknown to llama-server, or a bad value."""
+    for option, value in split_options(extra_args):
+        if not option.startswith("-"):
+            return _("%(value)s is not an option; give each option at most one value.") % {"value": option[:60]}
+        if option not in ALLOWED:
+            return _("llama-server option %(option)s is not allowed in a profile.") % {"option": option[:60]}
+        if known is not None and option not in known:
+            return _("llama-server has no option %(option)s.") % {"option": option}
+        problem = value_problem(option, value)
+        if problem:
+            return _("%(option)s %(problem)s.") % {"option": option, "problem": problem}
+    return None
 
 
 def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> None:
@@ -178,23 +188,15 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
         errors["extra_args"] = _("Extra arguments cannot contain ; # [ ] line breaks or edge spaces.")
     elif extra:
         try:
-            known = known_options(binary or llama_server_binary())
+            known = known_options(binary or llama_server_binary()) or None
         except (FileNotFoundError, OSError, subprocess.SubprocessError):
             known = None
         if known is None:
             errors["extra_args"] = _(
                 "llama-server cannot be asked for its options right now, so extra arguments cannot be checked."
             )
-        for option, _value in split_options(profile.extra_args):
-            if "extra_args" in errors:
-                break  # the first problem is the one to fix first
-            if not option.startswith("-"):
-                errors["extra_args"] = _("%(value)s is not an option; give each option at most one value.") % {
-                    "value": option[:60]
-                }
-            elif option in RESERVED_OPTIONS:
-                errors["extra_args"] = _("%(option)s is set by qwenweb and cannot be given here.") % {"option": option}
-            elif known is not None and option not in known:
-                errors["extra_args"] = _("llama-server has no option %(option)s.") % {"option": option}
+        problem = None if "extra_args" in errors else extra_args_problem(profile.extra_args, known)
+        if problem:
+            errors["extra_args"] = problem
     if errors:
         raise ValidationError(errors)

@@ -85,7 +85,8 @@ def test_models_lists_the_profiles_users_may_use(owner_key):
         with pytest.raises(openai.NotFoundError):
             api(key).models.retrieve("long-32k")
         # Naming a profile users may not use is the same as naming none.
-        response = raw_post("/v1/chat/completions", key, json={"model": "long-32k", "messages": []})
+        body = {"model": "long-32k", "messages": [{"role": "user", "content": "Hi"}]}
+        response = raw_post("/v1/chat/completions", key, json=body)
         assert_openai_error(response, 404, "model_not_found")
     finally:
         hidden.available_to_users = True
@@ -406,7 +407,8 @@ def test_concurrency_limit_per_key_is_429(owner_key, llama):
     row.save()
     client, response, _lines = open_stream(key)
     try:
-        refused = raw_post("/v1/chat/completions", key, json={"model": MODEL, "messages": [], "max_tokens": 1})
+        body = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}
+        refused = raw_post("/v1/chat/completions", key, json=body)
         error = assert_openai_error(refused, 429, "rate_limit_exceeded")
         assert "limit" in error["message"]
     finally:

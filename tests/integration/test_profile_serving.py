@@ -128,8 +128,9 @@ def test_a_change_that_fails_keeps_the_old_settings_serving_then_a_good_change_g
         profile.refresh_from_db()
         assert profile.live_revision == 1 and router_state(llama, "safe-change@1")["value"] == "loaded"
 
-        # A bad option (a LoRA adapter that does not exist) passes the form but not llama-server.
-        profile.extra_args = "--lora /nonexistent/adapter.gguf"
+        # A bad option (a LoRA adapter in the models folder that is no adapter) passes the form but not llama-server.
+        (MODELS / "not-an-adapter.gguf").write_bytes(b"GGUF" + b"\0" * 64)
+        profile.extra_args = "--lora not-an-adapter.gguf"
         validate_profile(profile)
         assert save_profile(profile) and profile.revision == 2
         with pytest.raises(LoadFailed) as failed:
@@ -156,6 +157,7 @@ def test_a_change_that_fails_keeps_the_old_settings_serving_then_a_good_change_g
         assert chat_once(user_http, "safe-change")["status"] == "complete"
     finally:
         ServerProfile.objects.filter(pk=profile.pk).delete()
+        (MODELS / "not-an-adapter.gguf").unlink(missing_ok=True)
 
 
 def test_killed_llama_server_is_restarted_and_the_restart_recorded(llama):

@@ -1,5 +1,6 @@
 """Server profiles: every bad field refused with its message, and the argv a real llama-server runs."""
 
+import html
 import os
 from pathlib import Path
 
@@ -10,9 +11,11 @@ from django.core.exceptions import ValidationError
 from gguf import GGUFWriter
 
 from monitor.models import ServerProfile
+from monitor.profiles.allowed_options import ALLOWED
 from monitor.profiles.options import profile_argv, write_template
 from monitor.profiles.selectors import find_profile
-from monitor.profiles.validation import validate_profile
+from monitor.profiles.validation import known_options, validate_profile
+from monitor.web.forms import ServerProfileForm
 from tests.support import stack
 from tests.support.client import base_url, login, make_user
 
@@ -72,8 +75,8 @@ def odd_files():
         ({"model_file": "not-a-model.gguf"}, "model_file", "not a GGUF file"),
         ({"draft_model_file": "tiny-draft.gguf"}, "draft_model_file", "vocabulary (5000 tokens) does not match"),
         ({"n_cpu_moe": 4}, "n_cpu_moe", "not a mixture-of-experts"),
-        ({"extra_args": "--port 9999"}, "extra_args", "set by qwenweb"),
-        ({"extra_args": "--no-such-flag 1"}, "extra_args", "no option --no-such-flag"),
+        ({"extra_args": "--port 9999"}, "extra_args", "--port is not allowed in a profile"),
+        ({"extra_args": "--no-such-flag 1"}, "extra_args", "--no-such-flag is not allowed in a profile"),
         ({"extra_args": "; rm -rf /"}, "extra_args", "cannot contain"),
         ({"extra_args": "rm -rf /"}, "extra_args", "rm is not an option"),
         ({"extra_args": "--override-kv 'unclosed"}, "extra_args", "cannot be read"),
@@ -93,8 +96,8 @@ def test_bad_fields_are_refused(odd_files, changes, field, message):
         ("--override-kv a=int:1 b=int:2", "b=int:2 is not an option"),  # a stray value would break the preset INI
         ("--samplers top_k;temp", "cannot contain"),  # ';' starts an INI comment
         ("--alias '[x]'", "cannot contain"),
-        ("--log-file /tmp/x.log", "--log-file is set by qwenweb"),  # options that write files are refused
-        ("--slot-save-path /tmp", "--slot-save-path is set by qwenweb"),
+        ("--log-file /tmp/x.log", "--log-file is not allowed"),  # options that write files are refused
+        ("--slot-save-path /tmp", "--slot-save-path is not allowed"),
     ],
 )
 def test_extra_args_that_would_break_the_presets_or_write_files_are_refused(extra, message):
@@ -103,6 +106,62 @@ def test_extra_args_that_would_break_the_presets_or_write_files_are_refused(extr
 
 def test_known_extra_args_pass():
     validate_profile(profile(extra_args="--cache-reuse 256 -rea off --no-warmup"), binary=BINARY)
+
+
+def test_every_allowed_option_is_one_the_pinned_binary_lists():
+    assert not set(ALLOWED) - known_options(BINARY)  # the reviewed list keeps step with llama-server
+
+
+def test_a_binary_that_lists_no_options_means_extra_arguments_cannot_be_saved(tmp_path):
+    silent = tmp_path / "llama-server"
+    silent.write_text("#!/bin/sh\nexit 0\n")
+    silent.chmod(0o755)
+    errors = refusal_with(profile(extra_args="--top-nsigma 1"), str(silent))
+    assert "cannot be asked for its options" in errors["extra_args"][0]
+    validate_profile(profile(extra_args=""), binary=str(silent))  # no extra arguments: nothing to check
+
+
+def refusal_with(candidate: ServerProfile, binary: str) -> dict:
+    with pytest.raises(ValidationError) as refused:
+        validate_profile(candidate, binary=binary)
+    return refused.value.message_dict
+
+
+def form_data(name: str, extra_args: str) -> dict:
+    base = ServerProfile.objects.get(name="chat-8k")
+    data = {field: getattr(base, field) for field in ServerProfileForm.Meta.fields}
+    data.update(name=name, extra_args=extra_args, is_default=False, remote_api_key="")
+    return {key: value for key, value in data.items() if value is not False and value is not None}
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("""--mcp-servers-json '{"mcpServers":{"files":{"command":"touch"}}}'""",
+         "llama-server option --mcp-servers-json is not allowed in a profile."),
+        ("--log-prompts-dir /tmp/x", "llama-server option --log-prompts-dir is not allowed in a profile."),
+        ("--lora ../../etc/passwd", "--lora takes files of the models folder (../../etc/passwd is not one)."),
+    ],
+)  # fmt: skip
+def test_the_staff_form_refuses_dangerous_options_and_saves_nothing(web_server, extra, message):
+    http = login(make_user(is_staff=True))
+    http.get("/monitor/profiles/new/")
+    data = {"csrfmiddlewaretoken": http.cookies["csrftoken"], **form_data("refused-extra", extra)}
+    response = http.post("/monitor/profiles/new/", data=data)
+    assert response.status_code == 200 and html.unescape(response.text).count(message) == 1, response.text[-3000:]
+    assert not ServerProfile.objects.filter(name="refused-extra").exists()
+
+
+def test_the_staff_form_saves_safe_options(web_server):
+    http = login(make_user(is_staff=True))
+    http.get("/monitor/profiles/new/")
+    data = {"csrfmiddlewaretoken": http.cookies["csrftoken"], **form_data("safe-extra", "--top-nsigma 1 -lm mlock")}
+    try:
+        response = http.post("/monitor/profiles/new/", data=data)
+        assert "Saved" in response.text and "--top-nsigma 1 -lm mlock" in response.text, response.text[-3000:]
+        assert ServerProfile.objects.get(name="safe-extra").extra_args == "--top-nsigma 1 -lm mlock"
+    finally:
+        ServerProfile.objects.filter(name="safe-extra").delete()
 
 
 def test_profile_argv_runs_llama_server_and_context_change_shows_in_props(run_dir):

@@ -394,7 +394,8 @@ def test_client_disconnect_frees_the_slot_and_the_turn_at_once(owner_key, llama)
     assert asyncio.run(FairQueue(name=MODEL).active_count()) == 1
     response.close()
     client.close()
-    assert slots_idle_within(llama, 2), "llama-server kept generating after the client left"
+    # 1000 tokens take far longer than this even on a fast box; a loaded 2-core box needs seconds to notice.
+    assert slots_idle_within(llama, 10), "llama-server kept generating after the client left"
     assert asyncio.run(FairQueue(name=MODEL).active_count()) == 0
     assert asyncio.run(KeyLimiter().in_flight(row.id)) == 0
     row.refresh_from_db()
@@ -414,7 +415,7 @@ def test_concurrency_limit_per_key_is_429(owner_key, llama):
     finally:
         response.close()
         client.close()
-    assert slots_idle_within(llama, 2)
+    assert slots_idle_within(llama, 10)
     answer = api(key).chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
     assert answer.choices[0].message.content is not None
 

@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`.
-.PHONY: setup run test bench lint messages
+.PHONY: setup run stop test bench lint messages
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -19,6 +19,10 @@ setup: $(STAMP)
 
 run: setup
 	$(PY) scripts/stack.py run
+
+# Stops every part a running `make run` started (supervisord over its private socket in var/run).
+stop:
+	$(PY) scripts/stack.py stop
 
 test: setup
 	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium

@@ -205,7 +205,7 @@ CELERY_BEAT_SCHEDULE = {
     "resume-stalled-downloads": {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0},
     "resume-stalled-documents": {"task": "chat.tasks.resume_stalled_documents", "schedule": 30.0},
     "prune-metric-history": {"task": "monitor.tasks.prune_metric_history", "schedule": 3600.0},
-    # The watchdog has a worker of its own (Procfile "watchdog"): long downloads and summaries never hold it up.
+    # The watchdog has a worker of its own (supervisord program "watchdog"): long downloads and summaries never hold it up.
     "llama-watchdog": {
         "task": "monitor.tasks.watchdog",
         "schedule": float(WATCHDOG_INTERVAL_S),

@@ -232,7 +232,7 @@ def start_worker(run_dir: Path) -> Service:
 
 
 def start_sampler(run_dir: Path) -> Service:
-    """The dashboard's sampler (``manage.py run_sampler``), as the Procfile runs it."""
+    """The dashboard's sampler (``manage.py run_sampler``), as `make run` runs it."""
     service = Service("sampler", [sys.executable, str(ROOT / "manage.py"), "run_sampler"], run_dir)
     service.start()
     import redis

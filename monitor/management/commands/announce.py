@@ -1,6 +1,6 @@
-"""Wait until the web server and llama-server answer, print the LAN URLs, then stay up.
+"""Wait until the web server and llama-server answer, print the LAN URLs, then exit.
 
-It runs under honcho, which stops everything when any process exits, so it blocks.
+supervisord runs it once (``autorestart=false``); its output goes to `make run`'s terminal.
 """
 
 import os
@@ -10,7 +10,7 @@ import time
 import httpx
 import psutil
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 def lan_addresses() -> list[str]:
@@ -43,9 +43,7 @@ class Command(BaseCommand):
                     pass
             time.sleep(0.5)
         if pending:
-            self.stderr.write(f"not ready after 10 minutes: {', '.join(pending)}")
+            raise CommandError(f"not ready after 10 minutes: {', '.join(pending)}")
         else:
             urls = [f"http://{address}:{port}/" for address in lan_addresses()] or [f"http://127.0.0.1:{port}/"]
             self.stdout.write("qwenweb is ready. Open on this LAN:\n" + "\n".join(f"    {url}" for url in urls))
-        while True:
-            time.sleep(3600)

@@ -19,6 +19,7 @@ from monitor.models import MetricMinute, ServerProfile
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import load_profile as load
 from monitor.router.watchdog import run_watchdog
+from monitor.telemetry.health import record_beat_tick
 from monitor.telemetry.selftest import run_self_test as self_test
 
 
@@ -41,6 +42,12 @@ def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
 def watchdog() -> list[str]:
     """Health of llama-server and its profiles; restarts what died (see monitor.router.watchdog)."""
     return run_watchdog()
+
+
+@shared_task(name="monitor.tasks.health_beat", ignore_result=True)
+def health_beat() -> None:
+    """Beat's heartbeat: the health checks read when beat last ticked."""
+    record_beat_tick()
 
 
 @shared_task(name="monitor.tasks.load_profile")

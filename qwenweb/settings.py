@@ -199,6 +199,10 @@ DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as muc
 # A document whose worker has not reported for this long was killed: run it again.
 DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
 
+# Health checks (/healthz, /monitor/health/, manage.py health): each part's timeout; beat's heartbeat interval.
+HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))
+HEALTH_BEAT_INTERVAL_S = env_int("QWENWEB_HEALTH_BEAT_INTERVAL_S", 5)
+
 # Every periodic task, in one place (Celery beat). Task names are pinned in each tasks module.
 CELERY_BEAT_SCHEDULE = {
     "sweep-orphaned-streams": {"task": "chat.tasks.sweep_orphaned_streams", "schedule": 60.0},
@@ -210,5 +214,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "monitor.tasks.watchdog",
         "schedule": float(WATCHDOG_INTERVAL_S),
         "options": {"queue": "watchdog", "expires": float(WATCHDOG_INTERVAL_S)},
+    },
+    # Beat's heartbeat for the health checks (on the watchdog's worker, which no long job holds up).
+    "health-beat": {
+        "task": "monitor.tasks.health_beat",
+        "schedule": float(HEALTH_BEAT_INTERVAL_S),
+        "options": {"queue": "watchdog", "expires": float(HEALTH_BEAT_INTERVAL_S)},
     },
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 
 from celery import shared_task
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from monitor.catalog import downloads
 from monitor.llama.client import run_with_client
+from monitor.maintenance.backup import create_backup, prune_backups
 from monitor.models import MetricMinute, ServerProfile
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import load_profile as load
@@ -48,6 +50,14 @@ def watchdog() -> list[str]:
 def health_beat() -> None:
     """Beat's heartbeat: the health checks read when beat last ticked."""
     record_beat_tick()
+
+
+@shared_task(name="monitor.tasks.nightly_backup", ignore_result=True)
+def nightly_backup() -> str:
+    """The nightly backup (QWENWEB_BACKUP_AT), keeping the newest QWENWEB_BACKUP_KEEP archives."""
+    archive = create_backup(Path(settings.BACKUP_DIR))
+    prune_backups(Path(settings.BACKUP_DIR), settings.BACKUP_KEEP)
+    return str(archive)
 
 
 @shared_task(name="monitor.tasks.load_profile")

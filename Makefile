@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`.
-.PHONY: setup run stop test bench lint messages
+.PHONY: setup run stop install uninstall test bench lint messages
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -23,6 +23,13 @@ run: setup
 # Stops every part a running `make run` started (supervisord over its private socket in var/run).
 stop:
 	$(PY) scripts/stack.py stop
+
+# The boot service: a systemd unit running `make run`'s supervisord as the user qwenweb (or why it cannot here).
+install: setup
+	$(PY) scripts/boot_service.py install
+
+uninstall:
+	$(PY) scripts/boot_service.py uninstall
 
 test: setup
 	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium

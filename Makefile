@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`.
-.PHONY: setup run stop install uninstall test bench lint messages
+.PHONY: setup run stop install uninstall test test-postgres bench lint messages
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -34,6 +34,11 @@ uninstall:
 test: setup
 	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium
 	$(PY) -m pytest
+
+# The integration tests that touch the database, against a private PostgreSQL (Debian's package).
+test-postgres: setup
+	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium postgresql:pg_ctlcluster
+	$(PY) scripts/test_postgres.py
 
 bench: setup
 	$(PY) scripts/install_system_packages.py poppler-utils:pdftotext

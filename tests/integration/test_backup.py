@@ -24,6 +24,9 @@ from monitor.profiles.options import template_file, write_template
 from tests.support.client import make_user
 from tests.support.stack import ROOT
 
+ON_POSTGRES = os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))
+sqlite_only = pytest.mark.skipif(ON_POSTGRES, reason="restores into a fresh SQLite var folder")
+
 
 def manage(var_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "QWENWEB_VAR_DIR": str(var_dir)}
@@ -49,6 +52,7 @@ def data():
     return {"user": user, "conversation": conversation, "document": document, "key": key, "profile": profile}
 
 
+@sqlite_only
 def test_backup_restores_onto_a_fresh_clone(data, tmp_path):
     archive = create_backup(tmp_path / "backups")
     assert oct(archive.stat().st_mode & 0o777) == "0o600"
@@ -112,3 +116,17 @@ def test_an_archive_with_foreign_paths_is_refused(tmp_path):
     result = manage(tmp_path / "var", "restore", str(evil))
     assert result.returncode == 1 and "not a qwenweb backup" in result.stdout
     assert not (tmp_path / "outside").exists()
+
+
+@pytest.mark.skipif(not ON_POSTGRES, reason="PostgreSQL only (make test-postgres)")
+def test_postgres_backup_is_a_pg_dump_archive(data, tmp_path):
+    archive = create_backup(tmp_path)
+    with tarfile.open(archive) as tar:
+        tar.extract("database/db.pgdump", tmp_path, filter="data")
+    listing = subprocess.run(
+        ["pg_restore", "--list", str(tmp_path / "database" / "db.pgdump")],
+        stdout=subprocess.PIPE,
+        text=True,
+        check=True,
+    ).stdout
+    assert "TABLE public chat_message" in listing and "TABLE public chat_apikey" in listing

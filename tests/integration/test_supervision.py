@@ -20,7 +20,7 @@ import pytest
 
 from scripts.local_services import free_port, redis_server_binary
 from scripts.supervisor_config import supervisorctl, supervisord, write_config
-from tests.support.stack import ROOT, wait_until
+from tests.support.stack import ROOT, Service, wait_until
 
 
 def program_pids(var_dir: Path) -> dict[str, int]:
@@ -87,3 +87,23 @@ def test_killed_part_is_restarted_recorded_and_make_stop_stops_all(supervised):
     process.wait(30)
     time.sleep(0.2)
     assert not any(psutil.pid_exists(pid) for pid in after.values())
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_llama_supervisor_killed_alone_leaves_no_router_behind(llama):
+    """supervisord SIGKILLs nothing but the program's own process when it dies (out of memory):
+    the router it ran is orphaned, still holding the port; the restarted supervisor stops it."""
+    orphan = llama.router_pid()
+    os.kill(llama.process.pid, signal.SIGKILL)
+    llama.process.wait(10)
+    assert not _gone(orphan)
+    Service.start(llama)  # the orphan still answers: wait for the new router, not for health alone
+    wait_until(lambda: llama.router_pid() not in (None, orphan), 60, "a new router", llama.process, llama.log_path)
+    assert _gone(orphan)
+    wait_until(llama.healthy, 120, "the default profile answers again", llama.process, llama.log_path)

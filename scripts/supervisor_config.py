@@ -10,6 +10,7 @@ back with ``shlex``, no shell in between.
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -78,11 +79,13 @@ def program_section(program: Program, log_dir: Path) -> list[str]:
         "redirect_stderr=true",
     ]
     if program.once:
-        # The announcement goes to the terminal `make run` was typed in.
         lines += ["autorestart=false", "exitcodes=0", "startretries=0"]
-        lines += ["stdout_logfile=/dev/stdout", "stdout_logfile_maxbytes=0"]
     else:
         lines += ["autorestart=true", "startretries=10"]
+    if program.once and os.isatty(1):
+        # The announcement goes to the terminal `make run` was typed in (a file or the journal: its log).
+        lines += ["stdout_logfile=/dev/stdout", "stdout_logfile_maxbytes=0"]
+    else:
         lines += [f"stdout_logfile={log_dir / program.name}.log", f"stdout_logfile_maxbytes={LOG_MAX_BYTES}"]
         lines.append(f"stdout_logfile_backups={LOG_BACKUPS}")
     lines += [f"{key}={value}" for key, value in program.extra.items()]

@@ -112,7 +112,8 @@ def check_llama() -> list[Part]:
             await client.aclose()
 
     try:
-        models = asyncio.run(listing())
+        # Bounded here too: a hung router must not keep this thread for the client's long read timeout.
+        models = asyncio.run(asyncio.wait_for(listing(), settings.HEALTH_TIMEOUT_S))
         loaded = {m.get("id") for m in models if (m.get("status") or {}).get("value") == "loaded"}
         local = [p for p in ServerProfile.objects.all() if not p.is_remote]
     finally:

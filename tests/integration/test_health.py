@@ -105,3 +105,17 @@ def test_stopped_web_server_is_caught_from_outside(everything, web_server):
     assert "DOWN web" in result.stdout
     assert "up   database" in result.stdout
     assert took < 15
+
+
+def test_a_hung_router_is_down_and_the_page_still_answers_quickly(everything, llama):
+    admin = login(make_user(is_staff=True))
+    router = llama.router_pid()
+    os.kill(router, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        state = parts(admin)
+        took = time.monotonic() - started
+    finally:
+        os.kill(router, signal.SIGCONT)
+    assert state["llama-server"] is False and state["database"] is True
+    assert took < 4  # every check at once, each bounded: a hung part does not hold the page

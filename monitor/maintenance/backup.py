@@ -187,11 +187,13 @@ def _replace_tree(source: Path, target: Path) -> None:
 def restore_backup(archive: Path, *, force: bool = False) -> dict:
     """Bring back everything ``create_backup`` wrote; returns the archive's manifest."""
     database = current_database()
-    if database_in_use() and not force:
-        raise BackupError(_("The database already holds accounts; restore with --force to overwrite it."))
     var_dir = Path(settings.VAR_DIR)
+    var_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=var_dir) as work, tarfile.open(archive, mode="r:gz") as tar:
-        tar.extractall(work, members=_safe_members(tar), filter="data")
+        members = _safe_members(tar)  # the archive is checked before anything else
+        if database_in_use() and not force:
+            raise BackupError(_("The database already holds accounts; restore with --force to overwrite it."))
+        tar.extractall(work, members=members, filter="data")
         unpacked = Path(work)
         try:
             manifest = json.loads((unpacked / "manifest.json").read_text())

@@ -1,5 +1,6 @@
 """``manage.py restore ARCHIVE [--force]``: bring a backup back, then migrate."""
 
+import tarfile
 from pathlib import Path
 
 from django.core.management import call_command
@@ -18,7 +19,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         try:
             manifest = restore_backup(options["archive"], force=options["force"])
-        except (BackupError, OSError) as error:
+        except (BackupError, OSError, tarfile.TarError) as error:
             raise CommandError(str(error)) from error
         call_command("migrate", "--noinput", verbosity=0)
         self.stdout.write(f"restored the backup of {manifest.get('created_at')}")

@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`.
-.PHONY: setup run test bench lint messages
+.PHONY: setup run stop install uninstall test test-postgres bench lint messages
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -20,9 +20,25 @@ setup: $(STAMP)
 run: setup
 	$(PY) scripts/stack.py run
 
+# Stops every part a running `make run` started (supervisord over its private socket in var/run).
+stop:
+	$(PY) scripts/stack.py stop
+
+# The boot service: a systemd unit running `make run`'s supervisord as the user qwenweb (or why it cannot here).
+install: setup
+	$(PY) scripts/boot_service.py install
+
+uninstall:
+	$(PY) scripts/boot_service.py uninstall
+
 test: setup
 	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium
 	$(PY) -m pytest
+
+# The integration tests that touch the database, against a private PostgreSQL (Debian's package).
+test-postgres: setup
+	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium postgresql:pg_ctlcluster
+	$(PY) scripts/test_postgres.py
 
 bench: setup
 	$(PY) scripts/install_system_packages.py poppler-utils:pdftotext

@@ -13,6 +13,7 @@ BENCHES = [
     "sampler_bench.py",
     "selftest_bench.py",
     "extract_bench.py",
+    "restart_bench.py",
 ]
 
 failed = False

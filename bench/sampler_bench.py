@@ -1,6 +1,6 @@
 """CPU cost of the dashboard's sampler, against a real llama-server and Redis.
 
-Ours: the long-lived sampler process (``manage.py run_sampler``, as the Procfile runs it), one
+Ours: the long-lived sampler process (``manage.py run_sampler``, as `make run` runs it), one
 sample a second, its CPU time over the wall time (paused while the reference runs). Reference: the same sample as a Celery
 task sent once a second (a beat entry per second), CPU time of the worker process (the beat
 scheduler's own cost not counted). Alternating windows, medians.
@@ -32,7 +32,7 @@ def cpu_seconds(process: psutil.Process) -> float:
 
 
 def ours(sampler: psutil.Process) -> float:
-    """The sampler process as the Procfile runs it, let run for one window."""
+    """The sampler process as `make run` runs it, let run for one window."""
     sampler.resume()
     started_cpu, started = cpu_seconds(sampler), time.monotonic()
     time.sleep(SAMPLES)

@@ -136,6 +136,9 @@ class Event(models.Model):
         DOWNLOAD_FAILED = "download_failed", _("Download failed")
         QUEUE_OVERFLOW = "queue_overflow", _("Queue overflow")
         SELF_TEST = "self_test", _("Self-test")
+        PROCESS_EXITED = "process_exited", _("Process exited")
+        PROCESS_RESTARTED = "process_restarted", _("Process restarted")
+        PROCESS_FATAL = "process_fatal", _("Process gave up restarting")
 
     class Level(models.TextChoices):
         INFO = "info", _("info")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from pathlib import Path
 
 from celery import shared_task
 from django.conf import settings
@@ -15,10 +16,12 @@ from django.utils import timezone
 
 from monitor.catalog import downloads
 from monitor.llama.client import run_with_client
+from monitor.maintenance.backup import create_backup, prune_backups
 from monitor.models import MetricMinute, ServerProfile
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import load_profile as load
 from monitor.router.watchdog import run_watchdog
+from monitor.telemetry.health import record_beat_tick
 from monitor.telemetry.selftest import run_self_test as self_test
 
 
@@ -41,6 +44,20 @@ def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
 def watchdog() -> list[str]:
     """Health of llama-server and its profiles; restarts what died (see monitor.router.watchdog)."""
     return run_watchdog()
+
+
+@shared_task(name="monitor.tasks.health_beat", ignore_result=True)
+def health_beat() -> None:
+    """Beat's heartbeat: the health checks read when beat last ticked."""
+    record_beat_tick()
+
+
+@shared_task(name="monitor.tasks.nightly_backup", ignore_result=True)
+def nightly_backup() -> str:
+    """The nightly backup (QWENWEB_BACKUP_AT), keeping the newest QWENWEB_BACKUP_KEEP archives."""
+    archive = create_backup(Path(settings.BACKUP_DIR))
+    prune_backups(Path(settings.BACKUP_DIR), settings.BACKUP_KEEP)
+    return str(archive)
 
 
 @shared_task(name="monitor.tasks.load_profile")

@@ -1,12 +1,14 @@
 from django.urls import path
 
-from monitor.web import dashboard_views, model_views, profile_views
+from monitor.web import dashboard_views, health_views, model_views, profile_views
 
 app_name = "monitor"
 
 urlpatterns = [
     path("", dashboard_views.dashboard_page, name="dashboard"),
     path("dashboard.json", dashboard_views.dashboard_json, name="dashboard-json"),
+    path("health/", health_views.health_page, name="health"),
+    path("health.json", health_views.health_json, name="health-json"),
     path("selftest/", dashboard_views.start_self_test, name="selftest"),
     path("models/", model_views.models_page, name="models"),
     path("models/download/", model_views.start_download, name="download"),

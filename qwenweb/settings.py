@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from celery.schedules import crontab
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
 from qwenweb.network import lan_addresses, served_hosts
@@ -269,16 +271,47 @@ DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as muc
 # A document whose worker has not reported for this long was killed: run it again.
 DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
 
+# Health checks (/healthz, /monitor/health/, manage.py health): each part's timeout; beat's heartbeat interval.
+HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))
+HEALTH_BEAT_INTERVAL_S = env_int("QWENWEB_HEALTH_BEAT_INTERVAL_S", 5)
+
+# Backups (manage.py backup): where they go; "HH:MM" (server time) for a nightly one by beat, empty: none;
+# how many nightly archives are kept.
+BACKUP_DIR = Path(os.environ.get("QWENWEB_BACKUP_DIR", VAR_DIR / "backups"))
+BACKUP_AT = os.environ.get("QWENWEB_BACKUP_AT", "")
+BACKUP_KEEP = env_int("QWENWEB_BACKUP_KEEP", 7)
+
+
+def daily_at(at: str) -> crontab:
+    """ "HH:MM" as a beat schedule; a malformed value stops the start with the setting's name."""
+    try:
+        hour, minute = (int(part) for part in at.split(":"))
+        return crontab(hour=hour, minute=minute)
+    except ValueError as error:
+        raise ImproperlyConfigured(f"QWENWEB_BACKUP_AT must be HH:MM, not {at!r}") from error
+
+
 # Every periodic task, in one place (Celery beat). Task names are pinned in each tasks module.
 CELERY_BEAT_SCHEDULE = {
     "sweep-orphaned-streams": {"task": "chat.tasks.sweep_orphaned_streams", "schedule": 60.0},
     "resume-stalled-downloads": {"task": "monitor.tasks.resume_stalled_downloads", "schedule": 30.0},
     "resume-stalled-documents": {"task": "chat.tasks.resume_stalled_documents", "schedule": 30.0},
     "prune-metric-history": {"task": "monitor.tasks.prune_metric_history", "schedule": 3600.0},
-    # The watchdog has a worker of its own (Procfile "watchdog"): long downloads and summaries never hold it up.
+    # The watchdog has a worker of its own (supervisord program "watchdog"): long downloads and summaries never hold it up.
     "llama-watchdog": {
         "task": "monitor.tasks.watchdog",
         "schedule": float(WATCHDOG_INTERVAL_S),
         "options": {"queue": "watchdog", "expires": float(WATCHDOG_INTERVAL_S)},
     },
+    # Beat's heartbeat for the health checks (on the watchdog's worker, which no long job holds up).
+    "health-beat": {
+        "task": "monitor.tasks.health_beat",
+        "schedule": float(HEALTH_BEAT_INTERVAL_S),
+        "options": {"queue": "watchdog", "expires": float(HEALTH_BEAT_INTERVAL_S)},
+    },
+    **(
+        {"nightly-backup": {"task": "monitor.tasks.nightly_backup", "schedule": daily_at(BACKUP_AT)}}
+        if BACKUP_AT
+        else {}
+    ),
 }

@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from monitor.web.dashboard_views import metrics_endpoint
+from monitor.web.health_views import healthz
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -11,6 +12,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("monitor/", include("monitor.urls")),
     path("metrics", metrics_endpoint, name="metrics"),
+    path("healthz", healthz, name="healthz"),
     path("v1/", include("chat.api.urls")),
     path("", include("chat.urls")),
 ]

@@ -1,7 +1,8 @@
-"""Set up and run the whole product under honcho (see Procfile).
+"""Set up and run the whole product under supervisord (see scripts/supervisor_config.py).
 
-Usage: python scripts/stack.py run     (from `make run`)
+Usage: python scripts/stack.py run     (from `make run`: supervisord in the foreground, Ctrl-C stops all)
        python scripts/stack.py prepare (everything but starting the processes)
+       python scripts/stack.py stop    (from `make stop`: asks a running supervisord to stop everything)
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from scripts.local_services import (  # noqa: E402
     redis_reachable,
     redis_server_binary,
 )
-
-PROCESSES = ["llama", "web", "worker", "watchdog", "beat", "sampler", "ready"]
+from scripts.supervisor_config import supervisorctl, supervisord, write_config  # noqa: E402
 
 
 def step(message: str) -> None:
@@ -40,9 +40,10 @@ def llama_binary() -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def prepare() -> tuple[dict, list[str]]:
+def prepare() -> tuple[dict, bool]:
     env = dict(os.environ)
-    var_dir = Path(env.setdefault("QWENWEB_VAR_DIR", str(ROOT / "var")))
+    var_dir = Path(env.setdefault("QWENWEB_VAR_DIR", str(ROOT / "var"))).resolve()
+    env["QWENWEB_VAR_DIR"] = str(var_dir)
     var_dir.mkdir(parents=True, exist_ok=True)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
@@ -56,7 +57,7 @@ def prepare() -> tuple[dict, list[str]]:
     models_dir = Path(env.setdefault("QWENWEB_MODELS_DIR", str(var_dir / "models")))
     print(f"    {ensure_default_model(models_dir)} (SHA256 verified)")
 
-    processes = list(PROCESSES)
+    with_redis = False
     step("Redis")
     if env.get("REDIS_URL") and redis_reachable(env["REDIS_URL"]):
         print(f"    using {env['REDIS_URL']}")
@@ -67,7 +68,7 @@ def prepare() -> tuple[dict, list[str]]:
         port = free_port(int(env.get("QWENWEB_REDIS_PORT", "6390")))
         (var_dir / "redis").mkdir(exist_ok=True)
         env.update(REDIS_SERVER_BIN=binary, QWENWEB_REDIS_PORT=str(port), REDIS_URL=f"redis://127.0.0.1:{port}/0")
-        processes.insert(0, "redis")
+        with_redis = True
         print(f"    private redis-server on 127.0.0.1:{port}, data in {var_dir / 'redis'}")
 
     env.setdefault("QWENWEB_BIND", "0.0.0.0")
@@ -91,18 +92,25 @@ def prepare() -> tuple[dict, list[str]]:
         print(
             f"\n    First run: admin account 'admin', password: {password}\n    (shown once; change it in the admin)\n"
         )
-    return env, processes
+    return env, with_redis
+
+
+def configured_var_dir() -> Path:
+    return Path(os.environ.get("QWENWEB_VAR_DIR", str(ROOT / "var"))).resolve()
 
 
 def main() -> None:
     command = sys.argv[1] if len(sys.argv) > 1 else "run"
-    env, processes = prepare()
+    if command == "stop":
+        raise SystemExit(subprocess.run(supervisorctl(configured_var_dir(), "shutdown"), check=False).returncode)
+    env, with_redis = prepare()
     if command == "prepare":
         return
-    step("starting " + ", ".join(processes) + " (Ctrl-C stops them all)")
-    honcho = str(Path(sys.executable).parent / "honcho")
+    config = write_config(env, with_redis=with_redis, var_dir=Path(env["QWENWEB_VAR_DIR"]))
+    step(f"starting every part under supervisord ({config}); logs in var/log/; Ctrl-C or `make stop` stops all")
+    argv = supervisord(Path(env["QWENWEB_VAR_DIR"]))
     os.chdir(ROOT)
-    os.execve(honcho, [honcho, "start", "-f", str(ROOT / "Procfile"), *processes], env)
+    os.execve(argv[0], argv, env)
 
 
 if __name__ == "__main__":

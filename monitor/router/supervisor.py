@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import psutil
 from django.conf import settings
 from django.utils.translation import gettext as _
 
@@ -78,6 +79,25 @@ def read_pid(path: Path) -> int | None:
     except (ProcessLookupError, PermissionError):
         return None
     return pid
+
+
+def stop_orphaned_router(binary: str) -> None:
+    """A router left running by a supervisor that was killed (SIGKILL, out of memory) still
+    holds the port: stop it before starting a new one, or the new one cannot listen."""
+    pid = read_pid(router_pid_path())
+    if pid is None:
+        return
+    try:
+        process = psutil.Process(pid)
+        if Path(process.exe()).name != Path(binary).name:
+            return  # the pid was reused by something else
+        process.terminate()
+        process.wait(settings.LLAMA_STOP_TIMEOUT_S + 5)
+    except psutil.TimeoutExpired:
+        process.kill()
+    except psutil.Error:
+        return
+    log.warning("stopped an orphaned llama-server router (pid %s)", pid)
 
 
 def request_restart(reason: str) -> bool:
@@ -170,6 +190,7 @@ class RouterSupervisor:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGUSR1, self._on_restart)
         supervisor_pid_path().write_text(str(os.getpid()))
+        stop_orphaned_router(self.binary)
         reason = ""
         quick_exits = 0
         try:

@@ -191,7 +191,7 @@ class PlainLlamaServer(Service):
 
 def start_web(run_dir: Path) -> Service:
     port = os.environ["QWENWEB_PORT"]
-    # The same launcher as the Procfile: Daphne gets the WebSocket limit from the settings.
+    # The same launcher as `make run` (scripts/supervisor_config.py): Daphne gets the WebSocket limit from the settings.
     service = Service("daphne", [sys.executable, "-m", "qwenweb.serve", "--bind", "127.0.0.1", "--port", port], run_dir)
     service.start()
     wait_until(
@@ -232,7 +232,7 @@ def start_worker(run_dir: Path) -> Service:
 
 
 def start_sampler(run_dir: Path) -> Service:
-    """The dashboard's sampler (``manage.py run_sampler``), as the Procfile runs it."""
+    """The dashboard's sampler (``manage.py run_sampler``), as `make run` runs it."""
     service = Service("sampler", [sys.executable, str(ROOT / "manage.py"), "run_sampler"], run_dir)
     service.start()
     import redis

@@ -1,13 +1,13 @@
-"""Wait until the web server and llama-server answer, print the LAN URLs, then stay up.
+"""Wait until the web server and llama-server answer, print the LAN URLs, then exit.
 
-It runs under honcho, which stops everything when any process exits, so it blocks.
+supervisord runs it once (``autorestart=false``); its output goes to `make run`'s terminal.
 """
 
 import time
 
 import httpx
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
@@ -31,10 +31,8 @@ class Command(BaseCommand):
                     pass
             time.sleep(0.5)
         if pending:
-            self.stderr.write(f"not ready after 10 minutes: {', '.join(pending)}")
+            raise CommandError(f"not ready after 10 minutes: {', '.join(pending)}")
         else:
             addresses = settings.QWENWEB_LAN_ADDRESSES or ["127.0.0.1"]
             urls = [f"http://{address}:{port}/" for address in addresses]
             self.stdout.write("qwenweb is ready. Open on this LAN:\n" + "\n".join(f"    {url}" for url in urls))
-        while True:
-            time.sleep(3600)

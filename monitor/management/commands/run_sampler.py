@@ -1,4 +1,4 @@
-"""The dashboard's sampler: one long-lived process (Procfile ``sampler``), or ``--once`` to print one sample."""
+"""The dashboard's sampler: one long-lived process (supervisord program ``sampler``), or ``--once`` to print one sample."""
 
 import asyncio
 

@@ -1,0 +1,1 @@
+"""Looking after the box itself: backups of its data and restoring them."""

@@ -1,0 +1,121 @@
+"""Health against the real stack: /healthz, the staff view of every part, parts killed for
+real (the sampler, the worker) shown as down, and a stopped (SIGSTOP) web server caught by
+``manage.py health`` from outside it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from scripts.supervisor_config import programs
+from tests.support.client import base_url, login, make_user
+from tests.support.stack import ROOT, Service, wait_until
+
+
+def _program_argv(name: str) -> list[str]:
+    """The part's argv exactly as `make run`'s supervisord starts it."""
+    env = {"QWENWEB_VAR_DIR": os.environ["QWENWEB_VAR_DIR"], "QWENWEB_BIND": "127.0.0.1", "QWENWEB_PORT": "0"}
+    return next(p.argv for p in programs(env, with_redis=False) if p.name == name)
+
+
+@pytest.fixture(scope="module")
+def beat_and_watchdog(run_dir, redis_server):
+    """Beat and the watchdog's own worker (the session fixtures run neither), for this module only."""
+    started = [Service(name, _program_argv(name), run_dir) for name in ("beat", "watchdog")]
+    for service in started:
+        service.start()
+    yield started
+    for service in started:
+        service.stop()
+
+
+def parts(client) -> dict[str, bool]:
+    return {part["name"]: part["ok"] for part in client.get("/monitor/health.json").json()["parts"]}
+
+
+def manage_health(timeout: float = 30) -> subprocess.CompletedProcess:
+    argv = [sys.executable, str(ROOT / "manage.py"), "health", "--timeout", "2"]
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def everything(web_server, celery_worker, sampler, llama, beat_and_watchdog):
+    wait_until(lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 200, 40, "every part healthy")
+
+
+def test_healthz_and_the_staff_view_of_every_part(everything):
+    answer = httpx.get(base_url() + "/healthz", timeout=5)
+    assert (answer.status_code, answer.text, answer.headers["content-type"]) == (
+        200,
+        "ok\n",
+        "text/plain; charset=utf-8",
+    )
+    assert httpx.get(base_url() + "/monitor/health.json").status_code == 403
+    assert login(make_user()).get("/monitor/health/").status_code == 403
+    admin = login(make_user(is_staff=True))
+    names = {"database", "redis", "worker", "watchdog worker", "beat", "sampler", "llama-server", "profiles"}
+    assert parts(admin) == dict.fromkeys(names, True)
+    page = admin.get("/monitor/health/")
+    assert page.status_code == 200 and "Every part answers." in page.text
+    result = manage_health()
+    assert result.returncode == 0, result.stdout
+    assert "DOWN" not in result.stdout
+
+
+def test_killed_sampler_and_worker_show_as_down(everything, sampler, celery_worker):
+    admin = login(make_user(is_staff=True))
+    sampler.kill()
+    celery_worker.kill()
+    try:
+        started = time.monotonic()
+        wait_until(lambda: not parts(admin)["sampler"], 10, "sampler shown down")
+        assert time.monotonic() - started < 6
+        state = parts(admin)
+        assert state["worker"] is False and state["watchdog worker"] is True and state["redis"] is True
+        page = admin.get("/monitor/health/")
+        assert "Some parts are down" in page.text
+        assert httpx.get(base_url() + "/healthz", timeout=5).text == "not ok\n"
+        result = manage_health()
+        assert result.returncode == 1
+        assert "DOWN sampler" in result.stdout and "DOWN worker" in result.stdout
+    finally:
+        sampler.start()
+        celery_worker.start()
+        from qwenweb.celery import app
+
+        wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker")
+    wait_until(lambda: all(parts(admin).values()), 20, "parts back up")
+
+
+def test_stopped_web_server_is_caught_from_outside(everything, web_server):
+    os.kill(web_server.process.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        result = manage_health()
+        took = time.monotonic() - started
+    finally:
+        os.kill(web_server.process.pid, signal.SIGCONT)
+    assert result.returncode == 1, result.stdout
+    assert "DOWN web" in result.stdout
+    assert "up   database" in result.stdout
+    assert took < 15
+
+
+def test_a_hung_router_is_down_and_the_page_still_answers_quickly(everything, llama):
+    admin = login(make_user(is_staff=True))
+    router = llama.router_pid()
+    os.kill(router, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        state = parts(admin)
+        took = time.monotonic() - started
+    finally:
+        os.kill(router, signal.SIGCONT)
+    assert state["llama-server"] is False and state["database"] is True
+    assert took < 4  # every check at once, each bounded: a hung part does not hold the page

@@ -1,0 +1,46 @@
+"""The supervisord configuration `make run` writes: every part restarted and logged with rotation, argv intact."""
+
+from __future__ import annotations
+
+import configparser
+import shlex
+from pathlib import Path
+
+from scripts.supervisor_config import programs, render
+
+ENV = {
+    "QWENWEB_VAR_DIR": "/srv/q w/var",
+    "REDIS_SERVER_BIN": "/usr/bin/redis-server",
+    "QWENWEB_REDIS_PORT": "6390",
+    "QWENWEB_BIND": "0.0.0.0",
+    "QWENWEB_PORT": "8000",
+}
+
+
+def parsed() -> configparser.RawConfigParser:
+    config = configparser.RawConfigParser()
+    config.read_string(render(ENV, with_redis=True, var_dir=Path(ENV["QWENWEB_VAR_DIR"])))
+    return config
+
+
+def test_every_long_lived_part_restarts_and_logs_with_rotation():
+    config = parsed()
+    names = [p.name for p in programs(ENV, with_redis=True)]
+    assert names == ["redis", "llama", "web", "worker", "watchdog", "beat", "sampler", "ready"]
+    for name in names[:-1]:
+        section = config[f"program:{name}"]
+        assert section["autorestart"] == "true" and int(section["startretries"]) > 0
+        assert section["stdout_logfile"] == f"/srv/q w/var/log/{name}.log"
+        assert section["stdout_logfile_maxbytes"] == "20MB" and section["stdout_logfile_backups"] == "5"
+    assert config["program:ready"]["autorestart"] == "false"
+    assert config["supervisord"]["nodaemon"] == "true"
+    assert config["unix_http_server"]["chmod"] == "0700"
+    assert "PROCESS_STATE_FATAL" in config["eventlistener:events"]["events"]
+
+
+def test_commands_are_the_argv_with_percent_escaped():
+    config = parsed()
+    for program in programs(ENV, with_redis=True):
+        line = config[f"program:{program.name}"]["command"]
+        assert shlex.split(line.replace("%%", "%")) == program.argv
+    assert "watchdog@%%h" in config["program:watchdog"]["command"]

@@ -157,6 +157,9 @@ CHAT_MAX_MESSAGE_CHARS = env_int("QWENWEB_MAX_MESSAGE_CHARS", 32_000)
 CHAT_MAX_IMAGE_BYTES = env_int("QWENWEB_MAX_IMAGE_BYTES", 8 * 1024 * 1024)
 CHAT_IMAGE_MAX_EDGE = 512
 CHAT_MAX_ANSWER_TOKENS = env_int("QWENWEB_MAX_ANSWER_TOKENS", 1024)
+# Answers a person may have being written or queued at once, and may start a minute.
+CHAT_TURNS_IN_FLIGHT = env_int("QWENWEB_TURNS_IN_FLIGHT", 2)
+CHAT_TURNS_PER_MINUTE = env_int("QWENWEB_TURNS_PER_MINUTE", 20)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "1.0"))
 # Parallel requests a fair queue lets through before it has read the profile's slots from llama-server.
 QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", env_int("QWENWEB_PARALLEL", 2))

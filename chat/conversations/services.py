@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from chat.conversations.limits import check_turn_allowed
 from chat.conversations.selectors import get_conversation
 from chat.errors import ChatError
 from chat.models import Conversation, Message
@@ -76,6 +77,7 @@ def post_to_conversation(
     user, conversation_id, text: str, image, profile_name: str | None = None
 ) -> tuple[Conversation, Message, Message]:
     """The user's message to their conversation, or to a new one when no id is given."""
+    check_turn_allowed(user)
     if conversation_id:
         conversation = get_conversation(user, conversation_id)
     else:
@@ -102,6 +104,7 @@ def choose_profile(conversation: Conversation, profile_name: str) -> None:
 @transaction.atomic
 def prepare_regenerate(conversation: Conversation) -> Message:
     """Replace the last assistant answer with a fresh one that will stream."""
+    check_turn_allowed(conversation.owner)
     last = conversation.messages.order_by("-created_at", "-id").first()
     if last is None:
         raise ChatError(_("There is nothing to regenerate yet."))

@@ -215,8 +215,14 @@ DOCUMENT_MAX_BYTES = env_int("QWENWEB_DOCUMENT_MAX_BYTES", 50 * 1024 * 1024)
 DOCUMENT_MAX_PAGES = env_int("QWENWEB_DOCUMENT_MAX_PAGES", 2000)
 DOCUMENT_SUMMARY_TOKENS = env_int("QWENWEB_DOCUMENT_SUMMARY_TOKENS", 512)  # each partial summary at most
 DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as much as one slot's context holds
-# A document whose worker has not reported for this long was killed: run it again.
+# A document whose worker has not reported for this long was killed: run it again, up to
+# DOCUMENT_MAX_ATTEMPTS runs in all, then it is marked failed.
 DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
+DOCUMENT_MAX_ATTEMPTS = env_int("QWENWEB_DOCUMENT_MAX_ATTEMPTS", 3)
+# Extraction runs in a child process with these limits; no new page for STALL_S: it hangs, end it.
+DOCUMENT_EXTRACT_CPU_S = env_int("QWENWEB_DOCUMENT_EXTRACT_CPU_S", 300)
+DOCUMENT_EXTRACT_MEMORY_MB = env_int("QWENWEB_DOCUMENT_EXTRACT_MEMORY_MB", 2048)
+DOCUMENT_EXTRACT_STALL_S = env_int("QWENWEB_DOCUMENT_EXTRACT_STALL_S", 60)
 
 # Every periodic task, in one place (Celery beat). Task names are pinned in each tasks module.
 CELERY_BEAT_SCHEDULE = {

@@ -11,7 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from chat.documents.extraction import extract_pages
+from chat.documents.sandbox import Cancelled, extract_in_child
 from chat.documents.selectors import get_document, page_list
 from chat.documents.uploads import stored_file
 from chat.errors import DocumentError
@@ -21,9 +21,9 @@ log = logging.getLogger(__name__)
 
 
 def heartbeat(document_id, **fields) -> bool:
-    """Record progress; False when the user asked to cancel."""
+    """Record progress; False when the user asked to cancel or deleted the document."""
     Document.objects.filter(id=document_id).update(heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields)
-    return not Document.objects.filter(id=document_id, cancel_requested=True).exists()
+    return Document.objects.filter(id=document_id, cancel_requested=False).exists()
 
 
 def fail(document_id, message: str) -> None:
@@ -34,10 +34,6 @@ def fail(document_id, message: str) -> None:
         Document.objects.filter(id=document_id).update(
             status=Document.Status.FAILED, error=message, pages_done=0, heartbeat_at=None, updated_at=timezone.now()
         )
-
-
-class Cancelled(Exception):
-    """The user asked to stop reading the document."""
 
 
 PAGE_BATCH = 50
@@ -57,18 +53,18 @@ def ingest(document_id) -> bool:
     heartbeat(document.id, status=Document.Status.EXTRACTING, pages_done=0, error="")
     scanned: list[int] = []
     batch: list[DocumentPage] = []
+    done = [0]  # pages stored so far, reported with each heartbeat
     try:
         if not path.exists():
             raise DocumentError(_("The uploaded file is gone; upload it again."))
-        for page in extract_pages(path, document.kind):
+        for page in extract_in_child(path, document.kind, lambda: heartbeat(document.id, pages_done=done[0])):
             if page.scanned:
                 scanned.append(page.number)
             batch.append(DocumentPage(document=document, number=page.number, text=page.text))
             if len(batch) >= PAGE_BATCH:
                 DocumentPage.objects.bulk_create(batch)
                 batch = []
-                if not heartbeat(document.id, pages_done=page.number):
-                    raise Cancelled()
+                done[0] = page.number
         DocumentPage.objects.bulk_create(batch)
     except Cancelled:
         DocumentPage.objects.filter(document=document).delete()

@@ -10,8 +10,9 @@ from django.utils.translation import gettext as _
 
 from chat.conversations.limits import check_turn_allowed
 from chat.conversations.selectors import get_conversation
+from chat.documents.removal import delete_document_rows, remove_files
 from chat.errors import ChatError
-from chat.models import Conversation, Message
+from chat.models import Conversation, Document, Message
 from monitor.public import ProfileUnavailable, find_profile
 
 TITLE_MAX = 200
@@ -37,7 +38,12 @@ def rename_conversation(user, conversation_id, title: str) -> Conversation:
 
 
 def delete_conversation(user, conversation_id) -> None:
-    get_conversation(user, conversation_id).delete()
+    """The conversation, its messages, and its documents with their pages, summaries and files."""
+    conversation = get_conversation(user, conversation_id)
+    with transaction.atomic():
+        files = delete_document_rows(Document.objects.filter(conversation=conversation))
+        conversation.delete()
+    remove_files(files)
 
 
 def update_thinking(user, conversation_id, *, enabled: bool, budget: int | None) -> Conversation:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -125,9 +126,24 @@ def stalled_documents(older_than_s: float) -> list[str]:
 
 def claim_stalled(document_id) -> str:
     """Clear a stalled document's heartbeat (so it is queued once, and its next run may claim it);
-    say which step to run again."""
+    say which step to run again, or "" when it has had its runs and is failed instead."""
+    document = Document.objects.filter(id=document_id).first()
+    if document is None:
+        return ""
+    if document.attempts >= settings.DOCUMENT_MAX_ATTEMPTS:
+        message = _("Reading this document stopped %(count)d times before it finished, so it was given up.") % {
+            "count": document.attempts
+        }
+        if document.status == Document.Status.EXTRACTING:
+            fail(document.id, message)
+            stored_file(document).unlink(missing_ok=True)
+        else:  # the summary's finished parts are kept: trying again continues from them
+            Document.objects.filter(id=document.id).update(
+                status=Document.Status.FAILED, error=message, heartbeat_at=None, updated_at=timezone.now()
+            )
+        return ""
     Document.objects.filter(id=document_id).update(heartbeat_at=None)
-    return Document.objects.filter(id=document_id).values_list("status", flat=True).first() or ""
+    return document.status
 
 
 CLAIM_AFTER_S = 6.0  # three missed heartbeats
@@ -137,4 +153,6 @@ def claim(document_id) -> bool:
     """Take the document for this run; False while another live run holds it (its heartbeat is fresh)."""
     cutoff = timezone.now() - timedelta(seconds=CLAIM_AFTER_S)
     fresh = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
-    return bool(Document.objects.filter(fresh, id=document_id).update(heartbeat_at=timezone.now()))
+    return bool(
+        Document.objects.filter(fresh, id=document_id).update(heartbeat_at=timezone.now(), attempts=F("attempts") + 1)
+    )

@@ -6,14 +6,13 @@ Faults are injected for real: the worker's extractor child is found by its argv 
 
 from __future__ import annotations
 
-import signal
 import time
 
 import psutil
 import pytest
 
-from chat.models import Conversation, Document, DocumentChunk, DocumentPage, Message
 from chat.documents import uploads
+from chat.models import Conversation, Document, DocumentChunk, DocumentPage, Message
 from tests.integration.test_documents import post, upload, wait_for
 from tests.support import pdfs
 from tests.support.client import login, make_user

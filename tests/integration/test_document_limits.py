@@ -119,3 +119,16 @@ def test_a_person_deletes_their_document_and_nobody_else_can():
     assert not DocumentPage.objects.filter(document_id=document["id"]).exists()
     assert http.get(document["urls"]["status"]).status_code == 404
     assert Conversation.objects.filter(id=body["conversation"]).exists()  # the conversation stays
+
+
+def test_a_50_mb_single_line_file_is_refused_quickly():
+    user = make_user()
+    http = login(user)
+    started = time.monotonic()
+    response = upload(http, "one-line.txt", b"x" * (50 * 1024 * 1024 - 1))
+    took = time.monotonic() - started
+    assert response.status_code == 400
+    assert response.json()["error"] == "The document has 17477 pages; the limit is 2000."
+    print(f"50 MB one-line upload refused in {took:.1f} s")
+    assert took < 60  # cutting it in pages was quadratic: hours
+    assert not Document.objects.filter(owner=user).exists()

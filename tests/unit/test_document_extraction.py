@@ -1,6 +1,7 @@
 """Extraction and the upload border, on real PDFs made by reportlab (no services needed)."""
 
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,19 @@ def test_a_huge_single_line_is_cut_in_linear_time():
     count = sum(1 for _page in extraction.iter_text_pages(text))
     assert count == -(-len(text) // extraction.TEXT_PAGE_CHARS)
     assert time.monotonic() - started < 20  # linear: well under a second; quadratic: hours
+
+
+def test_the_upload_check_holds_the_text_about_once():
+    """The check of a 50 MB one-line text holds the decoded text once, and its pages one at a time."""
+    data = b"x" * (50 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DocumentError, match="17477 pages"):
+            check_upload("one-line.txt", data)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.5 * len(data), f"{peak / 1_048_576:.0f} MB for a 50 MB upload"
 
 
 def test_ingest_stores_pages_and_reports_scans():

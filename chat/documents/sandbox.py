@@ -60,7 +60,9 @@ def _death_message(returncode: int, *, too_long: bool) -> str:
 
 def extract_in_child(path: Path, kind: str, still_wanted: Callable[[], bool]) -> Iterator[PageText]:
     """The document's pages, read by a limited child; DocumentError with the reason when it dies."""
-    child = subprocess.Popen(worker_argv(path, kind), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    child = subprocess.Popen(
+        worker_argv(path, kind), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=settings.BASE_DIR
+    )
     lines: queue.Queue = queue.Queue()
     pump = threading.Thread(target=_pump, args=(child.stdout, lines), daemon=True)
     pump.start()

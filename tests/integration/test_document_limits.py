@@ -13,9 +13,11 @@ import pytest
 
 from chat.documents import uploads
 from chat.models import Conversation, Document, DocumentChunk, DocumentPage, Message
+from monitor.profiles.selectors import find_profile
 from tests.integration.test_documents import post, upload, wait_for
 from tests.support import pdfs
 from tests.support.client import login, make_user
+from tests.support.hold import queue_slots_held
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 
@@ -71,6 +73,25 @@ def test_cancel_ends_the_reading_within_a_second():
     assert took < 1.5, f"cancel took {took:.2f} s"
     assert gone(child)
     assert not uploads.stored_file(document).exists()
+
+
+def test_cancel_ends_the_summary_within_a_second(llama):
+    user = make_user()
+    http = login(user)
+    # The summary waits in the profile's fair queue, held by the test, until it is cancelled.
+    with queue_slots_held(find_profile(None).name, 2):
+        body = upload(http, "notes.txt", b"The harbour has three piers.\n" * 10, language="en").json()["document"]
+        wait_for(body["id"], {"summarizing"}, timeout=60)
+        deadline = time.monotonic() + 60
+        while not DocumentChunk.objects.filter(document_id=body["id"]).exists():
+            assert time.monotonic() < deadline, "the summary was never planned"
+            time.sleep(0.05)
+        asked = time.monotonic()
+        assert post(http, body["urls"]["cancel"]).status_code == 200
+        document = wait_for(body["id"], {"cancelled", "failed", "ready"}, timeout=10)
+        took = time.monotonic() - asked
+    assert document.status == "cancelled"
+    assert took < 1.5, f"cancel took {took:.2f} s"
 
 
 def test_deleting_a_conversation_deletes_its_documents_rows_and_files(llama):

@@ -144,6 +144,8 @@ class Document(models.Model):
     cancel_requested = models.BooleanField(default=False)
     # Written by the worker while it works; a stale heartbeat means the worker died.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Runs that took it (each claim); a document that stalls DOCUMENT_MAX_ATTEMPTS times is failed.
+    attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+import redis
 import redis.asyncio as aioredis
 from django.conf import settings
 
@@ -30,3 +31,15 @@ class LoopRedis:
         client = self._clients.pop(asyncio.get_running_loop(), None)
         if client is not None:
             await client.aclose()
+
+
+_sync_clients: dict[str, redis.Redis] = {}
+
+
+def sync_client(url: str | None = None) -> redis.Redis:
+    """A blocking client for sync code (services called from threads); thread-safe, one per URL."""
+    url = url or settings.REDIS_URL
+    client = _sync_clients.get(url)
+    if client is None:
+        client = _sync_clients[url] = redis.Redis.from_url(url)
+    return client

@@ -19,5 +19,6 @@ urlpatterns = [
     path("documents/upload/", document_views.upload_document, name="document-upload"),
     path("documents/<uuid:document_id>/", document_views.document_status, name="document"),
     path("documents/<uuid:document_id>/cancel/", document_views.cancel_document, name="document-cancel"),
+    path("documents/<uuid:document_id>/delete/", document_views.delete_document, name="document-delete"),
     path("documents/<uuid:document_id>/summarize/", document_views.summarize_document, name="document-summarize"),
 ]

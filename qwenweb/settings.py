@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -102,6 +103,7 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "axes",
     "monitor",
     "chat",
 ]
@@ -117,7 +119,21 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one username from
+# one address, that pair is locked for LOGIN_COOLOFF_MINUTES. The address is the socket's peer
+# (REMOTE_ADDR): no forwarded header is trusted, as the app is not behind a proxy.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+LOGIN_FAILURE_LIMIT = env_int("QWENWEB_LOGIN_FAILURE_LIMIT", 5)
+LOGIN_COOLOFF_MINUTES = env_int("QWENWEB_LOGIN_COOLOFF_MINUTES", 15)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_COOLOFF_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "chat.web.login_views.locked_out"
 
 ROOT_URLCONF = "qwenweb.urls"
 ASGI_APPLICATION = "qwenweb.asgi.application"
@@ -221,6 +237,9 @@ CHAT_MAX_FRAME_CHARS = CHAT_MAX_MESSAGE_CHARS * 4 + CHAT_MAX_IMAGE_BYTES * 4 // 
 # above the app's so a frame over CHAT_MAX_FRAME_CHARS (up to this) gets the app's message.
 # `python -m qwenweb.serve` passes it to Daphne; nothing else starts the web server.
 WEBSOCKET_MAX_MESSAGE_BYTES = env_int("QWENWEB_WEBSOCKET_MAX_MESSAGE_BYTES", 2 * CHAT_MAX_FRAME_CHARS)
+# Answers a person may have being written or queued at once, and may start a minute.
+CHAT_TURNS_IN_FLIGHT = env_int("QWENWEB_TURNS_IN_FLIGHT", 2)
+CHAT_TURNS_PER_MINUTE = env_int("QWENWEB_TURNS_PER_MINUTE", 20)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "1.0"))
 # Parallel requests a fair queue lets through before it has read the profile's slots from llama-server.
 QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", env_int("QWENWEB_PARALLEL", 2))
@@ -268,8 +287,14 @@ DOCUMENT_MAX_BYTES = env_int("QWENWEB_DOCUMENT_MAX_BYTES", 50 * 1024 * 1024)
 DOCUMENT_MAX_PAGES = env_int("QWENWEB_DOCUMENT_MAX_PAGES", 2000)
 DOCUMENT_SUMMARY_TOKENS = env_int("QWENWEB_DOCUMENT_SUMMARY_TOKENS", 512)  # each partial summary at most
 DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as much as one slot's context holds
-# A document whose worker has not reported for this long was killed: run it again.
+# A document whose worker has not reported for this long was killed: run it again, up to
+# DOCUMENT_MAX_ATTEMPTS runs in all, then it is marked failed.
 DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
+DOCUMENT_MAX_ATTEMPTS = env_int("QWENWEB_DOCUMENT_MAX_ATTEMPTS", 3)
+# Extraction runs in a child process with these limits; no new page for STALL_S: it hangs, end it.
+DOCUMENT_EXTRACT_CPU_S = env_int("QWENWEB_DOCUMENT_EXTRACT_CPU_S", 300)
+DOCUMENT_EXTRACT_MEMORY_MB = env_int("QWENWEB_DOCUMENT_EXTRACT_MEMORY_MB", 2048)
+DOCUMENT_EXTRACT_STALL_S = env_int("QWENWEB_DOCUMENT_EXTRACT_STALL_S", 60)
 
 # Health checks (/healthz, /monitor/health/, manage.py health): each part's timeout; beat's heartbeat interval.
 HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))

@@ -8,9 +8,11 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from chat.conversations.limits import check_turn_allowed
 from chat.conversations.selectors import get_conversation
+from chat.documents.removal import delete_document_rows, remove_files
 from chat.errors import ChatError
-from chat.models import Conversation, Message
+from chat.models import Conversation, Document, Message
 from monitor.public import ProfileUnavailable, find_profile
 
 TITLE_MAX = 200
@@ -36,7 +38,12 @@ def rename_conversation(user, conversation_id, title: str) -> Conversation:
 
 
 def delete_conversation(user, conversation_id) -> None:
-    get_conversation(user, conversation_id).delete()
+    """The conversation, its messages, and its documents with their pages, summaries and files."""
+    conversation = get_conversation(user, conversation_id)
+    with transaction.atomic():
+        files = delete_document_rows(Document.objects.filter(conversation=conversation))
+        conversation.delete()
+    remove_files(files)
 
 
 def update_thinking(user, conversation_id, *, enabled: bool, budget: int | None) -> Conversation:
@@ -76,6 +83,7 @@ def post_to_conversation(
     user, conversation_id, text: str, image, profile_name: str | None = None
 ) -> tuple[Conversation, Message, Message]:
     """The user's message to their conversation, or to a new one when no id is given."""
+    check_turn_allowed(user)
     if conversation_id:
         conversation = get_conversation(user, conversation_id)
     else:
@@ -102,6 +110,7 @@ def choose_profile(conversation: Conversation, profile_name: str) -> None:
 @transaction.atomic
 def prepare_regenerate(conversation: Conversation) -> Message:
     """Replace the last assistant answer with a fresh one that will stream."""
+    check_turn_allowed(conversation.owner)
     last = conversation.messages.order_by("-created_at", "-id").first()
     if last is None:
         raise ChatError(_("There is nothing to regenerate yet."))

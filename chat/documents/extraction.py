@@ -78,26 +78,33 @@ def clean_text(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.split("\n")).strip()
 
 
-def split_text_pages(text: str) -> list[str]:
-    """Cut plain text into blocks of about TEXT_PAGE_CHARS, at line breaks where there is one."""
-    pages: list[str] = []
+def iter_text_pages(text: str) -> Iterator[str]:
+    """Cut plain text into blocks of about TEXT_PAGE_CHARS, at line breaks where there is one.
+
+    Linear in the text's length: a huge line is cut by index, never by re-slicing its rest;
+    pages are yielded one at a time, so counting them keeps none.
+    """
     current: list[str] = []
     size = 0
+    found = False
     for line in text.splitlines():
-        while len(line) > TEXT_PAGE_CHARS:  # one huge line: cut it
-            head, line = line[:TEXT_PAGE_CHARS], line[TEXT_PAGE_CHARS:]
+        if len(line) > TEXT_PAGE_CHARS:  # one huge line: cut it
             if current:
-                pages.append("\n".join(current))
+                yield clean_text("\n".join(current))
                 current, size = [], 0
-            pages.append(head)
+            cut = (len(line) - 1) // TEXT_PAGE_CHARS * TEXT_PAGE_CHARS  # the rest, up to a page, goes on
+            for start in range(0, cut, TEXT_PAGE_CHARS):
+                found = True
+                yield clean_text(line[start : start + TEXT_PAGE_CHARS])
+            line = line[cut:]
         if size + len(line) > TEXT_PAGE_CHARS and current:
-            pages.append("\n".join(current))
+            found = True
+            yield clean_text("\n".join(current))
             current, size = [], 0
         current.append(line)
         size += len(line) + 1
-    if current:
-        pages.append("\n".join(current))
-    return [clean_text(page) for page in pages] or [""]
+    if current or not found:
+        yield clean_text("\n".join(current))
 
 
 def _column_gutter(rects: list[tuple[float, float, float, float]], width: float) -> float | None:
@@ -168,5 +175,5 @@ def extract_pages(path: Path, kind: str) -> Iterator[PageText]:
     if kind == Document.Kind.PDF:
         yield from extract_pdf_pages(path)
         return
-    for number, text in enumerate(split_text_pages(decode_text(path.read_bytes())), start=1):
+    for number, text in enumerate(iter_text_pages(decode_text(path.read_bytes())), start=1):
         yield PageText(number, text)

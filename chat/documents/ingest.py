@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from chat.documents.extraction import extract_pages
+from chat.documents.sandbox import Cancelled, extract_in_child
 from chat.documents.selectors import get_document, page_list
 from chat.documents.uploads import stored_file
 from chat.errors import DocumentError
@@ -21,9 +22,9 @@ log = logging.getLogger(__name__)
 
 
 def heartbeat(document_id, **fields) -> bool:
-    """Record progress; False when the user asked to cancel."""
+    """Record progress; False when the user asked to cancel or deleted the document."""
     Document.objects.filter(id=document_id).update(heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields)
-    return not Document.objects.filter(id=document_id, cancel_requested=True).exists()
+    return Document.objects.filter(id=document_id, cancel_requested=False).exists()
 
 
 def fail(document_id, message: str) -> None:
@@ -34,10 +35,6 @@ def fail(document_id, message: str) -> None:
         Document.objects.filter(id=document_id).update(
             status=Document.Status.FAILED, error=message, pages_done=0, heartbeat_at=None, updated_at=timezone.now()
         )
-
-
-class Cancelled(Exception):
-    """The user asked to stop reading the document."""
 
 
 PAGE_BATCH = 50
@@ -57,18 +54,18 @@ def ingest(document_id) -> bool:
     heartbeat(document.id, status=Document.Status.EXTRACTING, pages_done=0, error="")
     scanned: list[int] = []
     batch: list[DocumentPage] = []
+    done = [0]  # pages stored so far, reported with each heartbeat
     try:
         if not path.exists():
             raise DocumentError(_("The uploaded file is gone; upload it again."))
-        for page in extract_pages(path, document.kind):
+        for page in extract_in_child(path, document.kind, lambda: heartbeat(document.id, pages_done=done[0])):
             if page.scanned:
                 scanned.append(page.number)
             batch.append(DocumentPage(document=document, number=page.number, text=page.text))
             if len(batch) >= PAGE_BATCH:
                 DocumentPage.objects.bulk_create(batch)
                 batch = []
-                if not heartbeat(document.id, pages_done=page.number):
-                    raise Cancelled()
+                done[0] = page.number
         DocumentPage.objects.bulk_create(batch)
     except Cancelled:
         DocumentPage.objects.filter(document=document).delete()
@@ -129,9 +126,24 @@ def stalled_documents(older_than_s: float) -> list[str]:
 
 def claim_stalled(document_id) -> str:
     """Clear a stalled document's heartbeat (so it is queued once, and its next run may claim it);
-    say which step to run again."""
+    say which step to run again, or "" when it has had its runs and is failed instead."""
+    document = Document.objects.filter(id=document_id).first()
+    if document is None:
+        return ""
+    if document.attempts >= settings.DOCUMENT_MAX_ATTEMPTS:
+        message = _("Reading this document stopped %(count)d times before it finished, so it was given up.") % {
+            "count": document.attempts
+        }
+        if document.status == Document.Status.EXTRACTING:
+            fail(document.id, message)
+            stored_file(document).unlink(missing_ok=True)
+        else:  # the summary's finished parts are kept: trying again continues from them
+            Document.objects.filter(id=document.id).update(
+                status=Document.Status.FAILED, error=message, heartbeat_at=None, updated_at=timezone.now()
+            )
+        return ""
     Document.objects.filter(id=document_id).update(heartbeat_at=None)
-    return Document.objects.filter(id=document_id).values_list("status", flat=True).first() or ""
+    return document.status
 
 
 CLAIM_AFTER_S = 6.0  # three missed heartbeats
@@ -141,4 +153,6 @@ def claim(document_id) -> bool:
     """Take the document for this run; False while another live run holds it (its heartbeat is fresh)."""
     cutoff = timezone.now() - timedelta(seconds=CLAIM_AFTER_S)
     fresh = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
-    return bool(Document.objects.filter(fresh, id=document_id).update(heartbeat_at=timezone.now()))
+    return bool(
+        Document.objects.filter(fresh, id=document_id).update(heartbeat_at=timezone.now(), attempts=F("attempts") + 1)
+    )

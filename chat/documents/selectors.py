@@ -68,6 +68,7 @@ def document_payload(document: Document) -> dict:
         "urls": {
             "status": reverse("chat:document", args=[document.id]),
             "cancel": reverse("chat:document-cancel", args=[document.id]),
+            "delete": reverse("chat:document-delete", args=[document.id]),
             "summarize": reverse("chat:document-summarize", args=[document.id]),
         },
     }

@@ -31,7 +31,7 @@ from monitor.public import LlamaClient, LlamaError, LoadFailed, ServerProfile, r
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 2.0
+HEARTBEAT_S = 0.5  # also how often a cancel is looked for: it takes effect within a second
 
 MAP_SYSTEM = (
     "You summarize one part of a longer document. Each page of the text starts with a marker like [p. 12]. "
@@ -304,5 +304,6 @@ def restart_summary(user, document_id, language: str | None = None) -> Document:
         document.error = ""
         document.cancel_requested = False
         document.heartbeat_at = None
+        document.attempts = 0  # the person's own try: it gets every run again
         document.save()
     return document

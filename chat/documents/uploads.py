@@ -12,7 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from chat.documents.extraction import decode_text, decrypted_copy, document_kind, open_pdf, split_text_pages
+from chat.documents.extraction import decode_text, decrypted_copy, document_kind, iter_text_pages, open_pdf
 from chat.documents.languages import clean_language
 from chat.errors import DocumentError
 from chat.models import Conversation, Document
@@ -42,7 +42,7 @@ def check_upload(name: str, data: bytes, password: str | None = None) -> tuple[s
             pdf.close()
         return kind, pages, data
     text = decode_text(data)
-    pages = len(split_text_pages(text))
+    pages = sum(1 for _page in iter_text_pages(text))
     _check_page_limit(pages)
     return kind, pages, data
 

@@ -1,4 +1,4 @@
-"""Document JSON views for the chat page: upload, status, cancel, summarize again."""
+"""Document JSON views for the chat page: upload, status, cancel, delete, summarize again."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from chat import tasks
 from chat.conversations.selectors import get_conversation
 from chat.conversations.services import create_conversation
-from chat.documents import ingest, summaries, uploads
+from chat.documents import ingest, removal, summaries, uploads
 from chat.documents.selectors import document_payload, get_document
 from chat.errors import ChatError, NotFound, PasswordNeeded
 from chat.web.forms import SummarizeForm, UploadForm, first_error
@@ -76,6 +76,16 @@ def cancel_document(request, document_id):
     except NotFound as error:
         return _json_error(str(error), 404)
     return JsonResponse({"document": document_payload(document)})
+
+
+@login_required
+@require_POST
+def delete_document(request, document_id):
+    try:
+        removal.delete_document(request.user, document_id)
+    except NotFound as error:
+        return _json_error(str(error), 404)
+    return JsonResponse({"deleted": str(document_id)})
 
 
 @login_required

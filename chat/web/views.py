@@ -147,6 +147,8 @@ def document_strings() -> dict[str, str]:
         "pages": _("%(done)s of %(total)s pages read"),
         "parts": _("%(done)s of %(total)s parts summarized"),
         "cancel": _("Cancel"),
+        "delete": _("Delete"),
+        "delete_confirm": _("Delete this document, its pages and its summary?"),
         "summarize_again": _("Summarize again"),
         "retry": _("Continue the summary"),
         "uploading": _("Uploading…"),

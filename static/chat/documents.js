@@ -80,6 +80,9 @@
         header.append(again);
       }
     }
+    const remove = el("button", "danger doc-delete", T.delete);
+    remove.type = "button";
+    header.append(remove);
     node.append(header);
     if (data.error) {
       const error = el("div", "error-text doc-error", data.error);
@@ -106,13 +109,13 @@
 
   function schedule(data) {
     const view = views.get(data.id);
-    if (view.timer) return;
+    if (!view || view.timer) return; // deleted meanwhile, or already polling
     view.timer = setTimeout(async () => {
       view.timer = null;
       try {
         const response = await fetch(data.urls.status, { credentials: "same-origin" });
         if (response.ok) {
-          draw((await response.json()).document);
+          if (views.has(data.id)) draw((await response.json()).document);
           return;
         }
       } catch (error) {
@@ -129,6 +132,7 @@
     const view = card && views.get(card.dataset.id);
     if (!view) return;
     if (button.classList.contains("doc-cancel")) act(view.data.urls.cancel);
+    if (button.classList.contains("doc-delete") && window.confirm(T.delete_confirm)) remove(view);
     if (button.classList.contains("doc-summarize")) {
       const body = new FormData();
       body.append("language", form.querySelector("select[name=language]").value);
@@ -141,6 +145,17 @@
     const result = await post(url, body);
     if (result.body.document) draw(result.body.document);
     else if (result.body.error) showError(result.body.error);
+  }
+
+  async function remove(view) {
+    const result = await post(view.data.urls.delete);
+    if (!result.ok) {
+      showError(result.body.error || T.upload_failed);
+      return;
+    }
+    clearTimeout(view.timer);
+    views.delete(view.data.id);
+    view.el.remove();
   }
 
   function showError(message) {

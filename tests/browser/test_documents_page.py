@@ -5,6 +5,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from chat.models import Document
 from monitor.profiles.selectors import find_profile
 from tests.browser.test_chat_page import log_in
 from tests.support import pdfs
@@ -33,6 +34,11 @@ def test_upload_pdf_and_see_the_summary_with_pages(browser, llama, tmp_path):
     expect(card).to_have_attribute("data-status", "ready", timeout=240_000)
     expect(card.locator(".summary")).to_contain_text("pp. 1–3")
     expect(card.locator(".doc-summarize")).to_be_visible()
+    # Delete asks first, then the card and the document are gone.
+    page.once("dialog", lambda dialog: dialog.accept())
+    card.locator(".doc-delete").click()
+    expect(card).to_have_count(0)
+    assert not Document.objects.filter(owner=user).exists()
     page.close()
 
 

@@ -1,5 +1,7 @@
 """Extraction and the upload border, on real PDFs made by reportlab (no services needed)."""
 
+import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -101,9 +103,33 @@ def test_size_and_page_limits_are_named():
 
 def test_text_files_become_page_sized_blocks():
     text = "\n".join(f"line {i} " + "word " * 20 for i in range(300))
-    pages = extraction.split_text_pages(text)
+    pages = list(extraction.iter_text_pages(text))
     assert len(pages) > 3 and all(len(p) <= extraction.TEXT_PAGE_CHARS for p in pages)
     assert "\n".join(pages) == extraction.clean_text(text)
+
+
+def test_a_huge_single_line_is_cut_in_linear_time():
+    """50 MB on one line: re-slicing the rest of the line for each page copied terabytes."""
+    assert list(extraction.iter_text_pages("a" * 6001)) == ["a" * 3000, "a" * 3000, "a"]
+    assert list(extraction.iter_text_pages("b\n" + "a" * 3000)) == ["b", "a" * 3000]
+    text = "x" * (50 * 1024 * 1024)
+    started = time.monotonic()
+    count = sum(1 for _page in extraction.iter_text_pages(text))
+    assert count == -(-len(text) // extraction.TEXT_PAGE_CHARS)
+    assert time.monotonic() - started < 20  # linear: well under a second; quadratic: hours
+
+
+def test_the_upload_check_holds_the_text_about_once():
+    """The check of a 50 MB one-line text holds the decoded text once, and its pages one at a time."""
+    data = b"x" * (50 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(DocumentError, match="17477 pages"):
+            check_upload("one-line.txt", data)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.5 * len(data), f"{peak / 1_048_576:.0f} MB for a 50 MB upload"
 
 
 def test_ingest_stores_pages_and_reports_scans():

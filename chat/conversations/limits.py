@@ -1,0 +1,48 @@
+"""Turns a person may start: at most CHAT_TURNS_IN_FLIGHT answers being written or queued at
+once, and CHAT_TURNS_PER_MINUTE a minute. Checked before anything of the turn is written,
+tokenized or ranked; each refusal names the limit.
+
+In flight is counted from the database (an answer is 'streaming' from the moment it is
+accepted, queued or not, until it ends), so every web process sees the same count; the
+per-minute count is a Redis counter per person and minute.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from chat.errors import ChatError
+from chat.models import Message
+from chat.redis_clients import sync_client
+
+
+class TurnLimited(ChatError):
+    """The person has reached one of their turn limits."""
+
+
+def turns_in_flight(user) -> int:
+    return Message.objects.filter(
+        conversation__owner=user, role=Message.Role.ASSISTANT, status=Message.Status.STREAMING
+    ).count()
+
+
+def check_turn_allowed(user) -> None:
+    """TurnLimited when this person may not start another answer now."""
+    limit = settings.CHAT_TURNS_IN_FLIGHT
+    if turns_in_flight(user) >= limit:
+        raise TurnLimited(
+            _("You already have %(count)d answers being written; wait for one to finish.") % {"count": limit}
+        )
+    per_minute = settings.CHAT_TURNS_PER_MINUTE
+    key = f"qwenweb:turns:{user.pk}:{int(time.time() // 60)}"
+    pipe = sync_client().pipeline()
+    pipe.incr(key)
+    pipe.expire(key, 120)
+    started, _expiry = pipe.execute()
+    if int(started) > per_minute:
+        raise TurnLimited(
+            _("You can start at most %(count)d answers a minute; wait a moment and send again.") % {"count": per_minute}
+        )

@@ -1,0 +1,53 @@
+"""The child process that reads one document's pages, under CPU-time and memory limits.
+
+``python -m chat.documents.extract_worker PATH KIND CPU_SECONDS MEMORY_MB``: the limits are
+set before anything else is loaded, so a file that makes PDFium spin or swell ends this
+process only. Each page goes to stdout as one JSON line; a refusal the person should read
+is a last line ``{"error": ...}``. Exit codes the parent reads: 0 done, MEMORY_EXIT out of
+memory; killed by SIGXCPU: out of CPU time; any other death: the reader crashed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+
+MEMORY_EXIT = 3
+
+
+def limit_resources(cpu_seconds: int, memory_mb: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
+    memory = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file of a person's document
+
+
+def main(argv: list[str]) -> int:
+    path, kind, cpu_seconds, memory_mb = argv[1], argv[2], int(argv[3]), int(argv[4])
+    limit_resources(cpu_seconds, memory_mb)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
+    import django
+
+    django.setup()
+    # Imported after set-up: the extraction module reads the app's models.
+    from chat.documents.extraction import extract_pages
+    from chat.errors import DocumentError
+
+    out = sys.stdout
+    try:
+        for page in extract_pages(Path(path), kind):
+            out.write(json.dumps({"number": page.number, "text": page.text, "scanned": page.scanned}) + "\n")
+            out.flush()
+    except DocumentError as error:
+        out.write(json.dumps({"error": str(error)}) + "\n")
+    except MemoryError:
+        return MEMORY_EXIT
+    out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

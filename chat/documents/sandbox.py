@@ -1,0 +1,102 @@
+"""Extraction in a child process (``extract_worker``), so a poison file fails its own document only.
+
+The child has CPU-time and memory limits; the parent also ends it when no page comes for
+DOCUMENT_EXTRACT_STALL_S (a hang uses no CPU) and whenever ``still_wanted`` says the person
+cancelled, which is asked at least every POLL_S while the child works.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from django.conf import settings
+from django.utils.translation import gettext as _
+
+from chat.documents.extract_worker import MEMORY_EXIT
+from chat.documents.extraction import PageText
+from chat.errors import DocumentError
+
+POLL_S = 0.5
+_EOF = object()
+
+
+class Cancelled(Exception):
+    """The person asked to stop reading the document."""
+
+
+def worker_argv(path: Path, kind: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "chat.documents.extract_worker",
+        str(path),
+        kind,
+        str(settings.DOCUMENT_EXTRACT_CPU_S),
+        str(settings.DOCUMENT_EXTRACT_MEMORY_MB),
+    ]
+
+
+def _pump(stream, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(_EOF)
+
+
+def _death_message(returncode: int, *, too_long: bool) -> str:
+    if too_long or returncode == -signal.SIGXCPU:
+        return _("The file could not be read: it took too long.")
+    if returncode == MEMORY_EXIT:
+        return _("The file could not be read: it used too much memory.")
+    return _("The file could not be read: it crashed the reader.")
+
+
+def extract_in_child(path: Path, kind: str, still_wanted: Callable[[], bool]) -> Iterator[PageText]:
+    """The document's pages, read by a limited child; DocumentError with the reason when it dies."""
+    child = subprocess.Popen(
+        worker_argv(path, kind), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=settings.BASE_DIR
+    )
+    lines: queue.Queue = queue.Queue()
+    pump = threading.Thread(target=_pump, args=(child.stdout, lines), daemon=True)
+    pump.start()
+    stall_s = settings.DOCUMENT_EXTRACT_STALL_S
+    last_page = last_poll = time.monotonic()
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=POLL_S)
+            except queue.Empty:
+                line = None
+            now = time.monotonic()
+            if now - last_poll >= POLL_S:
+                last_poll = now
+                if not still_wanted():
+                    raise Cancelled()
+            if line is _EOF:
+                break
+            if line is None:
+                if now - last_page > stall_s:
+                    child.kill()
+                    child.wait()
+                    raise DocumentError(_death_message(child.returncode, too_long=True))
+                continue
+            item = json.loads(line)
+            if "error" in item:
+                raise DocumentError(str(item["error"]))
+            last_page = now
+            yield PageText(int(item["number"]), str(item["text"]), bool(item["scanned"]))
+        if child.wait() != 0:
+            raise DocumentError(_death_message(child.returncode, too_long=False))
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait()
+        pump.join(5)  # the pipe ends with the child
+        child.stdout.close()

@@ -1,0 +1,122 @@
+"""Extraction in its limited child process: real children, real limits, faults injected for real
+(the child is killed or stopped by its pid, found by its argv)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+from django.test import override_settings
+
+from chat.documents.sandbox import Cancelled, extract_in_child
+from chat.errors import DocumentError
+from tests.support import pdfs
+
+
+def find_child(path) -> psutil.Process:
+    """The extractor child reading ``path`` (it takes a second to start: plenty to find it)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for process in psutil.Process().children():
+            try:
+                if str(path) in process.cmdline():
+                    return process
+            except psutil.NoSuchProcess:
+                continue
+        time.sleep(0.01)
+    raise AssertionError("no extractor child found")
+
+
+def read_all(path, kind: str, still_wanted=lambda: True) -> list:
+    return list(extract_in_child(path, kind, still_wanted))
+
+
+def in_background(signal_number, path):
+    def act():
+        find_child(path).send_signal(signal_number)
+
+    thread = threading.Thread(target=act)
+    thread.start()
+    return thread
+
+
+def test_pages_come_back_from_the_child(tmp_path):
+    path = tmp_path / "report.pdf"
+    path.write_bytes(pdfs.report_pdf(3))
+    pages = read_all(path, "pdf")
+    assert [page.number for page in pages] == [1, 2, 3] and all(page.text for page in pages)
+
+
+def test_a_refusal_in_the_child_is_the_documents_message(tmp_path):
+    path = tmp_path / "fake.pdf"
+    path.write_bytes(b"%PDF-1.4 this is not a pdf")
+    with pytest.raises(DocumentError) as caught:
+        read_all(path, "pdf")
+    assert str(caught.value) == "This PDF is damaged and cannot be read."
+
+
+def test_a_crashed_reader_fails_with_its_reason(tmp_path):
+    path = tmp_path / "report.pdf"
+    path.write_bytes(pdfs.report_pdf(2))
+    killer = in_background(signal.SIGKILL, path)
+    with pytest.raises(DocumentError) as caught:
+        read_all(path, "pdf")
+    killer.join()
+    assert str(caught.value) == "The file could not be read: it crashed the reader."
+
+
+@override_settings(DOCUMENT_EXTRACT_STALL_S=2)
+def test_a_hung_reader_is_ended(tmp_path):
+    path = tmp_path / "report.pdf"
+    path.write_bytes(pdfs.report_pdf(2))
+    stopper = in_background(signal.SIGSTOP, path)
+    started = time.monotonic()
+    with pytest.raises(DocumentError) as caught:
+        read_all(path, "pdf")
+    stopper.join()
+    assert str(caught.value) == "The file could not be read: it took too long."
+    assert time.monotonic() - started < 10
+
+
+@override_settings(DOCUMENT_EXTRACT_MEMORY_MB=300)
+def test_a_file_that_needs_too_much_memory_fails_alone(tmp_path):
+    # 60 MB of Chinese text: decoded, it is 80 MB of UCS-2 and more while it is cut into pages.
+    path = tmp_path / "huge.txt"
+    path.write_bytes(("灯塔" * 10_000_000).encode())
+    with pytest.raises(DocumentError) as caught:
+        read_all(path, "txt")
+    assert str(caught.value) == "The file could not be read: it used too much memory."
+    # The parent (this process) is untouched and reads the next file.
+    small = tmp_path / "small.txt"
+    small.write_text("a lighthouse")
+    assert [page.text for page in read_all(small, "txt")] == ["a lighthouse"]
+
+
+def test_cancel_ends_the_child_within_a_second(tmp_path):
+    path = tmp_path / "report.pdf"
+    path.write_bytes(pdfs.report_pdf(2))
+    stopper = in_background(signal.SIGSTOP, path)  # the child holds until it is ended
+    wanted = threading.Event()
+    wanted.set()
+    child: list[psutil.Process] = []
+
+    def cancel_soon():
+        child.append(find_child(path))
+        time.sleep(0.5)
+        wanted.clear()
+        child.append(time.monotonic())
+
+    canceller = threading.Thread(target=cancel_soon)
+    canceller.start()
+    with pytest.raises(Cancelled):
+        read_all(path, "pdf", wanted.is_set)
+    ended = time.monotonic()
+    stopper.join()
+    canceller.join()
+    assert ended - child[1] < 1.0
+    assert not child[0].is_running() or child[0].status() == psutil.STATUS_ZOMBIE
+    assert os.path.exists(path)

@@ -257,7 +257,7 @@ def test_metrics_endpoint_for_staff_and_token_only(web_server, sampler, llama):
     assert login(make_user()).get("/metrics").status_code == 403
     assert httpx.get(base_url() + "/metrics").status_code == 403
     # A scraper's bearer token (in-process client: the setting is read per request).
-    client = Client()
+    client = Client(SERVER_NAME="127.0.0.1")  # a host the box answers to (ALLOWED_HOSTS is not "*")
     with override_settings(METRICS_TOKEN="scrape-token-123"):
         assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-token-123").status_code == 200
         assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403

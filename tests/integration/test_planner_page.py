@@ -18,7 +18,7 @@ BASE = (
 @pytest.fixture
 def staff():
     user = get_user_model().objects.create_user(f"staff-{uuid.uuid4().hex[:8]}", password="x", is_staff=True)
-    client = Client()
+    client = Client(SERVER_NAME="127.0.0.1")  # a host the box answers to (ALLOWED_HOSTS is not "*")
     client.force_login(user)
     return client
 

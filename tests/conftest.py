@@ -24,6 +24,17 @@ from django.core.management import call_command  # noqa: E402
 call_command("migrate", "--noinput", verbosity=0)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``database("postgresql")`` run only on that database, likewise for SQLite."""
+    from django.conf import settings
+
+    vendor = "postgresql" if "postgresql" in settings.DATABASES["default"]["ENGINE"] else "sqlite"
+    other = [item for item in items if (mark := item.get_closest_marker("database")) and mark.args[0] != vendor]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = [item for item in items if item not in other]
+
+
 @pytest.fixture(scope="session")
 def run_dir():
     yield RUN_DIR

@@ -7,6 +7,7 @@ base URL and API key from settings, so no other module does.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -106,15 +107,33 @@ class LlamaClient:
         """
         kwargs = self._routed("POST", {"json": {**payload, "stream": True}})
         try:
-            async with self._client().stream("POST", path, **kwargs) as response:
-                if response.status_code >= 400:
-                    raise rejection_from(response.status_code, await response.aread())
+            async with self._open_stream(path, kwargs["json"]) as response:
                 async for data in response.aiter_raw():
                     yield data
-        except httpx.ConnectError as error:
-            raise LlamaUnavailable() from error
         except (httpx.TransportError, httpx.StreamError) as error:
             raise LlamaStreamBroken() from error
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(self, path: str, body: dict) -> AsyncIterator[httpx.Response]:
+        """A streamed POST whose answer has begun: its status is read, and an error status raised.
+
+        A kept-alive connection that the server closed just as we wrote on it breaks before
+        any answer, so nothing of the request ran: it is sent once more, on a fresh connection.
+        """
+        async with contextlib.AsyncExitStack() as stack:
+            for attempt in (1, 2):
+                try:
+                    response = await stack.enter_async_context(self._client().stream("POST", path, json=body))
+                    break
+                except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as error:
+                    if attempt == 2:
+                        raise LlamaUnavailable() from error
+                    await asyncio.sleep(0.05)
+                except httpx.TransportError as error:
+                    raise LlamaUnavailable() from error
+            if response.status_code >= 400:
+                raise rejection_from(response.status_code, await response.aread())
+            yield response
 
     async def props(self) -> dict:
         return await self.get_json("/props")
@@ -154,9 +173,7 @@ class LlamaClient:
         if self.model is not None:
             body["model"] = self.model
         try:
-            async with self._client().stream("POST", "/v1/chat/completions", json=body) as response:
-                if response.status_code >= 400:
-                    raise rejection_from(response.status_code, await response.aread())
+            async with self._open_stream("/v1/chat/completions", body) as response:
                 parser = SSEParser()
                 async for data in response.aiter_raw():
                     batch, finished = parser.feed(data)
@@ -164,8 +181,6 @@ class LlamaClient:
                         yield batch
                     if finished:
                         return
-        except httpx.ConnectError as error:
-            raise LlamaUnavailable() from error
         except (httpx.TransportError, httpx.StreamError) as error:
             # Connected, then cut: the server died or the network dropped mid-answer.
             raise LlamaStreamBroken() from error

@@ -235,6 +235,10 @@ LOGGING = {
 }
 # A 'streaming' answer not written for this long belongs to a process that died.
 CHAT_ORPHAN_AFTER_S = env_int("QWENWEB_ORPHAN_AFTER_S", 900)
+# Answers are written by the web process that streams them. With one web process per box (supervisord's
+# `web`), one that starts marks every answer still 'streaming' as interrupted at once. A deployment with
+# several web processes sharing a database must set this off (the sweep above then catches them).
+WEB_SWEEP_ON_START = env_bool("QWENWEB_SWEEP_ON_START", True)
 DOWNLOAD_ATTEMPTS = env_int("QWENWEB_DOWNLOAD_ATTEMPTS", 3)  # per part, each resuming where the last stopped
 DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S", "60"))
 # A download whose worker has not reported for this long was killed: resume it.

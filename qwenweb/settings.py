@@ -224,6 +224,9 @@ WEBSOCKET_MAX_MESSAGE_BYTES = env_int("QWENWEB_WEBSOCKET_MAX_MESSAGE_BYTES", 2 *
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "1.0"))
 # Parallel requests a fair queue lets through before it has read the profile's slots from llama-server.
 QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", env_int("QWENWEB_PARALLEL", 2))
+# A queue slot is a lease its holder refreshes every third of this: the slots of a web process that
+# was killed mid-answer come back this long after (the restart bench's restart_web_s).
+QUEUE_LEASE_S = float(os.environ.get("QWENWEB_QUEUE_LEASE_S", "15"))
 
 LOGGING = {
     "version": 1,

@@ -258,5 +258,5 @@ def get_queue(name: str = "llama") -> FairQueue:
     """The queue in front of one llama-server instance (one per server profile)."""
     queue = _queues.get(name)
     if queue is None:
-        queue = _queues[name] = FairQueue(name=name)
+        queue = _queues[name] = FairQueue(name=name, lease_s=settings.QUEUE_LEASE_S)
     return queue

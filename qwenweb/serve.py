@@ -3,10 +3,12 @@
 Daphne's own WebSocket message cap (1 MiB by default) closes the socket with 1009 before the
 consumer can name the app's limit, so every place that starts the web server (Procfile, test
 stack, benches) goes through here and gets WEBSOCKET_MAX_MESSAGE_BYTES from the one setting.
+Before serving, answers the previous (dead) web process left 'streaming' are marked interrupted.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -28,6 +30,20 @@ def daphne_argv(arguments: list[str]) -> list[str]:
     ]
 
 
+log = logging.getLogger(__name__)
+
+
+def mark_interrupted_answers() -> None:
+    """Answers the previous web process was streaming when it died: incomplete, partial text kept.
+    Only where this is the box's one web process (QWENWEB_SWEEP_ON_START)."""
+    from chat.conversations.services import mark_orphaned_streams  # needs the app registry
+
+    if settings.WEB_SWEEP_ON_START:
+        count = mark_orphaned_streams(0)
+        if count:
+            log.warning("%d answers were interrupted by the last restart; marked incomplete", count)
+
+
 def main() -> None:
     # Importing daphne's server installs Twisted's asyncio reactor: only in the process that serves.
     from daphne.cli import CommandLineInterface
@@ -35,6 +51,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
     django.setup(set_prefix=False)
     daphne_body_cap.install()
+    mark_interrupted_answers()
     CommandLineInterface().run(daphne_argv(sys.argv[1:]))
 
 

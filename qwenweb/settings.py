@@ -243,6 +243,9 @@ CHAT_TURNS_PER_MINUTE = env_int("QWENWEB_TURNS_PER_MINUTE", 20)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "1.0"))
 # Parallel requests a fair queue lets through before it has read the profile's slots from llama-server.
 QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", env_int("QWENWEB_PARALLEL", 2))
+# A queue slot is a lease its holder refreshes every third of this: the slots of a web process that
+# was killed mid-answer come back this long after (the restart bench's restart_web_s).
+QUEUE_LEASE_S = float(os.environ.get("QWENWEB_QUEUE_LEASE_S", "15"))
 
 LOGGING = {
     "version": 1,
@@ -254,6 +257,10 @@ LOGGING = {
 }
 # A 'streaming' answer not written for this long belongs to a process that died.
 CHAT_ORPHAN_AFTER_S = env_int("QWENWEB_ORPHAN_AFTER_S", 900)
+# Answers are written by the web process that streams them. With one web process per box (supervisord's
+# `web`), one that starts marks every answer still 'streaming' as interrupted at once. A deployment with
+# several web processes sharing a database must set this off (the sweep above then catches them).
+WEB_SWEEP_ON_START = env_bool("QWENWEB_SWEEP_ON_START", True)
 DOWNLOAD_ATTEMPTS = env_int("QWENWEB_DOWNLOAD_ATTEMPTS", 3)  # per part, each resuming where the last stopped
 DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S", "60"))
 # A download whose worker has not reported for this long was killed: resume it.

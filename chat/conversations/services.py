@@ -138,7 +138,8 @@ def finish_message(
 
 
 def mark_orphaned_streams(older_than_s: float) -> int:
-    """Answers left 'streaming' by a process that died: keep their text, mark them incomplete."""
+    """Answers left 'streaming' by a process that died: keep their text, mark them incomplete.
+    ``older_than_s=0``: every one (the box's only web process starting: none can still be written)."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
     return Message.objects.filter(status=Message.Status.STREAMING, updated_at__lt=cutoff).update(
         status=Message.Status.INCOMPLETE,

@@ -27,11 +27,22 @@ from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_bud
 from chat.errors import DocumentError
 from chat.models import Document, DocumentChunk, DocumentPage
 from chat.queue import FairQueue
-from monitor.public import LlamaClient, LlamaError, LoadFailed, ServerProfile, ready_client
+from monitor.public import (
+    LlamaClient,
+    LlamaError,
+    LlamaStreamBroken,
+    LlamaUnavailable,
+    LoadFailed,
+    ServerProfile,
+    ready_client,
+)
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 0.5  # also how often a cancel is looked for: it takes effect within a second
+# llama-server comes back seconds after it is killed (supervised, the profile reloaded): a part cut
+# off is asked again after each of these pauses before the summary stops and says why.
+SERVER_RESTART_WAITS_S = (2.0, 4.0, 8.0, 15.0)
 
 MAP_SYSTEM = (
     "You summarize one part of a longer document. Each page of the text starts with a marker like [p. 12]. "
@@ -125,6 +136,8 @@ class SummaryRun:
         self.language = "English"
         self.budget: Budget | None = None
         self.cancelled = False
+        self.profile: ServerProfile | None = None
+        self.spent_clients: list[LlamaClient] = []
 
     async def run(self) -> str:
         """The document's final status."""
@@ -137,6 +150,7 @@ class SummaryRun:
         if self.client is None:
             try:
                 profile, self.client = await ready_client(profile)  # loads the profile if it is not
+                self.profile = profile
             except LoadFailed:
                 message = _(
                     "The summary could not start: the server profile did not load. An admin sees why on its page."
@@ -226,6 +240,27 @@ class SummaryRun:
         await asyncio.gather(*(one(chunk) for chunk in pending))
 
     async def _summarize_chunk(self, chunk: DocumentChunk, total: int) -> str:
+        for pause in SERVER_RESTART_WAITS_S:
+            try:
+                return await self._ask_for_summary(chunk, total)
+            except (LlamaUnavailable, LlamaStreamBroken):
+                log.info("document %s: llama-server went away; part %s asked again", self.document_id, chunk.id)
+                await asyncio.sleep(pause)
+                await self._reconnect()
+        return await self._ask_for_summary(chunk, total)
+
+    async def _reconnect(self) -> None:
+        """The profile served again after llama-server restarted (loaded anew if it must be)."""
+        if self.profile is None:
+            return  # a client given by the caller: it is asked again as it is
+        try:
+            self.profile, client = await ready_client(self.profile)
+        except LlamaError:
+            return  # not back yet: the next attempt says so
+        self.spent_clients.append(self.client)
+        self.client = client
+
+    async def _ask_for_summary(self, chunk: DocumentChunk, total: int) -> str:
         if chunk.level == 0:
             system = MAP_SYSTEM.format(language=self.language)
             user = f"Part {chunk.index + 1} of {total}, {chunk.pages_label}:\n\n{chunk.text}"
@@ -270,8 +305,9 @@ def run_summary(document_id, *, claimed: bool = False) -> str:
         finally:
             if run.queue is not None:
                 await run.queue.aclose()
-            if run.client is not None:
-                await run.client.aclose()
+            for client in (*run.spent_clients, run.client):
+                if client is not None:
+                    await client.aclose()
 
     return asyncio.run(main())
 

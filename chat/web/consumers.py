@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.conversations import images, services
-from chat.conversations.selectors import get_conversation, message_payload
+from chat.conversations.selectors import conversation_history, get_conversation, message_payload
 from chat.conversations.turns import TurnRunner, turn_options
 from chat.errors import ChatError
 from chat.models import Message
@@ -26,6 +26,10 @@ def max_frame_chars() -> int:
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
+    # Events go straight to this socket, never through the channel layer: without one, a Redis
+    # restart does not close every open chat page mid-answer (Channels ends the consumer with 1011).
+    channel_layer_alias = None
+
     @classmethod
     async def encode_json(cls, content) -> str:
         # Every streamed token goes through here; orjson keeps that cheap.
@@ -61,7 +65,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         await self.receive_json(content)
 
     async def receive_json(self, content, **kwargs):
-        handlers = {"send": self.on_send, "stop": self.on_stop, "regenerate": self.on_regenerate}
+        handlers = {
+            "send": self.on_send,
+            "stop": self.on_stop,
+            "regenerate": self.on_regenerate,
+            "history": self.on_history,
+        }
         handler = handlers.get(content.get("type"))
         if handler is None:
             await self._error(_("Unknown request."))
@@ -122,6 +131,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             }
         )
         self._start(conversation, assistant.id, turn_options(content.get("options")))
+
+    async def on_history(self, content: dict) -> None:
+        """The conversation's messages as stored: a page that reconnects shows what became of its answers."""
+        conversation = await database_sync_to_async(get_conversation)(self.user, content.get("conversation"))
+        messages = await database_sync_to_async(conversation_history)(conversation)
+        await self.send_json({"type": "history", "conversation": str(conversation.id), "messages": messages})
 
     async def on_stop(self, content: dict) -> None:
         runner = self.runners.get(str(content.get("conversation")))

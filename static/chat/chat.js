@@ -21,6 +21,7 @@
   let conversationId = root.dataset.conversation || null;
   let socket = null;
   let reconnectDelay = 500;
+  let wasConnected = false; // a reconnect asks for the stored messages: answers may have changed meanwhile
   let pendingImage = null;
   let active = null; // the message being streamed: {id, el, content, reasoning}
   const views = new Map(); // message id -> view
@@ -134,6 +135,8 @@
       reconnectDelay = 500;
       root.dataset.connected = "1";
       setStatus("");
+      if (wasConnected && conversationId) send({ type: "history", conversation: conversationId });
+      wasConnected = true;
     });
     socket.addEventListener("close", () => {
       root.dataset.connected = "";
@@ -174,6 +177,21 @@
     a.textContent = title;
     li.append(a);
     sidebar.prepend(li);
+  }
+
+  // The stored state after a reconnect: an answer cut off by a restart shows its kept text and why.
+  function refresh(messages) {
+    messages.forEach((message) => {
+      const view = views.get(message.id);
+      if (!view) {
+        createView(message);
+      } else if (view !== active && message.status !== "streaming") {
+        view.content = message.content || "";
+        view.reasoning = message.reasoning || "";
+        paint(view);
+        setOutcome(view, message.status, message.error, message.stats);
+      }
+    });
   }
 
   function handle(event) {
@@ -224,6 +242,9 @@
           if (statusTransient) setStatus("");
           finishActive(event.status, event.error, event.stats);
         }
+        break;
+      case "history":
+        refresh(event.messages);
         break;
       case "error":
         setStatus(event.message);

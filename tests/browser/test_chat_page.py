@@ -19,21 +19,28 @@ def log_in(page, user):
     page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'")
 
 
+def long_answer_streaming(page, shown_chars: int):
+    """Ask for a long answer; returns its article once it streams with more than ``shown_chars`` shown."""
+    page.fill("#prompt", "Write a long story about a lighthouse keeper.")
+    page.keyboard.press("Enter")
+    answer = page.locator("article.message.assistant").last
+    expect(answer).to_have_attribute("data-status", "streaming")
+    page.wait_for_function(
+        "(n) => { const a = [...document.querySelectorAll('article.assistant')].pop();"
+        " return a && a.dataset.status === 'streaming' && a.querySelector('.body').textContent.length > n; }",
+        arg=shown_chars,
+        timeout=60_000,
+    )
+    return answer
+
+
 def test_login_chat_stream_and_stop(browser, llama):
     user = make_user()
     page = browser.new_page()
     log_in(page, user)
 
     # Tokens arrive while the answer is still being written.
-    page.fill("#prompt", "Write a long story about a lighthouse keeper.")
-    page.keyboard.press("Enter")
-    answer = page.locator("article.message.assistant").last
-    expect(answer).to_have_attribute("data-status", "streaming")
-    page.wait_for_function(
-        "() => { const a = [...document.querySelectorAll('article.assistant')].pop();"
-        " return a && a.dataset.status === 'streaming' && a.querySelector('.body').textContent.length > 20; }",
-        timeout=60_000,
-    )
+    answer = long_answer_streaming(page, 20)
     expect(page.locator("#stop")).to_be_visible()
     assert any(slot["is_processing"] for slot in llama.slots())
 
@@ -86,3 +93,23 @@ def test_chinese_browser_gets_chinese_ui(browser, web_server):
     page.goto(base_url() + "/login/")
     expect(page.locator("h1")).to_have_text("登录")
     context.close()
+
+
+def test_web_server_killed_mid_answer_page_reconnects_and_says_so(browser, llama, web_server):
+    """The page's socket reconnects by itself to the restarted web server and shows the stored
+    state of the answer it was streaming: its partial text kept, marked interrupted."""
+    from tests.support.stack import wait_until
+
+    user = make_user()
+    page = browser.new_page()
+    log_in(page, user)
+    answer = long_answer_streaming(page, 0)
+    web_server.kill()
+    expect(page.locator("#status")).to_have_text("Connection lost; reconnecting…", timeout=10_000)
+    web_server.start()
+    wait_until(lambda: page.evaluate("document.getElementById('chat').dataset.connected") == "1", 60, "reconnected")
+    expect(answer).to_have_attribute("data-status", "incomplete", timeout=15_000)
+    expect(answer.locator(".error-text")).to_have_text(
+        "This answer was interrupted when the server restarted. The partial answer was kept."
+    )
+    page.close()

@@ -7,7 +7,6 @@ references, cancel and resumption after a killed worker are.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 
 import pytest
@@ -20,20 +19,9 @@ from monitor.llama.serving import serving_info
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
 from tests.support import pdfs
-from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
+from tests.support.client import base_url, chat_socket, events_until, login, make_user, send, upload_document
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
-
-
-def upload(http, name: str, data: bytes, **fields):
-    page = http.get("/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    return http.post(
-        "/documents/upload/",
-        data=fields,
-        files={"file": (name, data)},
-        headers={"X-CSRFToken": token, "Referer": base_url() + "/"},
-    )
 
 
 def post(http, url: str, **fields):
@@ -66,7 +54,7 @@ def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, cele
 
     user = make_user()
     http = login(user)
-    response = upload(http, "report.pdf", long_report(16), language="en")
+    response = upload_document(http, "report.pdf", long_report(16), language="en")
     assert response.status_code == 201, response.text
     body = response.json()
     assert body["document"]["status"] == "queued" and body["document"]["page_count"] == 16
@@ -126,7 +114,7 @@ def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, cele
 def test_cancel_stops_the_summary_and_frees_the_slots(llama):
     user = make_user()
     http = login(user)
-    body = upload(http, "cancel.pdf", long_report(24), language="en").json()
+    body = upload_document(http, "cancel.pdf", long_report(24), language="en").json()
     document_id = body["document"]["id"]
     deadline = time.monotonic() + 120
     while not DocumentChunk.objects.filter(document_id=document_id, requests__gt=0).exists():
@@ -159,7 +147,7 @@ def test_refused_uploads_say_why_and_store_nothing(name, data, fields, message):
     user = make_user()
     http = login(user)
     before = set(uploads.document_dir().iterdir())
-    response = upload(http, name, data, **fields)
+    response = upload_document(http, name, data, **fields)
     assert response.status_code == 400
     assert response.json()["error"].startswith(message)
     assert response.json().get("needs_password", False) == ("password" in message)
@@ -171,7 +159,7 @@ def test_encrypted_pdf_with_its_password_is_read_and_the_password_kept_nowhere(l
     user = make_user()
     http = login(user)
     data = pdfs.text_pdf([["The harbour budget is 42 coins."]], encrypt_password="hunter22")
-    response = upload(http, "locked.pdf", data, password="hunter22", language="en")
+    response = upload_document(http, "locked.pdf", data, password="hunter22", language="en")
     assert response.status_code == 201, response.text
     document = wait_for(response.json()["document"]["id"], {"ready", "failed"})
     assert document.status == "ready", document.error
@@ -183,7 +171,7 @@ def test_encrypted_pdf_with_its_password_is_read_and_the_password_kept_nowhere(l
 def test_scanned_only_pdf_is_reported_with_its_pages():
     user = make_user()
     http = login(user)
-    body = upload(http, "scan.pdf", pdfs.scanned_page_pdf(0, (1, 2, 3))).json()
+    body = upload_document(http, "scan.pdf", pdfs.scanned_page_pdf(0, (1, 2, 3))).json()
     document = wait_for(body["document"]["id"], {"failed", "ready"}, timeout=60)
     status = http.get(body["document"]["urls"]["status"]).json()["document"]
     assert status["status"] == "failed"
@@ -194,7 +182,7 @@ def test_scanned_only_pdf_is_reported_with_its_pages():
 def test_questions_use_the_summary_and_matching_pages(llama):
     user = make_user()
     http = login(user)
-    body = upload(http, "facts.pdf", pdfs.report_pdf(20, words_per_page=8), language="en").json()
+    body = upload_document(http, "facts.pdf", pdfs.report_pdf(20, words_per_page=8), language="en").json()
     document = wait_for(body["document"]["id"], {"ready", "failed"})
     assert document.status == "ready", document.error
     client = profile_client(find_profile())
@@ -217,7 +205,7 @@ def test_questions_use_the_summary_and_matching_pages(llama):
 def test_summary_language_follows_the_choice_and_restarts(llama):
     user = make_user()
     http = login(user)
-    body = upload(http, "short.txt", b"The lighthouse needs a new lamp.\n" * 3).json()
+    body = upload_document(http, "short.txt", b"The lighthouse needs a new lamp.\n" * 3).json()
     document = wait_for(body["document"]["id"], {"ready", "failed"})
     assert document.status == "ready", document.error
     first_chunks = set(DocumentChunk.objects.filter(document=document).values_list("id", flat=True))

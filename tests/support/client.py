@@ -38,6 +38,18 @@ def login(user) -> httpx.Client:
     return client
 
 
+def upload_document(http: httpx.Client, name: str, data: bytes, **fields) -> httpx.Response:
+    """Upload a file through the chat page's form endpoint, as the page's script does."""
+    page = http.get("/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    return http.post(
+        "/documents/upload/",
+        data=fields,
+        files={"file": (name, data)},
+        headers={"X-CSRFToken": token, "Referer": base_url() + "/"},
+    )
+
+
 def chat_socket(http: httpx.Client | None, origin: str | None = None) -> ClientConnection:
     headers = {}
     if http is not None:

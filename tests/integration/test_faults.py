@@ -1,0 +1,141 @@
+"""Each part of the product killed for real while a person streams an answer and a document is summarized.
+
+The whole product runs under `make run`'s generated supervisord configuration in a private
+folder (its own database, Redis, llama-server, ports). For each part in turn (web, worker,
+the watchdog's worker, beat, sampler, Redis, the llama-server router, the llama-server
+supervisor): a long answer is streaming (its first token seen) and a document is being
+summarized; the part is SIGKILLed; supervisord starts it again under a new pid and the
+timeline says so; the person's page learns what became of the answer (for the web server:
+the reconnected socket's stored state names the interruption); a new question is answered;
+every message the person sent is stored exactly once with exactly one answer, none left
+'streaming'. Last, every document reaches 'ready' without redoing a part done before a kill.
+A stopped (SIGSTOP) web server caught by the health check: tests/integration/test_health.py.
+
+Run alone: ``pytest -m faults``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import httpx
+import pytest
+from django.conf import settings
+from websockets.exceptions import ConnectionClosed
+
+from tests.support import pdfs
+from tests.support.client import base_url, send, upload_document
+from tests.support.faults import FINISHED, Person, lost_or_doubled, make_person, still_streaming
+from tests.support.stack import wait_until
+from tests.support.supervised import PARTS, Supervised, query, supervised_env
+
+pytestmark = pytest.mark.faults
+
+INTERRUPTED = "This answer was interrupted when the server restarted. The partial answer was kept."
+RESTART_BOUND_S = 90  # supervisord's 3 s startsecs, a web server's start, a profile's reload on a loaded box
+documents: list[dict] = []
+done_at_kill: dict[str, dict] = {}
+
+
+@pytest.fixture(scope="module")
+def product(tmp_path_factory):
+    var_dir = tmp_path_factory.mktemp("faults")
+    env = supervised_env(var_dir, os.environ, fresh_ports=True)
+    env.pop("DATABASE_URL", None)  # the rows are read from the run's SQLite file
+    # A stalled summary is taken up again by beat (every 30 s) once its heartbeat is 10 s old.
+    env["QWENWEB_DOCUMENT_STALL_S"] = "10"
+    stack = Supervised(var_dir, env)
+    stack.manage("migrate", "-v", "0")
+    own_port = os.environ["QWENWEB_PORT"]
+    os.environ["QWENWEB_PORT"] = env["QWENWEB_PORT"]  # tests.support.client talks to this run
+    stack.start()
+    try:
+        healthy = lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 200  # noqa: E731
+        wait_until(healthy, 300, "every supervised part healthy", stack.process, var_dir / "supervisord.out")
+        yield stack
+    finally:
+        stack.shutdown()
+        os.environ["QWENWEB_PORT"] = own_port
+
+
+@pytest.fixture(scope="module")
+def person(product):
+    someone = Person(make_person(product, "faults-person"))
+    someone.connect()
+    return someone
+
+
+def document_state(person: Person, document: dict) -> dict:
+    return person.http.get(document["urls"]["status"]).json()["document"]
+
+
+def a_document_summarizing(person: Person) -> None:
+    """A document being summarized right now: one already is, or a new one is uploaded."""
+    if any(document_state(person, d)["status"] == "summarizing" for d in documents):
+        return
+    response = upload_document(person.http, f"report-{len(documents)}.pdf", pdfs.report_pdf(8, words_per_page=60))
+    assert response.status_code == 201, response.text
+    documents.append(response.json()["document"])
+    wait_until(lambda: document_state(person, documents[-1])["status"] == "summarizing", 120, "summarizing")
+
+
+def chunks_done(product: Supervised, document_id: str) -> dict[int, tuple]:
+    sql = "SELECT id, requests, finished_at FROM chat_documentchunk WHERE document_id = ? AND done"
+    return {row[0]: row[1:] for row in query(product.var_dir, sql, (document_id.replace("-", ""),))}
+
+
+def restarted_on_timeline(product: Supervised, part: str) -> bool:
+    kinds = [kind for kind, details in product.timeline() if part == "llama-server" or f'"{part}"' in details]
+    if part == "llama-server":  # the llama supervisor restarts its router itself
+        return "server_restarted" in kinds
+    return "process_exited" in kinds and "process_restarted" in kinds
+
+
+@pytest.mark.parametrize("part", PARTS)
+def test_part_killed_while_answering_and_summarizing(product, person, part):
+    a_document_summarizing(person)
+    answer = person.start_long_answer(settings.CHAT_MAX_ANSWER_TOKENS)
+    killed = product.kill(part)
+    for document in documents:
+        done_at_kill.setdefault(document["id"], {}).update(chunks_done(product, document["id"]))
+
+    wait_until(lambda: product.pid_of(part) not in (0, killed), RESTART_BOUND_S, f"{part} restarted")
+    wait_until(lambda: restarted_on_timeline(product, part), 30, f"{part}'s restart on the timeline")
+    closed = part == "web"
+    if not closed:
+        try:
+            send(person.ws, type="stop", conversation=person.conversation)
+            assert person.until_done(answer)["status"] in FINISHED
+        except ConnectionClosed:  # Redis: the socket's channel layer went with it; Channels closes it (1011)
+            closed = True
+    if closed:
+        # The page reconnects and asks for the stored messages (static/chat/chat.js).
+        wait_until(lambda: not still_streaming(product.var_dir), 30, "no answer left streaming")
+        person.connect()
+        shown = person.history()[answer]
+        assert shown["status"] in FINISHED - {"complete"} and shown["error"], shown
+        if part == "web":
+            assert (shown["status"], shown["error"]) == ("incomplete", INTERRUPTED)
+
+    # Chat works again: a short question is answered (one asked while a part is still coming
+    # back may be refused with a reason, as a person would see; they ask again).
+    deadline = time.monotonic() + 240
+    while person.until_done(person.ask(f"Say hi ({part}, {len(person.sent)}).", 8), 240)["status"] != "complete":
+        assert time.monotonic() < deadline, f"chat does not answer after {part} was killed"
+        time.sleep(1)
+
+    wait_until(lambda: not still_streaming(product.var_dir), 30, "no answer left streaming")
+    assert lost_or_doubled(person, product.var_dir) == 0
+    assert {row[3] for row in person.stored(product.var_dir)} <= FINISHED
+
+
+def test_every_document_summarized_after_the_faults(product, person):
+    assert documents and any(done_at_kill.values()), "no document had a part done at a kill"
+    for document in documents:
+        wait_until(lambda d=document: document_state(person, d)["status"] in ("ready", "failed"), 300, "summary")
+        state = document_state(person, document)
+        assert state["status"] == "ready", state
+        after = chunks_done(product, document["id"])
+        for chunk_id, kept in done_at_kill[document["id"]].items():
+            assert after[chunk_id] == kept, "a part done before a kill was summarized again"

@@ -14,9 +14,9 @@ import pytest
 from chat.documents import uploads
 from chat.models import Conversation, Document, DocumentChunk, DocumentPage, Message
 from monitor.profiles.selectors import find_profile
-from tests.integration.test_documents import post, upload, wait_for
+from tests.integration.test_documents import post, wait_for
 from tests.support import pdfs
-from tests.support.client import login, make_user
+from tests.support.client import login, make_user, upload_document
 from tests.support.hold import queue_slots_held
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
@@ -44,9 +44,9 @@ def gone(process: psutil.Process) -> bool:
 def test_a_reader_that_crashes_fails_its_document_only(llama):
     user = make_user()
     http = login(user)
-    poison = upload(http, "poison.pdf", pdfs.report_pdf(3), language="en").json()["document"]
+    poison = upload_document(http, "poison.pdf", pdfs.report_pdf(3), language="en").json()["document"]
     extractor_of(poison["id"]).kill()  # what a PDF that crashes PDFium does to its reader
-    healthy = upload(http, "notes.txt", b"The lighthouse keeper counts ships.\n" * 20, language="en").json()
+    healthy = upload_document(http, "notes.txt", b"The lighthouse keeper counts ships.\n" * 20, language="en").json()
     failed = wait_for(poison["id"], {"failed", "ready", "summarizing"}, timeout=60)
     assert failed.status == "failed"
     status = http.get(poison["urls"]["status"]).json()["document"]
@@ -72,7 +72,7 @@ def assert_cancelled_within_a_second(http, body: dict) -> Document:
 def test_cancel_ends_the_reading_within_a_second():
     user = make_user()
     http = login(user)
-    body = upload(http, "report.pdf", pdfs.report_pdf(3)).json()["document"]
+    body = upload_document(http, "report.pdf", pdfs.report_pdf(3)).json()["document"]
     child = extractor_of(body["id"])
     child.suspend()  # the reader hangs here until the test cancels
     wait_for(body["id"], {"extracting"}, timeout=30)
@@ -86,7 +86,9 @@ def test_cancel_ends_the_summary_within_a_second(llama):
     http = login(user)
     # The summary waits in the profile's fair queue, held by the test, until it is cancelled.
     with queue_slots_held(find_profile(None).name, 2):
-        body = upload(http, "notes.txt", b"The harbour has three piers.\n" * 10, language="en").json()["document"]
+        body = upload_document(http, "notes.txt", b"The harbour has three piers.\n" * 10, language="en").json()[
+            "document"
+        ]
         wait_for(body["id"], {"summarizing"}, timeout=60)
         deadline = time.monotonic() + 60
         while not DocumentChunk.objects.filter(document_id=body["id"]).exists():
@@ -98,12 +100,14 @@ def test_cancel_ends_the_summary_within_a_second(llama):
 def test_deleting_a_conversation_deletes_its_documents_rows_and_files(llama):
     user = make_user()
     http = login(user)
-    read = upload(http, "notes.txt", b"The harbour has three piers.\n" * 10, language="en").json()
+    read = upload_document(http, "notes.txt", b"The harbour has three piers.\n" * 10, language="en").json()
     conversation = Conversation.objects.get(id=read["conversation"])
     assert wait_for(read["document"]["id"], {"ready", "failed"}).status == "ready"
     assert DocumentChunk.objects.filter(document_id=read["document"]["id"]).exists()
     # A second one still being read: its stored file is on disk, its reader held.
-    reading = upload(http, "report.pdf", pdfs.report_pdf(3), conversation=str(conversation.id)).json()["document"]
+    reading = upload_document(http, "report.pdf", pdfs.report_pdf(3), conversation=str(conversation.id)).json()[
+        "document"
+    ]
     child = extractor_of(reading["id"])
     child.suspend()
     stored = uploads.stored_file(Document.objects.get(id=reading["id"]))
@@ -129,7 +133,7 @@ def test_deleting_a_conversation_deletes_its_documents_rows_and_files(llama):
 def test_a_person_deletes_their_document_and_nobody_else_can():
     user, other = make_user(), make_user()
     http, other_http = login(user), login(other)
-    body = upload(http, "notes.txt", b"Only a few words.\n").json()
+    body = upload_document(http, "notes.txt", b"Only a few words.\n").json()
     document = body["document"]
     wait_for(document["id"], {"ready", "failed", "summarizing"}, timeout=60)
     refused = post(other_http, document["urls"]["delete"])
@@ -147,7 +151,7 @@ def test_a_50_mb_single_line_file_is_refused_quickly():
     user = make_user()
     http = login(user)
     started = time.monotonic()
-    response = upload(http, "one-line.txt", b"x" * (50 * 1024 * 1024 - 1))
+    response = upload_document(http, "one-line.txt", b"x" * (50 * 1024 * 1024 - 1))
     took = time.monotonic() - started
     assert response.status_code == 400
     assert response.json()["error"] == "The document has 17477 pages; the limit is 2000."

@@ -1,11 +1,11 @@
-"""`make test-postgres`: the test suite (a subset by default) against a real PostgreSQL.
+"""`make test-postgres`: the whole test suite against a real PostgreSQL.
 
 A private cluster, like the tests' private Redis: Debian's PostgreSQL binaries, a data
 folder in a temporary directory, a free loopback port, a random password; run as the
 ``postgres`` system user when this runs as root (PostgreSQL refuses root). It is
 stopped and deleted afterwards.
 
-Usage: python scripts/test_postgres.py [PYTEST ARGS...]   (default: DEFAULT_TESTS)
+Usage: python scripts/test_postgres.py [PYTEST ARGS...]   (default: every test)
 """
 
 from __future__ import annotations
@@ -25,13 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from scripts.local_services import free_port  # noqa: E402
 
-DEFAULT_TESTS = [
-    "tests/integration/test_chat_stream.py",
-    "tests/integration/test_api.py",
-    "tests/integration/test_documents.py",
-    "tests/integration/test_profiles.py",
-    "tests/integration/test_backup.py",
-]
+DEFAULT_TESTS = ["tests"]
 DATABASE = "qwenweb"
 
 

@@ -17,9 +17,6 @@ from django.conf import settings
 from monitor.llama.errors import LlamaStreamBroken, LlamaUnavailable, rejection_from
 from monitor.llama.sse import SSEParser
 
-# POST endpoints that change nothing (or nothing twice): safe to send again after a broken connection.
-RETRYABLE_POSTS = frozenset({"/tokenize", "/detokenize", "/apply-template", "/models/load", "/models/unload"})
-
 
 class LlamaClient:
     def __init__(
@@ -66,14 +63,15 @@ class LlamaClient:
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         kwargs = self._routed(method, kwargs)
-        retry = method == "GET" or path in RETRYABLE_POSTS
+        # Every endpoint qwenweb calls changes nothing, nothing twice (loads, unloads) or costs only
+        # compute (completions, embeddings): a request whose connection broke before any answer
+        # (a kept-alive one the server had just closed, a router restarting) is sent once more.
+        retry = True
         while True:
             try:
                 response = await self._client().request(method, path, **kwargs)
                 break
             except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as error:
-                # A connection that broke before any answer (a kept-alive one the server had just
-                # closed, a router restarting): once more for requests that change nothing.
                 if not retry:
                     raise LlamaUnavailable() from error
                 retry = False

@@ -1,4 +1,4 @@
-"""A kept-alive connection that the server closes as the next request is written is opened again.
+"""A kept-alive connection that the server closes as the next request is written: the request goes again.
 
 Fake upstream, named as such: a protocol edge the real llama-server cannot be made to produce
 on demand (its router closes idle kept-alive connections on its own clock). This server answers
@@ -18,6 +18,7 @@ STREAM = (
     b'data: {"choices":[{"delta":{"content":" there"}}]}\n\n'
     b"data: [DONE]\n\n"
 )
+ANSWER = b'{"choices":[{"message":{"content":"Hello there"}}]}'
 
 
 async def read_request(reader: asyncio.StreamReader) -> bool:
@@ -31,8 +32,9 @@ async def read_request(reader: asyncio.StreamReader) -> bool:
 
 
 class ClosingServer:
-    def __init__(self, *, always_close: bool = False):
+    def __init__(self, *, always_close: bool = False, streams: bool = True):
         self.always_close = always_close
+        self.streams = streams
         self.connections = 0
 
     async def handle(self, reader, writer):
@@ -43,9 +45,10 @@ class ClosingServer:
                 if not first or self.always_close and self.connections > 1:
                     break  # the kept-alive connection is closed as the request arrives
                 first = False
-                body = STREAM
+                body = STREAM if self.streams else ANSWER
                 writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                    b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\n"
+                    % (b"text/event-stream" if self.streams else b"application/json")
                     + b"Content-Length: %d\r\nConnection: keep-alive\r\n\r\n" % len(body)
                     + body
                 )
@@ -82,3 +85,23 @@ def test_a_server_that_keeps_closing_is_unavailable_not_a_broken_answer():
     server = ClosingServer(always_close=True)
     with pytest.raises(LlamaUnavailable):
         asyncio.run(stream_twice(server))
+
+
+def test_a_plain_request_on_a_closed_kept_alive_connection_is_sent_again():
+    async def post_twice(server: ClosingServer) -> list[str]:
+        listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        client = LlamaClient(base_url=f"http://127.0.0.1:{port}", api_key="", timeout=5)
+        try:
+            payload = {"messages": [{"role": "user", "content": "hi"}]}
+            return [
+                (await client.post_json("/v1/chat/completions", payload))["choices"][0]["message"]["content"]
+                for _ in range(2)
+            ]
+        finally:
+            await client.aclose()
+            listener.close()
+
+    server = ClosingServer(streams=False)
+    assert asyncio.run(post_twice(server)) == ["Hello there", "Hello there"]
+    assert server.connections == 2

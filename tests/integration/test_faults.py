@@ -42,7 +42,6 @@ done_at_kill: dict[str, dict] = {}
 def product(tmp_path_factory):
     var_dir = tmp_path_factory.mktemp("faults")
     env = supervised_env(var_dir, os.environ, fresh_ports=True)
-    env.pop("DATABASE_URL", None)  # the rows are read from the run's SQLite file
     # A stalled summary is taken up again by beat (every 30 s) once its heartbeat is 10 s old.
     env["QWENWEB_DOCUMENT_STALL_S"] = "10"
     stack = Supervised(var_dir, env)

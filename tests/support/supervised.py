@@ -31,6 +31,7 @@ def supervised_env(var_dir: Path, base: dict, *, fresh_ports: bool) -> dict:
     new ports for Redis, llama-server and the web server, apart from any already running)."""
     env = dict(base)
     env["QWENWEB_VAR_DIR"] = str(var_dir)
+    env.pop("DATABASE_URL", None)  # its own SQLite file in the folder: the checks read rows straight from it
     if fresh_ports:
         env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
         env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port()}"

@@ -67,9 +67,11 @@
   }
 
   function renderMarkdown(text) {
-    const clean = DOMPurify.sanitize(marked.parse(text || "", { gfm: true, breaks: true }), MARKDOWN_PROFILE);
+    const sanitized = DOMPurify.sanitize(marked.parse(text || "", { gfm: true, breaks: true }), MARKDOWN_PROFILE);
+    // DOMPurify's own DOM output is imported into this document, where an <img> starts loading at once;
+    // a <template> keeps the sanitized markup inert while links and images are tightened.
     const inert = document.createElement("template");
-    inert.innerHTML = clean;
+    inert.innerHTML = sanitized;
     tightenLinksAndImages(inert.content);
     return inert.innerHTML;
   }

@@ -4,6 +4,7 @@ and find runs whose worker died."""
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -21,10 +22,33 @@ from chat.models import Document, DocumentChunk, DocumentPage
 log = logging.getLogger(__name__)
 
 
+HEARTBEAT_S = 2.0  # how often a run records that it is alive (CLAIM_AFTER_S is three of these)
+
+
+def still_wanted(document_id) -> bool:
+    """False when the user asked to cancel or deleted the document (a read: asked often)."""
+    return Document.objects.filter(id=document_id, cancel_requested=False).exists()
+
+
 def heartbeat(document_id, **fields) -> bool:
     """Record progress; False when the user asked to cancel or deleted the document."""
     Document.objects.filter(id=document_id).update(heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields)
-    return Document.objects.filter(id=document_id, cancel_requested=False).exists()
+    return still_wanted(document_id)
+
+
+class Pulse:
+    """A run's check, asked every half second: a heartbeat write every HEARTBEAT_S, the cancel read each time."""
+
+    def __init__(self, document_id):
+        self.document_id = document_id
+        self.last_beat = 0.0
+
+    def __call__(self, **fields) -> bool:
+        now = time.monotonic()
+        if now - self.last_beat >= HEARTBEAT_S:
+            self.last_beat = now
+            return heartbeat(self.document_id, **fields)
+        return still_wanted(self.document_id)
 
 
 def fail(document_id, message: str) -> None:
@@ -58,7 +82,8 @@ def ingest(document_id) -> bool:
     try:
         if not path.exists():
             raise DocumentError(_("The uploaded file is gone; upload it again."))
-        for page in extract_in_child(path, document.kind, lambda: heartbeat(document.id, pages_done=done[0])):
+        pulse = Pulse(document.id)
+        for page in extract_in_child(path, document.kind, lambda: pulse(pages_done=done[0])):
             if page.scanned:
                 scanned.append(page.number)
             batch.append(DocumentPage(document=document, number=page.number, text=page.text))

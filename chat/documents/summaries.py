@@ -20,7 +20,7 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from chat.documents.ingest import claim, heartbeat, ingest
+from chat.documents.ingest import Pulse, claim, ingest
 from chat.documents.languages import clean_language, language_name
 from chat.documents.selectors import get_document
 from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
@@ -39,7 +39,7 @@ from monitor.public import (
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 0.5  # also how often a cancel is looked for: it takes effect within a second
+CANCEL_POLL_S = 0.5  # how often a cancel is looked for: it takes effect within a second
 # llama-server comes back seconds after it is killed (supervised, the profile reloaded): a part cut
 # off is asked again after each of these pauses before the summary stops and says why.
 SERVER_RESTART_WAITS_S = (2.0, 4.0, 8.0, 15.0)
@@ -184,12 +184,13 @@ class SummaryRun:
 
     async def _tick(self, work: asyncio.Task) -> None:
         """Heartbeat for the stall detector; cancels the work when the user asks."""
+        pulse = Pulse(self.document_id)
         while not work.done():
-            if not await sync_to_async(heartbeat)(self.document_id):
+            if not await sync_to_async(pulse)():
                 self.cancelled = True
                 work.cancel()
                 return
-            await asyncio.sleep(HEARTBEAT_S)
+            await asyncio.sleep(CANCEL_POLL_S)
 
     async def _summarize(self, document: Document) -> str:
         pages = await sync_to_async(_pages)(document.id)

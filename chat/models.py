@@ -18,6 +18,10 @@ class Conversation(models.Model):
     thinking_enabled = models.BooleanField(default=True)
     # Tokens the model may think before it must answer; null: no limit.
     thinking_budget = models.PositiveIntegerField(null=True, blank=True)
+    # Sent first in every turn's context (chat/conversations/context.py); "" none.
+    system_prompt = models.TextField(blank=True)
+    # A name from chat/conversations/presets.py (sampling settings); "" the profile's own.
+    sampling_preset = models.CharField(max_length=16, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

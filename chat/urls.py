@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat.web import document_views, key_views, views
+from chat.web import conversation_views, document_views, key_views, views
 
 app_name = "chat"
 
@@ -11,6 +11,19 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/rename/", views.rename_conversation, name="rename"),
     path("c/<uuid:conversation_id>/delete/", views.delete_conversation, name="delete"),
     path("c/<uuid:conversation_id>/settings/", views.conversation_settings, name="settings"),
+    path("c/<uuid:conversation_id>/prompt/", conversation_views.prompt_settings, name="prompt-settings"),
+    path("c/<uuid:conversation_id>/m/<int:message_id>/edit/", conversation_views.edit_question, name="edit-question"),
+    path(
+        "c/<uuid:conversation_id>/export.md", conversation_views.export_conversation, {"file_format": "md"}, "export-md"
+    ),
+    path(
+        "c/<uuid:conversation_id>/export.json",
+        conversation_views.export_conversation,
+        {"file_format": "json"},
+        "export-json",
+    ),
+    path("c/delete-many/", conversation_views.delete_many, name="delete-many"),
+    path("search/", conversation_views.search_page, name="search"),
     path("m/<int:message_id>/image/", views.message_image, name="message-image"),
     path("keys/", key_views.api_keys, name="api-keys"),
     path("keys/new/", key_views.create_api_key, name="api-key-create"),

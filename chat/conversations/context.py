@@ -82,6 +82,16 @@ async def _prompt_tokens(client: LlamaClient, messages: list[dict], budget: int,
     return await client.count_tokens(rendered) + images, True
 
 
+def with_system_prompt(messages: list[dict], system_prompt: str) -> list[dict]:
+    """The conversation's own system prompt goes first; a system message already there (the
+    documents') follows it in the same message, since fitting keeps only the first one."""
+    if not system_prompt:
+        return messages
+    if messages and messages[0]["role"] == "system":
+        return [{"role": "system", "content": system_prompt + "\n\n" + messages[0]["content"]}, *messages[1:]]
+    return [{"role": "system", "content": system_prompt}, *messages]
+
+
 def answer_reserve(n_ctx: int) -> int:
     return max(MIN_ANSWER_TOKENS, min(settings.CHAT_MAX_ANSWER_TOKENS, n_ctx // 4))
 

@@ -18,6 +18,10 @@ def list_conversations(user) -> list[Conversation]:
     return list(Conversation.objects.filter(owner=user).only("id", "title", "updated_at"))
 
 
+def own_conversation_ids(user) -> list[str]:
+    return [str(pk) for pk in Conversation.objects.filter(owner=user).values_list("id", flat=True)]
+
+
 def get_conversation(user, conversation_id) -> Conversation:
     """The user's own conversation; anything else is NotFound, whoever owns it."""
     try:

@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from chat.conversations.limits import check_turn_allowed
+from chat.conversations.presets import PRESETS, SYSTEM_PROMPT_MAX_CHARS
 from chat.conversations.selectors import get_conversation
 from chat.documents.removal import delete_document_rows, remove_files
 from chat.errors import ChatError
@@ -40,10 +41,37 @@ def rename_conversation(user, conversation_id, title: str) -> Conversation:
 def delete_conversation(user, conversation_id) -> None:
     """The conversation, its messages, and its documents with their pages, summaries and files."""
     conversation = get_conversation(user, conversation_id)
+    _delete_with_documents(Conversation.objects.filter(pk=conversation.pk))
+
+
+def delete_conversations(user, conversation_ids: list) -> int:
+    """Many at once, as one: only the person's own are touched; ids of others' are passed over.
+    Returns how many were deleted."""
+    return _delete_with_documents(Conversation.objects.filter(owner=user, id__in=conversation_ids))
+
+
+def _delete_with_documents(conversations) -> int:
     with transaction.atomic():
-        files = delete_document_rows(Document.objects.filter(conversation=conversation))
-        conversation.delete()
+        ids = list(conversations.values_list("id", flat=True))
+        files = delete_document_rows(Document.objects.filter(conversation_id__in=ids))
+        Conversation.objects.filter(id__in=ids).delete()
     remove_files(files)
+    return len(ids)
+
+
+def update_prompt_settings(user, conversation_id, *, system_prompt: str, preset: str) -> Conversation:
+    """The system prompt each turn starts with and the sampling preset (a name from presets.PRESETS)."""
+    conversation = get_conversation(user, conversation_id)
+    if len(system_prompt) > SYSTEM_PROMPT_MAX_CHARS:
+        raise ChatError(
+            _("A system prompt can have at most %(limit)d characters.") % {"limit": SYSTEM_PROMPT_MAX_CHARS}
+        )
+    if preset and preset not in PRESETS:
+        raise ChatError(_("Unknown sampling preset."))
+    conversation.system_prompt = system_prompt
+    conversation.sampling_preset = preset
+    conversation.save(update_fields=["system_prompt", "sampling_preset", "updated_at"])
+    return conversation
 
 
 def update_thinking(user, conversation_id, *, enabled: bool, budget: int | None) -> Conversation:

@@ -17,7 +17,8 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from chat.conversations.context import documents_budget, fit_messages
+from chat.conversations.context import documents_budget, fit_messages, with_system_prompt
+from chat.conversations.presets import sampling_fields
 from chat.conversations.selectors import history_before, image_data_url
 from chat.conversations.services import finish_message, save_progress
 from chat.documents.retrieval import document_system_message
@@ -213,6 +214,7 @@ class TurnRunner:
                 )
             )
         messages = await self._with_documents(messages, info.n_ctx)
+        messages = with_system_prompt(messages, self.conversation.system_prompt)
         fitted = await fit_messages(self.client, messages, info.n_ctx, info.template_key)
         notice = ""
         if fitted.dropped:
@@ -230,6 +232,7 @@ class TurnRunner:
             payload["reasoning_effort"] = "none"
         elif self.conversation.thinking_budget is not None:
             payload["thinking_budget_tokens"] = self.conversation.thinking_budget
+        payload.update(sampling_fields(self.conversation.sampling_preset))
         for key in ("seed", "temperature"):
             if key in self.options:
                 payload[key] = self.options[key]

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from chat.conversations.presets import SYSTEM_PROMPT_MAX_CHARS, preset_choices
 from chat.conversations.services import THINKING_BUDGET_MAX
 from chat.documents.languages import language_choices
 
@@ -64,3 +65,44 @@ class SummarizeForm(forms.Form):
     def clean_language(self) -> str | None:
         # Not sent: summarize again in the language chosen before; "": the document's own.
         return self.cleaned_data["language"] if "language" in self.data else None
+
+
+BAD_PRESET = gettext_lazy("Unknown sampling preset.")
+
+
+class PromptSettingsForm(forms.Form):
+    system_prompt = forms.CharField(required=False, max_length=SYSTEM_PROMPT_MAX_CHARS)
+    preset = forms.ChoiceField(required=False, choices=preset_choices, error_messages={"invalid_choice": BAD_PRESET})
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["system_prompt"].error_messages["max_length"] = _(
+            "A system prompt can have at most %(limit)d characters."
+        ) % {"limit": SYSTEM_PROMPT_MAX_CHARS}
+
+
+class EditQuestionForm(forms.Form):
+    # Emptiness and length are checked by the service with the socket's own messages.
+    text = forms.CharField(required=False)
+    mode = forms.ChoiceField(
+        choices=[("replace", "replace"), ("keep", "keep")],
+        error_messages={
+            "required": gettext_lazy("Choose whether to replace the later messages or keep them."),
+            "invalid_choice": gettext_lazy("Choose whether to replace the later messages or keep them."),
+        },
+    )
+
+
+class BulkDeleteForm(forms.Form):
+    """The ids checked in the list; only the person's own conversations are choices."""
+
+    ids = forms.MultipleChoiceField(
+        error_messages={
+            "required": gettext_lazy("Choose at least one conversation."),
+            "invalid_choice": gettext_lazy("One of the chosen conversations does not exist."),
+        }
+    )
+
+    def __init__(self, *args, own_ids: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["ids"].choices = [(conversation_id, conversation_id) for conversation_id in own_ids]

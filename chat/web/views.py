@@ -14,6 +14,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.conversations import selectors, services
+from chat.conversations.presets import SYSTEM_PROMPT_MAX_CHARS, preset_choices
 from chat.documents.languages import language_choices
 from chat.documents.selectors import conversation_documents
 from chat.errors import ChatError, NotFound
@@ -35,6 +36,10 @@ def _page(request, conversation=None):
             "profiles": selectors.profile_choices(),
             "current_profile": selectors.current_profile_name(conversation),
             "image_max_edge": settings.CHAT_IMAGE_MAX_EDGE,
+            "presets": preset_choices(),
+            "system_prompt_max": SYSTEM_PROMPT_MAX_CHARS,
+            # Set by an edited question: the page asks for its answer once (a reload does not ask again).
+            "regenerate": bool(conversation) and request.session.pop("regenerate", None) == str(conversation.id),
         },
     )
 
@@ -62,7 +67,7 @@ def new_conversation(request):
     return redirect("chat:conversation", conversation.id)
 
 
-def _change_and_return(request, conversation_id, form: Form, change: Callable[[dict], object]):
+def change_and_return(request, conversation_id, form: Form, change: Callable[[dict], object]):
     """Run ``change(cleaned_data)`` on a valid form; unknown or foreign ids are 404, refusals shown on the page."""
     if not form.is_valid():
         flash.error(request, first_error(form))
@@ -79,7 +84,7 @@ def _change_and_return(request, conversation_id, form: Form, change: Callable[[d
 @login_required
 @require_POST
 def rename_conversation(request, conversation_id):
-    return _change_and_return(
+    return change_and_return(
         request,
         conversation_id,
         RenameForm(request.POST),
@@ -100,7 +105,7 @@ def delete_conversation(request, conversation_id):
 @login_required
 @require_POST
 def conversation_settings(request, conversation_id):
-    return _change_and_return(
+    return change_and_return(
         request,
         conversation_id,
         ThinkingForm(request.POST),
@@ -136,6 +141,7 @@ def ui_strings() -> dict[str, str]:
         "stats": _("%(prompt)s prompt tokens · %(output)s output tokens · first token %(ttft)s ms · %(tps)s tokens/s"),
         "copy": _("Copy"),
         "regenerate": _("Regenerate"),
+        "edit": _("Edit"),
         "image_too_large": _("The image is too large: the limit is %(mb)s MB."),
         "not_an_image": _("The attachment is not an image."),
     }

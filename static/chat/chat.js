@@ -137,6 +137,11 @@
       setStatus("");
       if (wasConnected && conversationId) send({ type: "history", conversation: conversationId });
       wasConnected = true;
+      // An edited question (conversation_tools.js): its answer is asked for once, on the first connection.
+      if (root.dataset.regenerate && conversationId) {
+        delete root.dataset.regenerate;
+        send({ type: "regenerate", conversation: conversationId });
+      }
     });
     socket.addEventListener("close", () => {
       root.dataset.connected = "";

@@ -1,0 +1,111 @@
+"""Search a person's conversations: titles, and the text of every message through the database's own
+full-text index (SQLite FTS5 with trigrams, or PostgreSQL's text search; see migration 0006)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.db import connection
+from django.db.models import Q
+from django.db.models.expressions import RawSQL
+
+from chat.models import Conversation, Message
+
+QUERY_MAX_CHARS = 200
+RESULTS_MAX = 50
+SNIPPET_CHARS = 160
+# FTS5's trigram tokenizer matches only terms of three characters or more; shorter ones are scanned.
+TRIGRAM = 3
+_CJK = re.compile(r"[\u3000-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+@dataclass
+class SearchHit:
+    conversation_id: str
+    title: str
+    snippet: str  # plain text: the page escapes it
+    updated_at: object
+
+
+def clean_query(query: str) -> str:
+    return " ".join((query or "").split())[:QUERY_MAX_CHARS]
+
+
+def _terms(query: str) -> list[str]:
+    return [term for term in query.split(" ") if term]
+
+
+def _sqlite_message_ids(terms: list[str]) -> Q:
+    """Messages holding every term: long terms through the FTS5 index, short ones by a scan."""
+    long_terms = [term for term in terms if len(term) >= TRIGRAM]
+    condition = Q()
+    if long_terms:
+        # Each term a quoted phrase: the person's text is never read as FTS5 syntax.
+        match = " AND ".join('"' + term.replace('"', '""') + '"' for term in long_terms)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT rowid FROM chat_message_fts WHERE chat_message_fts MATCH %s", [match])
+            condition &= Q(id__in=[row[0] for row in cursor.fetchall()])
+    for term in terms:
+        if len(term) < TRIGRAM:
+            condition &= Q(content__icontains=term)
+    return condition
+
+
+def _postgres_message_ids(terms: list[str]) -> Q:
+    """PostgreSQL's parser splits words on spaces, which Chinese text lacks: CJK terms are scanned."""
+    words = [term for term in terms if not _CJK.search(term)]
+    condition = Q()
+    if words:
+        # The very expression of the GIN index in migration 0006, so the index answers.
+        condition &= Q(
+            id__in=RawSQL(
+                "SELECT id FROM chat_message WHERE to_tsvector('simple', content) @@ plainto_tsquery('simple', %s)",
+                [" ".join(words)],
+            )
+        )
+    for term in terms:
+        if _CJK.search(term):
+            condition &= Q(content__icontains=term)
+    return condition
+
+
+def _snippet(text: str, terms: list[str]) -> str:
+    flat = " ".join(text.split())
+    lowered = flat.lower()
+    positions = [lowered.find(term.lower()) for term in terms if lowered.find(term.lower()) >= 0]
+    start = max(0, min(positions) - SNIPPET_CHARS // 3) if positions else 0
+    piece = flat[start : start + SNIPPET_CHARS]
+    return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
+
+
+def search_conversations(user, query: str) -> list[SearchHit]:
+    """The person's own conversations whose title or one message holds every word of the query,
+    newest first, each with the text around the first match."""
+    terms = _terms(clean_query(query))
+    if not terms:
+        return []
+    own = Conversation.objects.filter(owner=user)
+    title_match = Q()
+    for term in terms:
+        title_match &= Q(title__icontains=term)
+    by_title = {c.id: c for c in own.filter(title_match).order_by("-updated_at")[:RESULTS_MAX]}
+    message_match = _postgres_message_ids(terms) if connection.vendor == "postgresql" else _sqlite_message_ids(terms)
+    matching = (
+        Message.objects.filter(message_match, conversation__owner=user)
+        .select_related("conversation")
+        .order_by("-conversation__updated_at", "created_at")
+    )
+    hits: dict = {}
+    for conversation_id, conversation in by_title.items():
+        hits[conversation_id] = SearchHit(str(conversation_id), conversation.display_title, "", conversation.updated_at)
+    for message in matching[: RESULTS_MAX * 4]:
+        hit = hits.get(message.conversation_id)
+        if hit is None and len(hits) < RESULTS_MAX:
+            conversation = message.conversation
+            hit = hits[conversation.id] = SearchHit(
+                str(conversation.id), conversation.display_title, "", conversation.updated_at
+            )
+        if hit is not None and not hit.snippet:
+            hit.snippet = _snippet(message.content, terms)
+    return sorted(hits.values(), key=lambda hit: hit.updated_at, reverse=True)

@@ -1,0 +1,274 @@
+"""Conversation tools on the real database: search through the full-text index, edit a question
+(replace or keep), export, delete many, and the system prompt and preset reaching llama-server.
+
+Messages are made with the ORM: nothing here depends on what the model writes.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from chat.conversations import editing, export, search, services
+from chat.conversations.context import with_system_prompt
+from chat.errors import ChatError, NotFound
+from chat.models import Conversation, Document, Message
+from chat.web.forms import PromptSettingsForm
+from tests.support.client import chat_socket, events_until, login, make_user, send
+
+
+def conversation_with(user, *pairs: tuple[str, str], title: str = "") -> Conversation:
+    conversation = Conversation.objects.create(owner=user, title=title)
+    for question, answer in pairs:
+        Message.objects.create(conversation=conversation, role="user", content=question)
+        Message.objects.create(conversation=conversation, role="assistant", content=answer)
+    return conversation
+
+
+def found(user, query: str) -> list[str]:
+    return [hit.conversation_id for hit in search.search_conversations(user, query)]
+
+
+def index_is_consistent() -> None:
+    """FTS5's own check of an external-content index against the table it indexes."""
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO chat_message_fts(chat_message_fts, rank) VALUES ('integrity-check', 1)")
+
+
+def browser_client(user) -> Client:
+    client = Client(SERVER_NAME="127.0.0.1")
+    client.force_login(user)
+    return client
+
+
+# Search
+
+
+def test_search_finds_a_word_from_an_old_answer_and_only_the_owners():
+    user, other = make_user(), make_user()
+    old = conversation_with(user, ("tell me about birds", "The quetzalcoatlus was a huge pterosaur."), title="Birds")
+    conversation_with(user, ("hello", "hi there"), title="Greeting")
+    theirs = conversation_with(other, ("and you?", "Another quetzalcoatlus answer."))
+    assert found(user, "quetzalcoatlus") == [str(old.id)]
+    assert found(other, "quetzalcoatlus") == [str(theirs.id)]
+    hit = search.search_conversations(user, "Quetzalcoatlus")[0]
+    assert hit.title == "Birds" and "quetzalcoatlus" in hit.snippet
+    # Every word must be there, in any one message; titles are searched too.
+    assert found(user, "huge pterosaur") == [str(old.id)]
+    assert found(user, "huge greeting") == []
+    assert found(user, "greeting") != []
+    # Words of one or two characters, and Chinese text without spaces.
+    chinese = conversation_with(user, ("问题", "光合作用是植物利用阳光的过程。"))
+    assert found(user, "光合作用") == [str(chinese.id)]
+    assert found(user, "阳光") == [str(chinese.id)]
+    # FTS5 syntax in the query is only text.
+    assert found(user, 'quetzal* OR "') == []
+    assert found(user, "   ") == []
+
+
+def test_the_index_follows_create_update_and_delete():
+    user = make_user()
+    conversation = conversation_with(user, ("question", "an answer about zanzibarite crystals"))
+    answer = conversation.messages.get(role="assistant")
+    assert found(user, "zanzibarite") == [str(conversation.id)]
+    # A streaming answer's text is saved again and again: the index follows each save.
+    services.save_progress(answer.id, "now about wolframite instead", "")
+    assert found(user, "zanzibarite") == []
+    assert found(user, "wolframite") == [str(conversation.id)]
+    services.finish_message(answer.id, content="finally obsidianite", reasoning="", status="complete")
+    assert found(user, "wolframite") == [] and found(user, "obsidianite") == [str(conversation.id)]
+    index_is_consistent()
+    answer.delete()
+    assert found(user, "obsidianite") == []
+    Message.objects.create(conversation=conversation, role="assistant", content="pyromorphite")
+    assert found(user, "pyromorphite") == [str(conversation.id)]
+    services.delete_conversation(user, conversation.id)
+    assert found(user, "pyromorphite") == []
+    index_is_consistent()
+
+
+def test_search_page_shows_the_hit_as_text():
+    user = make_user()
+    conversation = conversation_with(user, ("q", "An answer with <b>markup</b> and the word heliotrope."))
+    page = browser_client(user).get("/search/", {"q": "heliotrope"})
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert f"/c/{conversation.id}/" in body
+    assert "&lt;b&gt;markup&lt;/b&gt;" in body and "<b>markup</b>" not in body
+
+
+# Edit a question and ask again
+
+
+def test_edit_replace_deletes_the_later_turns_and_changes_the_question():
+    user = make_user()
+    conversation = conversation_with(user, ("first question", "first answer"), ("second question", "second answer"))
+    first = conversation.messages.get(content="first question")
+    result = editing.edit_question(user, conversation.id, first.id, "  first question, edited ", keep_later=False)
+    assert result.id == conversation.id
+    assert list(conversation.messages.values_list("role", "content")) == [("user", "first question, edited")]
+    assert found(user, "edited") == [str(conversation.id)] and found(user, "second") == []
+
+
+def test_edit_keep_forks_and_leaves_the_original_untouched():
+    user = make_user()
+    conversation = conversation_with(
+        user, ("first question", "first answer"), ("second question", "second answer"), title="Original"
+    )
+    conversation.system_prompt, conversation.sampling_preset = "Be brief.", "precise"
+    conversation.save()
+    before = list(conversation.messages.values_list("id", "role", "content"))
+    second = conversation.messages.get(content="second question")
+    copy = editing.edit_question(user, conversation.id, second.id, "second question, edited", keep_later=True)
+    assert copy.id != conversation.id and copy.owner == user
+    assert copy.title == "Original (edited)"
+    assert (copy.system_prompt, copy.sampling_preset) == ("Be brief.", "precise")
+    assert list(copy.messages.values_list("role", "content")) == [
+        ("user", "first question"),
+        ("assistant", "first answer"),
+        ("user", "second question, edited"),
+    ]
+    assert list(conversation.messages.values_list("id", "role", "content")) == before
+
+
+def test_edit_refusals():
+    user, other = make_user(), make_user()
+    conversation = conversation_with(user, ("question", "answer"))
+    question = conversation.messages.get(role="user")
+    answer = conversation.messages.get(role="assistant")
+    with pytest.raises(NotFound):
+        editing.edit_question(other, conversation.id, question.id, "mine now", keep_later=False)
+    with pytest.raises(NotFound):
+        editing.edit_question(user, conversation.id, answer.id, "not a question", keep_later=False)
+    with pytest.raises(ChatError, match="The message is empty."):
+        editing.edit_question(user, conversation.id, question.id, "   ", keep_later=False)
+    answer.status = "streaming"
+    answer.save()
+    with pytest.raises(ChatError, match="An answer is still being written."):
+        editing.edit_question(user, conversation.id, question.id, "changed", keep_later=False)
+    assert conversation.messages.count() == 2 and question.content == "question"
+
+
+def test_edit_view_flags_the_answer_once_and_names_a_bad_choice():
+    user = make_user()
+    conversation = conversation_with(user, ("question", "answer"))
+    question = conversation.messages.get(role="user")
+    client = browser_client(user)
+    url = f"/c/{conversation.id}/m/{question.id}/edit/"
+    refused = client.post(url, {"text": "changed", "mode": "sideways"}, follow=True)
+    assert "Choose whether to replace the later messages or keep them." in refused.content.decode()
+    response = client.post(url, {"text": "changed", "mode": "replace"})
+    assert response.status_code == 302 and response["Location"] == f"/c/{conversation.id}/"
+    assert 'data-regenerate="1"' in client.get(response["Location"]).content.decode()
+    assert 'data-regenerate="1"' not in client.get(response["Location"]).content.decode()
+
+
+# System prompt and sampling preset
+
+
+def test_prompt_settings_are_an_allowlist_at_the_border():
+    assert PromptSettingsForm({"system_prompt": "Be brief.", "preset": "creative"}).is_valid()
+    form = PromptSettingsForm({"system_prompt": "", "preset": "temperature=9"})
+    assert not form.is_valid() and form.errors["preset"] == ["Unknown sampling preset."]
+    form = PromptSettingsForm({"system_prompt": "x" * 4001, "preset": ""})
+    assert form.errors["system_prompt"] == ["A system prompt can have at most 4000 characters."]
+    user = make_user()
+    conversation = conversation_with(user)
+    with pytest.raises(ChatError, match="Unknown sampling preset."):
+        services.update_prompt_settings(user, conversation.id, system_prompt="", preset="wild")
+
+
+def test_system_prompt_goes_first_and_joins_the_documents_message():
+    turns = [{"role": "user", "content": "hi"}]
+    assert with_system_prompt(turns, "") == turns
+    assert with_system_prompt(turns, "Be brief.") == [{"role": "system", "content": "Be brief."}, *turns]
+    with_documents = [{"role": "system", "content": "Document summary"}, *turns]
+    assert with_system_prompt(with_documents, "Be brief.") == [
+        {"role": "system", "content": "Be brief.\n\nDocument summary"},
+        *turns,
+    ]
+
+
+# Export
+
+
+def test_export_markdown_and_json_keep_the_text_as_text():
+    user = make_user()
+    hostile = "Look: <script>alert(1)</script> and **bold**"
+    conversation = conversation_with(user, ("a question", hostile), title="Export me")
+    conversation.system_prompt = "Answer in verse."
+    conversation.save()
+    data = export.export_json(conversation)
+    assert data["format"] == "qwenweb-conversation" and data["title"] == "Export me"
+    assert data["system_prompt"] == "Answer in verse."
+    assert [(m["role"], m["content"]) for m in data["messages"]] == [("user", "a question"), ("assistant", hostile)]
+    markdown = export.export_markdown(conversation)
+    assert markdown.startswith("# Export me\n")
+    assert "## You\n\na question" in markdown and f"## Assistant\n\n{hostile}" in markdown
+    assert "> Answer in verse." in markdown
+
+    client = browser_client(user)
+    response = client.get(f"/c/{conversation.id}/export.md")
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/markdown; charset=utf-8"
+    assert response["Content-Disposition"].startswith("attachment; filename=")
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert hostile in response.content.decode()
+    response = client.get(f"/c/{conversation.id}/export.json")
+    assert response["Content-Type"] == "application/json; charset=utf-8"
+    assert "attachment" in response["Content-Disposition"] and ".json" in response["Content-Disposition"]
+    assert json.loads(response.content)["messages"][1]["content"] == hostile
+    # Another person's conversation does not exist for them.
+    assert browser_client(make_user()).get(f"/c/{conversation.id}/export.json").status_code == 404
+
+
+# Delete many
+
+
+def test_delete_many_touches_only_the_owners():
+    user, other = make_user(), make_user()
+    mine = [conversation_with(user, ("q", f"answer {n}")) for n in range(3)]
+    theirs = conversation_with(other, ("q", "their answer"))
+    Document.objects.create(owner=user, conversation=mine[0], name="notes.txt", kind="txt")
+    assert services.delete_conversations(user, [mine[0].id, mine[1].id, theirs.id]) == 2
+    assert list(Conversation.objects.filter(owner=user)) == [mine[2]]
+    assert Conversation.objects.filter(id=theirs.id).exists()
+    assert not Document.objects.filter(owner=user).exists()
+
+    client = browser_client(user)
+    refused = client.post("/c/delete-many/", {"ids": [str(mine[2].id), str(theirs.id)]}, follow=True)
+    assert "One of the chosen conversations does not exist." in refused.content.decode()
+    assert Conversation.objects.filter(id__in=[mine[2].id, theirs.id]).count() == 2
+    done = client.post("/c/delete-many/", {"ids": [str(mine[2].id)]}, follow=True)
+    assert "Conversations deleted: 1." in done.content.decode()
+    assert not Conversation.objects.filter(owner=user).exists()
+
+
+# The turn that llama-server gets
+
+
+@pytest.mark.usefixtures("web_server")
+def test_system_prompt_and_preset_reach_llama_server(llama):
+    """The request llama-server got, as its /slots reports it: the prompt it rendered and the sampling."""
+    user = make_user()
+    conversation = Conversation.objects.create(
+        owner=user, system_prompt="Marker-7Q3 says: answer like a pirate.", sampling_preset="precise"
+    )
+    with chat_socket(login(user)) as ws:
+        send(
+            ws, type="send", conversation=str(conversation.id), text="Where is the harbour?", options={"max_tokens": 4}
+        )
+        events = events_until(ws)
+    assert events[-1]["type"] == "done", events[-1]
+    slot = next(slot for slot in llama.slots() if "Marker-7Q3" in slot.get("prompt", ""))
+    prompt = slot["prompt"]
+    assert prompt.index("Marker-7Q3") < prompt.index("Where is the harbour?")
+    params = slot["params"]
+    assert params["temperature"] == pytest.approx(0.2)
+    assert params["top_p"] == pytest.approx(0.8)
+    assert params["top_k"] == 20
+    assert params["min_p"] == pytest.approx(0.05)

@@ -6,6 +6,7 @@ Messages are made with the ORM: nothing here depends on what the model writes.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -13,10 +14,11 @@ from django.db import connection
 from django.test import Client
 
 from chat.conversations import editing, export, search, services
-from chat.conversations.context import with_system_prompt
+from chat.conversations.context import fit_messages, with_system_prompt
 from chat.errors import ChatError, NotFound
 from chat.models import Conversation, Document, Message
 from chat.web.forms import PromptSettingsForm
+from monitor.public import ready_client
 from tests.support.client import chat_socket, events_until, login, make_user, send
 
 
@@ -251,24 +253,64 @@ def test_delete_many_touches_only_the_owners():
 # The turn that llama-server gets
 
 
+def rendered_tokens(messages: list[dict]) -> int:
+    """What the default profile's llama-server makes of these messages: its template, its tokenizer."""
+
+    async def count() -> int:
+        _profile, client = await ready_client(None)
+        try:
+            return await client.count_tokens(await client.apply_template(messages))
+        finally:
+            await client.aclose()
+
+    return asyncio.run(count())
+
+
 @pytest.mark.usefixtures("web_server")
 def test_system_prompt_and_preset_reach_llama_server(llama):
-    """The request llama-server got, as its /slots reports it: the prompt it rendered and the sampling."""
-    user = make_user()
-    conversation = Conversation.objects.create(
-        owner=user, system_prompt="Marker-7Q3 says: answer like a pirate.", sampling_preset="precise"
+    """The request llama-server got, as its /slots reports it: the sampling of the preset, and a
+    prompt as long as the rendering with the system prompt (its text is not reported without
+    LLAMA_SERVER_SLOTS_DEBUG); that it comes first: test_system_prompt_goes_first_and_joins_the_documents_message."""
+    system, question = (
+        "You are Marker-7Q3, a pirate; answer every question like a pirate would.",
+        "Where is the harbour?",
     )
+    user = make_user()
+    conversation = Conversation.objects.create(owner=user, system_prompt=system, sampling_preset="precise")
     with chat_socket(login(user)) as ws:
-        send(
-            ws, type="send", conversation=str(conversation.id), text="Where is the harbour?", options={"max_tokens": 4}
-        )
+        send(ws, type="send", conversation=str(conversation.id), text=question, options={"max_tokens": 4})
         events = events_until(ws)
-    assert events[-1]["type"] == "done", events[-1]
-    slot = next(slot for slot in llama.slots() if "Marker-7Q3" in slot.get("prompt", ""))
-    prompt = slot["prompt"]
-    assert prompt.index("Marker-7Q3") < prompt.index("Where is the harbour?")
+    assert events[-1]["type"] == "done" and events[-1]["status"] == "complete", events[-1]
+    slot = max(llama.slots(), key=lambda slot: slot.get("id_task", -1))
     params = slot["params"]
-    assert params["temperature"] == pytest.approx(0.2)
+    assert params["temperature"] == pytest.approx(0.2), slot
     assert params["top_p"] == pytest.approx(0.8)
     assert params["top_k"] == 20
     assert params["min_p"] == pytest.approx(0.05)
+    assert params["n_predict"] == 4  # this turn's request
+    with_system = rendered_tokens([{"role": "system", "content": system}, {"role": "user", "content": question}])
+    without = rendered_tokens([{"role": "user", "content": question}])
+    # The slot's tokens are the prompt and then the (at most 4) tokens it wrote.
+    assert with_system <= slot["n_prompt_tokens"] <= with_system + 4, (slot["n_prompt_tokens"], with_system)
+    assert slot["n_prompt_tokens"] > without + 4
+
+
+def test_the_system_prompt_counts_when_the_conversation_is_fitted(llama):
+    """Counted by llama-server's own template and tokenizer: with a long system prompt the oldest
+    turns make way, and the system prompt itself is kept first."""
+    turns = []
+    for index in range(4):
+        turns.append({"role": "user" if index % 2 == 0 else "assistant", "content": "word " * 30})
+    system = "Always answer in the style of a ship's log. " * 8
+
+    async def fit(messages):
+        _profile, client = await ready_client(None)
+        try:
+            return await fit_messages(client, messages, 256, "system-prompt-test")
+        finally:
+            await client.aclose()
+
+    assert asyncio.run(fit(turns)).dropped == 0
+    fitted = asyncio.run(fit(with_system_prompt(turns, system)))
+    assert fitted.dropped > 0
+    assert fitted.messages[0] == {"role": "system", "content": system}

@@ -1,5 +1,6 @@
 """Turns a person may start: at most CHAT_TURNS_IN_FLIGHT answers being written or queued at
-once, and CHAT_TURNS_PER_MINUTE a minute. Checked before anything of the turn is written,
+once, CHAT_TURNS_PER_MINUTE a minute, and their daily quotas (``chat.accounts.quotas``, last,
+as it counts the turn). Checked before anything of the turn is written,
 tokenized or ranked; each refusal names the limit.
 
 In flight is counted from the database (an answer is 'streaming' from the moment it is
@@ -14,6 +15,7 @@ import time
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.accounts.quotas import check_quota
 from chat.errors import ChatError
 from chat.models import Message
 from chat.redis_clients import sync_client
@@ -46,3 +48,4 @@ def check_turn_allowed(user) -> None:
         raise TurnLimited(
             _("You can start at most %(count)d answers a minute; wait a moment and send again.") % {"count": per_minute}
         )
+    check_quota(user.pk)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -22,7 +21,7 @@ from django.utils.translation import gettext as _
 from chat.accounts.quotas import account_of
 from chat.errors import ChatError
 from chat.models import Account, Invite, SignupSettings
-from chat.redis_clients import sync_client
+from chat.redis_clients import count_in_window
 
 
 class SignupRefused(ChatError):
@@ -43,12 +42,8 @@ def set_signup_mode(mode: str) -> None:
 def count_attempt(address: str) -> None:
     """SignupRefused when this address already tried SIGNUPS_PER_HOUR times this hour."""
     limit = settings.SIGNUPS_PER_HOUR
-    key = f"qwenweb:signups:{address}:{int(time.time() // 3600)}"
-    pipe = sync_client().pipeline()
-    pipe.incr(key)
-    pipe.expire(key, 7200)
-    attempts, _expiry = pipe.execute()
-    if int(attempts) > limit:
+    attempts = count_in_window(f"qwenweb:signups:{address}", 3600)
+    if attempts > limit:
         raise SignupRefused(
             _("Too many sign-up attempts from your address: at most %(count)d an hour. Try again later.")
             % {"count": limit}

@@ -10,15 +10,13 @@ per-minute count is a Redis counter per person and minute.
 
 from __future__ import annotations
 
-import time
-
 from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.accounts.quotas import check_quota
 from chat.errors import ChatError
 from chat.models import Message
-from chat.redis_clients import sync_client
+from chat.redis_clients import count_in_window
 
 
 class TurnLimited(ChatError):
@@ -39,12 +37,8 @@ def check_turn_allowed(user) -> None:
             _("You already have %(count)d answers being written; wait for one to finish.") % {"count": limit}
         )
     per_minute = settings.CHAT_TURNS_PER_MINUTE
-    key = f"qwenweb:turns:{user.pk}:{int(time.time() // 60)}"
-    pipe = sync_client().pipeline()
-    pipe.incr(key)
-    pipe.expire(key, 120)
-    started, _expiry = pipe.execute()
-    if int(started) > per_minute:
+    started = count_in_window(f"qwenweb:turns:{user.pk}", 60)
+    if started > per_minute:
         raise TurnLimited(
             _("You can start at most %(count)d answers a minute; wait a moment and send again.") % {"count": per_minute}
         )

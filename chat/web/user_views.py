@@ -53,6 +53,15 @@ def _users_page(request, *, shown_secret: str = "", secret_label: str = "", stat
     return response
 
 
+def _posted(request, form_class) -> dict | None:
+    """The form's cleaned data, or None once its first error is flashed."""
+    form = form_class(request.POST)
+    if form.is_valid():
+        return form.cleaned_data
+    flash.error(request, first_error(form))
+    return None
+
+
 def _act(request, action) -> None:
     try:
         message = action()
@@ -71,11 +80,9 @@ def users(request):
 @staff_required
 @require_POST
 def set_signup_mode(request):
-    form = SignupModeForm(request.POST)
-    if not form.is_valid():
-        flash.error(request, first_error(form))
-    else:
-        signup.set_signup_mode(form.cleaned_data["mode"])
+    data = _posted(request, SignupModeForm)
+    if data is not None:
+        signup.set_signup_mode(data["mode"])
         flash.success(request, _("Sign-up mode saved."))
     return redirect("chat:users")
 
@@ -83,11 +90,10 @@ def set_signup_mode(request):
 @staff_required
 @require_POST
 def create_invite(request):
-    form = InviteForm(request.POST)
-    if not form.is_valid():
-        flash.error(request, first_error(form))
+    data = _posted(request, InviteForm)
+    if data is None:
         return redirect("chat:users")
-    _invite, token = signup.create_invite(request.user, form.cleaned_data["note"])
+    _invite, token = signup.create_invite(request.user, data["note"])
     link = request.build_absolute_uri(reverse("chat:signup-invite", args=[token]))
     label = _("Invite link (shown only now; it works once, for %(days)d days):") % {"days": settings.INVITE_DAYS}
     return _users_page(request, shown_secret=link, secret_label=label, status=201)
@@ -132,11 +138,8 @@ def set_enabled(request, user_id: int):
 @staff_required
 @require_POST
 def set_quotas(request, user_id: int):
-    form = QuotaForm(request.POST)
-    if not form.is_valid():
-        flash.error(request, first_error(form))
-    else:
-        data = form.cleaned_data
+    data = _posted(request, QuotaForm)
+    if data is not None:
         _act(
             request,
             lambda: services.set_quotas(user_id, data["turns_per_day"], data["tokens_per_day"]) or _("Quotas saved."),
@@ -147,12 +150,11 @@ def set_quotas(request, user_id: int):
 @staff_required
 @require_POST
 def reset_password(request, user_id: int):
-    form = ResetPasswordForm(request.POST)
-    if not form.is_valid():
-        flash.error(request, first_error(form))
+    data = _posted(request, ResetPasswordForm)
+    if data is None:
         return redirect("chat:users")
     try:
-        password = services.reset_password(user_id, form.cleaned_data["password"])
+        password = services.reset_password(user_id, data["password"])
     except ChatError as error:
         flash.error(request, str(error))
         return redirect("chat:users")

@@ -145,6 +145,14 @@ def test_the_default_quota_applies_unless_the_person_has_their_own_and_zero_is_n
         check_quota(other.pk)
 
 
+@pytest.mark.parametrize("name", ["signup", "signup_pending", "password_change", "users", "_fields"])
+def test_account_templates_compile(name):
+    from django.template.loader import get_template
+
+    get_template(f"accounts/{name}.html")
+    get_template("registration/login.html")
+
+
 def test_answer_tokens_count_the_whole_prompt_and_estimate_a_stopped_answer():
     assert answer_tokens("x", "", {"prompt_tokens": 10, "cached_tokens": 30, "output_tokens": 5}) == 45
     assert answer_tokens("x" * 400, "y" * 40, {}) == 110

@@ -197,3 +197,68 @@ class DocumentChunk(models.Model):
         if self.first_page == self.last_page:
             return f"p. {self.first_page}"
         return f"pp. {self.first_page}–{self.last_page}"
+
+
+class SignupSettings(models.Model):
+    """How people may get an account on their own: one row (pk 1), set by staff on the users page."""
+
+    class Mode(models.TextChoices):
+        OFF = "off", _("Off: only staff and invite links create accounts")
+        APPROVAL = "approval", _("With approval: staff approve each new account")
+        OPEN = "open", _("Open: anyone on the network may sign up")
+
+    mode = models.CharField(_("sign-up"), max_length=16, choices=Mode.choices, default=Mode.OFF)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class Account(models.Model):
+    """What the app keeps about a person beyond Django's user: approval, quotas, a forced password change.
+
+    Created when first needed; a user without one is an approved account with the default quotas."""
+
+    class Approval(models.TextChoices):
+        PENDING = "pending", _("Waiting for approval")
+        APPROVED = "approved", _("Approved")
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="account")
+    approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.APPROVED)
+    # Per-person quotas; null: the default from settings; 0: no limit.
+    turns_per_day = models.PositiveIntegerField(_("turns per day"), null=True, blank=True)
+    tokens_per_day = models.PositiveBigIntegerField(_("tokens per day"), null=True, blank=True)
+    must_change_password = models.BooleanField(default=False)
+    last_turn_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return str(self.user)
+
+
+class Invite(models.Model):
+    """A sign-up link a staff member made: used once, before it expires. Only the token's SHA-256 is kept."""
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    note = models.CharField(_("note"), max_length=100, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="invites_made"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="invite_used"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class DailyUsage(models.Model):
+    """A person's turns (chat answers and API requests) and tokens on one day (server time)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="daily_usage")
+    day = models.DateField()
+    turns = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-day"]
+        constraints = [models.UniqueConstraint(fields=["user", "day"], name="daily_usage_unique")]

@@ -7,6 +7,7 @@ but each Celery task runs its own (``asyncio.run``), so clients are kept per loo
 from __future__ import annotations
 
 import asyncio
+import time
 
 import redis
 import redis.asyncio as aioredis
@@ -43,3 +44,14 @@ def sync_client(url: str | None = None) -> redis.Redis:
     if client is None:
         client = _sync_clients[url] = redis.Redis.from_url(url)
     return client
+
+
+def count_in_window(name: str, window_s: int) -> int:
+    """Add one to ``name``'s counter for the current clock window of ``window_s`` seconds; returns the
+    window's count so far (the counter lives two windows, then Redis drops it)."""
+    key = f"{name}:{int(time.time() // window_s)}"
+    pipe = sync_client().pipeline()
+    pipe.incr(key)
+    pipe.expire(key, 2 * window_s)
+    count, _expiry = pipe.execute()
+    return int(count)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat.web import conversation_views, document_views, key_views, views
+from chat.web import account_views, conversation_views, document_views, key_views, user_views, views
 
 app_name = "chat"
 
@@ -28,6 +28,18 @@ urlpatterns = [
     path("keys/", key_views.api_keys, name="api-keys"),
     path("keys/new/", key_views.create_api_key, name="api-key-create"),
     path("keys/<int:key_id>/revoke/", key_views.revoke_api_key, name="api-key-revoke"),
+    path("signup/", account_views.sign_up, name="signup"),
+    path("signup/invite/<str:invite_token>/", account_views.sign_up, name="signup-invite"),
+    path("password/", account_views.AccountPasswordChangeView.as_view(), name="password-change"),
+    path("staff/users/", user_views.users, name="users"),
+    path("staff/users/signup-mode/", user_views.set_signup_mode, name="signup-mode"),
+    path("staff/users/invites/new/", user_views.create_invite, name="invite-create"),
+    path("staff/users/invites/<int:invite_id>/revoke/", user_views.revoke_invite, name="invite-revoke"),
+    path("staff/users/<int:user_id>/approve/", user_views.approve, name="user-approve"),
+    path("staff/users/<int:user_id>/reject/", user_views.reject, name="user-reject"),
+    path("staff/users/<int:user_id>/enabled/", user_views.set_enabled, name="user-enabled"),
+    path("staff/users/<int:user_id>/quotas/", user_views.set_quotas, name="user-quotas"),
+    path("staff/users/<int:user_id>/password/", user_views.reset_password, name="user-password"),
     path("connect/", key_views.connect_agent, name="connect"),
     path("documents/upload/", document_views.upload_document, name="document-upload"),
     path("documents/<uuid:document_id>/", document_views.document_status, name="document"),

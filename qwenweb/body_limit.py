@@ -34,6 +34,11 @@ def _header(scope: dict, name: bytes) -> str | None:
     return None
 
 
+def scope_language(scope: dict) -> str:
+    """The language of an ASGI request or WebSocket handshake, from its headers."""
+    return request_language(_header(scope, b"cookie") or "", _header(scope, b"accept-language") or "")
+
+
 def request_language(cookie: str, accept_language: str) -> str:
     """The language Django's LocaleMiddleware would pick, from the two headers alone."""
     for part in cookie.split(";"):
@@ -98,7 +103,7 @@ class RequestBodyLimit:
         await self.application(scope, counted_receive, send)
 
     async def _refuse(self, scope, send, path: str, limit: int) -> None:
-        language = request_language(_header(scope, b"cookie") or "", _header(scope, b"accept-language") or "")
+        language = scope_language(scope)
         body, content_type = refusal(path, limit, language)
         headers = [
             (b"content-type", content_type),

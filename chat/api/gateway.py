@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.accounts.quotas import AccountDisabled, QuotaExceeded, check_quota
 from chat.api import keys, request_fields
 from chat.api.errors import ApiError
 from chat.api.keys import CallerKey
@@ -78,6 +79,16 @@ async def admit(authorization: str | None, *, limiter: KeyLimiter | None = None)
             retry_after_s=error.retry_after_s,
         ) from error
     return key
+
+
+async def start_turn(key: CallerKey) -> None:
+    """The owner's daily quotas, the same check as a chat turn's (429 named in OpenAI's shape); counts the turn."""
+    try:
+        await sync_to_async(check_quota)(key.owner_id)
+    except QuotaExceeded as error:
+        raise ApiError(429, str(error), type="insufficient_quota", code=error.code) from error
+    except AccountDisabled as error:
+        raise ApiError(401, str(error), code="account_disabled") from error
 
 
 def _bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
@@ -231,7 +242,7 @@ async def complete(
         except LlamaError as error:
             raise _from_llama(error) from error
         finally:
-            await asyncio.shield(keys.record_usage(key.id, prompt_tokens, completion_tokens))
+            await asyncio.shield(keys.record_usage(key, prompt_tokens, completion_tokens))
     return content
 
 
@@ -333,7 +344,7 @@ async def stream(
                             # Counted before the client sees the end, so a client that reads the
                             # usage right after the stream finds it.
                             unrecorded = False
-                            await keys.record_usage(key.id, *tally.usage())
+                            await keys.record_usage(key, *tally.usage())
                         if relayed:
                             yield relayed
                         data = await upstream.__anext__()
@@ -350,7 +361,7 @@ async def stream(
                 await upstream.aclose()
     finally:
         if unrecorded:
-            await asyncio.shield(keys.record_usage(key.id, *tally.usage()))
+            await asyncio.shield(keys.record_usage(key, *tally.usage()))
 
 
 async def list_models() -> dict:

@@ -12,11 +12,13 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from chat.accounts.quotas import add_tokens
 from chat.api.errors import ApiError
 from chat.errors import ChatError, NotFound
 from chat.models import ApiKey
@@ -96,14 +98,18 @@ async def authenticate(authorization: str | None) -> CallerKey:
         )
     if row is None or not hmac.compare_digest(row["key_hash"], _hash(key)):
         raise _unauthorized(_("Incorrect API key."))
-    if row["revoked_at"] is not None or not row["owner__is_active"]:
+    if row["revoked_at"] is not None:
         raise _unauthorized(_("This API key was revoked."))
+    if not row["owner__is_active"]:
+        raise _unauthorized(_("The account this API key belongs to is disabled."))
     return CallerKey(id=row["id"], owner_id=row["owner_id"], concurrency_limit=row["concurrency_limit"])
 
 
-async def record_usage(key_id: int, prompt_tokens: int, completion_tokens: int) -> None:
-    """One request's figures, added in the database (F expressions: concurrent requests add up)."""
-    await ApiKey.objects.filter(pk=key_id).aupdate(
+async def record_usage(key: CallerKey, prompt_tokens: int, completion_tokens: int) -> None:
+    """One request's figures, added to the key's and to its owner's daily usage (F expressions:
+    concurrent requests add up)."""
+    await sync_to_async(add_tokens)(key.owner_id, max(prompt_tokens, 0) + max(completion_tokens, 0))
+    await ApiKey.objects.filter(pk=key.id).aupdate(
         requests=F("requests") + 1,
         prompt_tokens=F("prompt_tokens") + max(prompt_tokens, 0),
         completion_tokens=F("completion_tokens") + max(completion_tokens, 0),

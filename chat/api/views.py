@@ -32,6 +32,7 @@ async def _relay(request: HttpRequest, endpoint: str) -> HttpResponse:
         return _method_not_allowed("POST")
     try:
         key = await gateway.admit(request.headers.get("Authorization"))
+        await gateway.start_turn(key)  # before prepare: no model is loaded for someone over their quota
         # One byte over the limit is enough to refuse; the body is already spooled by the server.
         call = await gateway.prepare(endpoint, request.read(settings.API_MAX_BODY_BYTES + 1))
         if not call.stream:

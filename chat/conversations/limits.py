@@ -1,5 +1,6 @@
 """Turns a person may start: at most CHAT_TURNS_IN_FLIGHT answers being written or queued at
-once, and CHAT_TURNS_PER_MINUTE a minute. Checked before anything of the turn is written,
+once, CHAT_TURNS_PER_MINUTE a minute, and their daily quotas (``chat.accounts.quotas``, last,
+as it counts the turn). Checked before anything of the turn is written,
 tokenized or ranked; each refusal names the limit.
 
 In flight is counted from the database (an answer is 'streaming' from the moment it is
@@ -9,14 +10,13 @@ per-minute count is a Redis counter per person and minute.
 
 from __future__ import annotations
 
-import time
-
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.accounts.quotas import check_quota
 from chat.errors import ChatError
 from chat.models import Message
-from chat.redis_clients import sync_client
+from chat.redis_clients import count_in_window
 
 
 class TurnLimited(ChatError):
@@ -37,12 +37,9 @@ def check_turn_allowed(user) -> None:
             _("You already have %(count)d answers being written; wait for one to finish.") % {"count": limit}
         )
     per_minute = settings.CHAT_TURNS_PER_MINUTE
-    key = f"qwenweb:turns:{user.pk}:{int(time.time() // 60)}"
-    pipe = sync_client().pipeline()
-    pipe.incr(key)
-    pipe.expire(key, 120)
-    started, _expiry = pipe.execute()
-    if int(started) > per_minute:
+    started = count_in_window(f"qwenweb:turns:{user.pk}", 60)
+    if started > per_minute:
         raise TurnLimited(
             _("You can start at most %(count)d answers a minute; wait a moment and send again.") % {"count": per_minute}
         )
+    check_quota(user.pk)

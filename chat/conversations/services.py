@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from chat.accounts.quotas import add_tokens
 from chat.conversations.limits import check_turn_allowed
 from chat.conversations.presets import PRESETS, SYSTEM_PROMPT_MAX_CHARS
 from chat.conversations.selectors import get_conversation
@@ -163,6 +164,20 @@ def finish_message(
     Message.objects.filter(id=message_id).update(
         content=content, reasoning=reasoning, status=status, error=error, stats=stats or {}, updated_at=timezone.now()
     )
+    owner_id = Message.objects.filter(id=message_id).values_list("conversation__owner_id", flat=True).first()
+    if owner_id is not None:
+        add_tokens(owner_id, answer_tokens(content, reasoning, stats))
+
+
+def answer_tokens(content: str, reasoning: str, stats: dict | None) -> int:
+    """Tokens an answer counts against its owner's quota: the whole prompt (cached or not) and the
+    output, as llama-server reported them; an answer stopped before its figures came is estimated
+    from its length (about four characters a token), so stopping early does not make it free."""
+    stats = stats or {}
+    figures = [stats.get(name) for name in ("prompt_tokens", "cached_tokens", "output_tokens")]
+    if any(isinstance(figure, int) for figure in figures):
+        return sum(figure for figure in figures if isinstance(figure, int))
+    return (len(content) + len(reasoning)) // 4
 
 
 def mark_orphaned_streams(older_than_s: float) -> int:

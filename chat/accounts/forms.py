@@ -1,0 +1,73 @@
+"""Forms of the account pages: each checks its input where it enters."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
+from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
+
+from chat.accounts.services import login_refusal
+from chat.models import SignupSettings
+
+
+class AccountLoginForm(AuthenticationForm):
+    """Django's login form that, when the password was right, says why an account may not log in
+    (waiting for approval, disabled) instead of 'wrong password'. ``refusal`` holds that message."""
+
+    refusal = ""
+
+    def clean(self):
+        try:
+            return super().clean()
+        except ValidationError:
+            # Checked only after django-axes counted the attempt, and never while it is locked:
+            # this is no way around the login throttle.
+            if not getattr(self.request, "axes_locked_out", False):
+                user = self._inactive_user()
+                if user is not None:
+                    self.refusal = login_refusal(user)
+            raise
+
+    def _inactive_user(self):
+        username, password = self.cleaned_data.get("username"), self.cleaned_data.get("password")
+        if not username or not password:
+            return None
+        user = get_user_model()._default_manager.filter(**{get_user_model().USERNAME_FIELD: username}).first()
+        if user is None or user.is_active or not user.check_password(password):
+            return None
+        return user
+
+
+class SignUpForm(UserCreationForm):
+    """Username and password twice; Django's password validators apply."""
+
+    class Meta(UserCreationForm.Meta):
+        model = get_user_model()
+        fields = ("username",)
+
+
+class SignupModeForm(forms.Form):
+    mode = forms.ChoiceField(label=_("Sign-up"), choices=SignupSettings.Mode.choices)
+
+
+class InviteForm(forms.Form):
+    note = forms.CharField(label=_("Note (who it is for)"), max_length=100, required=False)
+
+
+class QuotaForm(forms.Form):
+    turns_per_day = forms.IntegerField(label=_("Turns per day"), min_value=0, max_value=1_000_000, required=False)
+    tokens_per_day = forms.IntegerField(
+        label=_("Tokens per day"), min_value=0, max_value=10_000_000_000, required=False
+    )
+
+
+class ResetPasswordForm(forms.Form):
+    password = forms.CharField(
+        label=_("Temporary password (empty: generate one)"),
+        max_length=128,
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+    )

@@ -1,0 +1,82 @@
+"""What the staff users page shows: every person with their state, last activity, usage and quotas."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from django.contrib.auth import get_user_model
+from django.db.models import Q, Sum
+from django.utils import timezone
+
+from chat.accounts.quotas import effective_limits
+from chat.models import Account, Invite
+
+
+@dataclass
+class UserRow:
+    id: int
+    username: str
+    is_staff: bool
+    is_active: bool
+    pending: bool
+    date_joined: datetime
+    last_login: datetime | None
+    last_turn_at: datetime | None
+    turns_today: int
+    tokens_today: int
+    turns_total: int
+    tokens_total: int
+    turns_per_day: int | None  # the person's own figure; None: the default
+    tokens_per_day: int | None
+    turn_limit: int  # what applies; 0: no limit
+    token_limit: int
+
+    @property
+    def state(self) -> str:
+        return "pending" if self.pending else ("active" if self.is_active else "disabled")
+
+
+def user_rows(today: date | None = None) -> list[UserRow]:
+    today = today or timezone.localdate()
+    users = (
+        get_user_model()
+        .objects.order_by("username")
+        .annotate(
+            turns_today=Sum("daily_usage__turns", filter=Q(daily_usage__day=today), default=0),
+            tokens_today=Sum("daily_usage__tokens", filter=Q(daily_usage__day=today), default=0),
+            turns_total=Sum("daily_usage__turns", default=0),
+            tokens_total=Sum("daily_usage__tokens", default=0),
+        )
+    )
+    accounts = {account.user_id: account for account in Account.objects.all()}
+    rows = []
+    for user in users:
+        account = accounts.get(user.pk)
+        turn_limit, token_limit = effective_limits(account)
+        rows.append(
+            UserRow(
+                id=user.pk,
+                username=user.get_username(),
+                is_staff=user.is_staff,
+                is_active=user.is_active,
+                pending=bool(account and account.approval == Account.Approval.PENDING),
+                date_joined=user.date_joined,
+                last_login=user.last_login,
+                last_turn_at=account.last_turn_at if account else None,
+                turns_today=user.turns_today,
+                tokens_today=user.tokens_today,
+                turns_total=user.turns_total,
+                tokens_total=user.tokens_total,
+                turns_per_day=account.turns_per_day if account else None,
+                tokens_per_day=account.tokens_per_day if account else None,
+                turn_limit=turn_limit,
+                token_limit=token_limit,
+            )
+        )
+    # Pending sign-ups first: they are what staff come here to answer.
+    return sorted(rows, key=lambda row: not row.pending)
+
+
+def open_invites() -> list[Invite]:
+    return list(Invite.objects.filter(used_at__isnull=True, expires_at__gt=timezone.now()))

@@ -104,25 +104,58 @@ def test_two_pages_show_one_stream_and_stop_from_the_second_stops_both(context, 
         )
 
     # Someone else cannot watch it, nor stop it.
-    stranger = chat_socket(login(make_user()))
     conversation_id = first.url.rstrip("/").rsplit("/", 1)[1]
-    send(stranger, type="subscribe", conversation=conversation_id)
-    refused = json.loads(stranger.recv(timeout=10))
-    assert refused["type"] == "error" and "does not exist" in refused["message"]
-    send(stranger, type="stop", conversation=conversation_id)
+    with chat_socket(login(make_user())) as stranger:
+        send(stranger, type="subscribe", conversation=conversation_id)
+        refused = json.loads(stranger.recv(timeout=10))
+        assert refused["type"] == "error" and "does not exist" in refused["message"]
+        send(stranger, type="stop", conversation=conversation_id)
 
+        with llama_paused(llama):
+            text = settled_text(first)
+            assert settled_text(second) == text
+            expect(first.locator(LAST_ANSWER)).to_have_attribute("data-status", "streaming")
+            second.click("#stop")
+            for page in (first, second):
+                expect(page.locator(LAST_ANSWER)).to_have_attribute("data-status", "stopped", timeout=10_000)
+                expect(page.locator(LAST_ANSWER).locator(".badge.stopped")).to_be_visible()
+                expect(page.locator("#stop")).to_be_hidden()
+        assert shown(first) == shown(second)
+        assert stored_view(context, first.url) == (shown(first), "stopped")
+        assert last_answer_in_db(first.url).status == "stopped"
+        with pytest.raises(TimeoutError):
+            stranger.recv(timeout=0.5)  # nothing of the answer ever reached the stranger
+
+
+def test_page_whose_socket_drops_reconnects_by_itself_and_continues(context, llama):
+    """The socket is cut under the page (Playwright stands between page and server); the page
+    reconnects on its own, gets the snapshot and goes on live with the same answer."""
+    sockets = []
+
+    def through(route) -> None:
+        sockets.append(route)
+        route.connect_to_server()
+
+    page = context.new_page()
+    page.route_web_socket("**/ws/chat/", through)
+    log_in(page, make_user())
+    answer = long_answer_streaming(page, 0)
     with llama_paused(llama):
-        text = settled_text(first)
-        assert settled_text(second) == text
-        expect(first.locator(LAST_ANSWER)).to_have_attribute("data-status", "streaming")
-        second.click("#stop")
-        for page in (first, second):
-            expect(page.locator(LAST_ANSWER)).to_have_attribute("data-status", "stopped", timeout=10_000)
-            expect(page.locator(LAST_ANSWER).locator(".badge.stopped")).to_be_visible()
-            expect(page.locator("#stop")).to_be_hidden()
-    assert shown(first) == shown(second)
-    assert stored_view(context, first.url) == (shown(first), "stopped")
-    assert last_answer_in_db(first.url).status == "stopped"
-    with pytest.raises(TimeoutError):
-        stranger.recv(timeout=0.5)  # nothing of the answer ever reached the stranger
-    stranger.close()
+        text = settled_text(page)
+        sockets[-1].close()
+        page.wait_for_function("() => document.getElementById('chat').dataset.connected !== '1'")
+        page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'", timeout=30_000)
+        assert len(sockets) == 2
+        expect(answer.locator(".body")).to_have_text(text)
+        expect(answer).to_have_attribute("data-status", "streaming")
+        expect(page.locator("#stop")).to_be_visible()
+    page.wait_for_function(
+        "(n) => [...document.querySelectorAll('article.assistant')].pop().querySelector('.body').textContent.length > n",
+        arg=len(text),
+        timeout=60_000,
+    )
+    with llama_paused(llama):  # Stop, unless the answer had already come to its end
+        page.evaluate("() => document.getElementById('stop').click()")
+        expect(answer).not_to_have_attribute("data-status", "streaming", timeout=10_000)
+    assert stored_view(context, page.url) == (shown(page), answer.get_attribute("data-status"))
+    assert last_answer_in_db(page.url).status == answer.get_attribute("data-status")

@@ -238,3 +238,30 @@ def test_new_rename_delete_own_conversation(person):
     assert "Trip plans" in listing
     http.post(f"/c/{conversation.id}/delete/", data={"csrfmiddlewaretoken": token})
     assert not Conversation.objects.filter(id=conversation.id).exists()
+
+
+def test_answer_outlives_its_socket_and_a_new_socket_gets_all_of_it_once(person, llama):
+    """The socket that asked closes mid-answer; a fresh one subscribes: snapshot + numbered live
+    text, put together, is exactly the stored answer, which finished as if nothing happened."""
+    from tests.support.hold import llama_paused
+
+    _, http, ws = person
+    send(ws, type="send", text="Tell me a long story about a dragon.", options={"seed": 3, "max_tokens": 1000})
+    accepted = events_until(ws, "accepted")[-1]
+    seen = []
+    while len([e for e in seen if e["type"] == "token"]) < 3:
+        seen.append(json.loads(ws.recv(timeout=60)))
+    with chat_socket(http) as again:
+        with llama_paused(llama):
+            ws.close()
+            send(again, type="subscribe", conversation=accepted["conversation"])
+            snapshot = json.loads(again.recv(timeout=10))
+            assert snapshot["type"] == "snapshot" and snapshot["message"] == accepted["assistant_message"]["id"]
+            assert snapshot["content"].startswith(text_of(seen))
+        live = events_until(again)
+    seqs = [e["seq"] for e in live if e["type"] == "token"]
+    assert seqs == sorted(set(seqs)) and all(seq > snapshot["seq"] for seq in seqs)
+    assert live[-1]["status"] == "complete"
+    message = Message.objects.get(id=accepted["assistant_message"]["id"])
+    assert message.status == "complete" and not message.error
+    assert message.content == snapshot["content"] + text_of(live)

@@ -246,7 +246,7 @@ def test_answer_outlives_its_socket_and_a_new_socket_gets_all_of_it_once(person,
     from tests.support.hold import llama_paused
 
     _, http, ws = person
-    send(ws, type="send", text="Tell me a long story about a dragon.", options={"seed": 3, "max_tokens": 1000})
+    send(ws, type="send", text="Tell me a long story about a dragon.", options={"seed": 3, "max_tokens": 300})
     accepted = events_until(ws, "accepted")[-1]
     seen = []
     while len([e for e in seen if e["type"] == "token"]) < 3:

@@ -113,6 +113,16 @@ class ScriptedRunner:
         await self.send({"type": "done", "status": "complete", "message": 1})
 
 
+async def start_scripted(hub: RunHub, conversation: Conversation):
+    return await hub.start(
+        conversation=conversation,
+        assistant_id=1,
+        options={},
+        accepted={"type": "accepted"},
+        runner_class=ScriptedRunner,
+    )
+
+
 async def settle() -> None:
     for _ in range(5):
         await asyncio.sleep(0)
@@ -125,13 +135,7 @@ def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
         first = Socket()
         first_sender = hub.sender(first.send, 7)
         hub.watch(first_sender, conversation)
-        run = await hub.start(
-            conversation=conversation,
-            assistant_id=1,
-            options={},
-            accepted={"type": "accepted"},
-            runner_class=ScriptedRunner,
-        )
+        run = await start_scripted(hub, conversation)
         for text in ("one ", "two "):
             run.runner.tokens.put_nowait(text)
         await settle()
@@ -168,13 +172,7 @@ def test_stop_from_any_page_of_the_owner_and_nobody_elses():
         stranger = Socket()
         with pytest.raises(ChatError, match="does not exist"):
             hub.watch(hub.sender(stranger.send, 8), conversation)
-        run = await hub.start(
-            conversation=conversation,
-            assistant_id=1,
-            options={},
-            accepted={"type": "accepted"},
-            runner_class=ScriptedRunner,
-        )
+        run = await start_scripted(hub, conversation)
         with pytest.raises(ChatError, match="Wait for the current answer"):
             with hub.claim(str(conversation.id), 7):
                 pass

@@ -12,7 +12,9 @@ Why the web process and not a Celery worker: the tokens arrive here (the llama c
 event loop) and the sockets are here, so a token costs one hand-off to each page and no hop through
 Redis and back, which a small box would pay in CPU taken from generation. It is the box's one web
 process (see qwenweb.serve): when it dies its answers die with it, and the sweep at its next start
-marks them interrupted with their text kept, as before.
+marks them interrupted with their text kept, as before. (Where several web processes share a
+database, QWENWEB_SWEEP_ON_START off, a page served by another process than the answer's sees the
+stored partial answer and its outcome, not the live text.)
 """
 
 from __future__ import annotations

@@ -251,6 +251,9 @@ QUOTA_TOKENS_PER_DAY = env_int("QWENWEB_TOKENS_PER_DAY", 0)
 SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)
 INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "1.0"))
+# Text reaching a page is sent at most once per this many ms (a screen frame): tokens arriving within
+# one frame go in one WebSocket frame. The first text of an answer, and every other event, go at once.
+CHAT_FRAME_S = env_int("QWENWEB_CHAT_FRAME_MS", 16) / 1000
 # Parallel requests a fair queue lets through before it has read the profile's slots from llama-server.
 QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", env_int("QWENWEB_PARALLEL", 2))
 # A queue slot is a lease its holder refreshes every third of this: the slots of a web process that

@@ -1,4 +1,8 @@
-"""The chat WebSocket: parse frames, call services, forward the turn's events."""
+"""The chat WebSocket: parse frames, call services; answers run in the hub (chat.conversations.runs).
+
+One handler per message type (``receive_json``'s table): a new kind of request is one more entry.
+The socket only watches a conversation: closing it leaves the answer running for the other pages.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +17,10 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.conversations import images, services
+from chat.conversations.runs import hub
 from chat.conversations.selectors import conversation_history, get_conversation, message_payload
-from chat.conversations.turns import TurnRunner, turn_options
+from chat.conversations.turns import turn_options
 from chat.errors import ChatError
-from chat.models import Message
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +36,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     @classmethod
     async def encode_json(cls, content) -> str:
-        # Every streamed token goes through here; orjson keeps that cheap.
+        # Every streamed frame goes through here; orjson keeps that cheap.
         return orjson.dumps(content, default=str).decode()
 
     async def connect(self):
@@ -40,12 +44,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if not self.user or not self.user.is_authenticated:
             await self.close(code=4401)
             return
-        self.runners: dict[str, TurnRunner] = {}
+        # Everything this socket sends goes through one sender, so it arrives in order.
+        self.frames = hub.sender(self.send_json, self.user.pk)
         await self.accept()
 
     async def disconnect(self, code):
-        for runner in getattr(self, "runners", {}).values():
-            runner.stop(Message.Status.INCOMPLETE, _("The page was closed before the answer was finished."))
+        frames = getattr(self, "frames", None)
+        if frames is not None:
+            hub.unwatch(frames)  # the answer goes on; the page can come back to it
+            frames.close()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         if text_data is None or len(text_data) > max_frame_chars():
@@ -70,6 +77,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             "stop": self.on_stop,
             "regenerate": self.on_regenerate,
             "history": self.on_history,
+            "subscribe": self.on_subscribe,
         }
         handler = handlers.get(content.get("type"))
         if handler is None:
@@ -81,7 +89,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error(str(error), content.get("conversation"))
 
     async def _error(self, message: str, conversation=None) -> None:
-        await self.send_json({"type": "error", "message": message, "conversation": conversation})
+        await self.frames.push({"type": "error", "message": message, "conversation": conversation})
 
     async def on_send(self, content: dict) -> None:
         text = content.get("text") or ""
@@ -101,63 +109,50 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise ChatError(_("The message is empty."))
         options = turn_options(content.get("options"))
         conversation_id = content.get("conversation")
-        if conversation_id:
-            self._ensure_idle(str(conversation_id))
-        conversation, user_message, assistant = await database_sync_to_async(services.post_to_conversation)(
-            self.user, conversation_id, text, image, content.get("profile")
-        )
-        await self.send_json(
-            {
-                "type": "accepted",
-                "conversation": str(conversation.id),
-                "title": conversation.display_title,
-                "user_message": message_payload(user_message),
-                "assistant_message": message_payload(assistant),
-            }
-        )
-        self._start(conversation, assistant.id, options)
+        with hub.claim(str(conversation_id) if conversation_id else None, self.user.pk):
+            conversation, user_message, assistant = await database_sync_to_async(services.post_to_conversation)(
+                self.user, conversation_id, text, image, content.get("profile")
+            )
+            accepted = {"type": "accepted", "user_message": message_payload(user_message)}
+            await self._start(conversation, assistant, options, accepted)
 
     async def on_regenerate(self, content: dict) -> None:
         conversation = await database_sync_to_async(get_conversation)(self.user, content.get("conversation"))
-        self._ensure_idle(str(conversation.id))
-        assistant = await database_sync_to_async(services.prepare_regenerate)(conversation)
-        await self.send_json(
-            {
-                "type": "accepted",
-                "conversation": str(conversation.id),
-                "title": conversation.display_title,
-                "assistant_message": message_payload(assistant),
-                "regenerate": True,
-            }
-        )
-        self._start(conversation, assistant.id, turn_options(content.get("options")))
+        with hub.claim(str(conversation.id), self.user.pk):
+            assistant = await database_sync_to_async(services.prepare_regenerate)(conversation)
+            accepted = {"type": "accepted", "regenerate": True}
+            await self._start(conversation, assistant, turn_options(content.get("options")), accepted)
 
     async def on_history(self, content: dict) -> None:
         """The conversation's messages as stored: a page that reconnects shows what became of its answers."""
         conversation = await database_sync_to_async(get_conversation)(self.user, content.get("conversation"))
         messages = await database_sync_to_async(conversation_history)(conversation)
-        await self.send_json({"type": "history", "conversation": str(conversation.id), "messages": messages})
+        await self.frames.push({"type": "history", "conversation": str(conversation.id), "messages": messages})
+
+    async def on_subscribe(self, content: dict) -> None:
+        """This page shows the conversation: its running answer so far, then live (``history``: stored messages first)."""
+        conversation = await database_sync_to_async(get_conversation)(self.user, content.get("conversation"))
+        # Live text that comes while the stored messages are read waits behind them and the snapshot.
+        self.frames.hold()
+        first: list[dict] = []
+        try:
+            opening = hub.watch(self.frames, conversation)
+            if content.get("history"):
+                messages = await database_sync_to_async(conversation_history)(conversation)
+                first.append({"type": "history", "conversation": str(conversation.id), "messages": messages})
+            first += opening
+        finally:
+            await self.frames.release(first)
 
     async def on_stop(self, content: dict) -> None:
-        runner = self.runners.get(str(content.get("conversation")))
-        if runner:
-            runner.stop(Message.Status.STOPPED)
+        """Stop works from any page of the conversation's owner, not only the one that asked."""
+        hub.stop(str(content.get("conversation")), self.user.pk)
 
-    def _ensure_idle(self, conversation_id: str) -> None:
-        runner = self.runners.get(conversation_id)
-        if runner and runner.task and not runner.task.done():
-            raise ChatError(_("Wait for the current answer to finish, or stop it."))
-
-    def _start(self, conversation, assistant_id: int, options: dict) -> None:
-        key = str(conversation.id)
-        runner = TurnRunner(
-            conversation=conversation,
-            assistant_id=assistant_id,
-            user_key=str(self.user.pk),
-            send=self.send_json,
-            options=options,
+    async def _start(self, conversation, assistant, options: dict, accepted: dict) -> None:
+        hub.watch(self.frames, conversation)  # the page that asks sees the answer, whichever it showed
+        accepted.update(
+            conversation=str(conversation.id),
+            title=conversation.display_title,
+            assistant_message=message_payload(assistant),
         )
-        self.runners[key] = runner
-        runner.start().add_done_callback(
-            lambda _task: self.runners.pop(key, None) if self.runners.get(key) is runner else None
-        )
+        await hub.start(conversation=conversation, assistant_id=assistant.id, options=options, accepted=accepted)

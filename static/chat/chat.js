@@ -1,4 +1,6 @@
 // qwenweb chat page: one WebSocket, tokens rendered as they arrive.
+// Answers run on the server whether or not a page is open: the page subscribes to its conversation,
+// gets the running answer's snapshot (text so far + seq) and then live text numbered after it.
 (function () {
   "use strict";
 
@@ -23,7 +25,7 @@
   let reconnectDelay = 500;
   let wasConnected = false; // a reconnect asks for the stored messages: answers may have changed meanwhile
   let pendingImage = null;
-  let active = null; // the message being streamed: {id, el, content, reasoning}
+  let active = null; // the message being streamed: {id, el, content, reasoning, seq}
   const views = new Map(); // message id -> view
 
   let statusTransient = false; // queue place and prompt progress end with the answer
@@ -135,7 +137,7 @@
       reconnectDelay = 500;
       root.dataset.connected = "1";
       setStatus("");
-      if (wasConnected && conversationId) send({ type: "history", conversation: conversationId });
+      if (conversationId) send({ type: "subscribe", conversation: conversationId, history: wasConnected });
       wasConnected = true;
       // An edited question (conversation_tools.js): its answer is asked for once, on the first connection.
       if (root.dataset.regenerate && conversationId) {
@@ -145,7 +147,11 @@
     });
     socket.addEventListener("close", () => {
       root.dataset.connected = "";
-      if (active) finishActive("incomplete", T.disconnected);
+      // The answer goes on without this page; the snapshot after reconnecting says where it stands.
+      if (active) {
+        active = null;
+        setStreaming(false);
+      }
       setStatus(T.disconnected);
       setTimeout(connect, reconnectDelay);
       reconnectDelay = Math.min(reconnectDelay * 2, 10000);
@@ -199,6 +205,26 @@
     });
   }
 
+  // The running answer as it stands; live text numbered at or below its seq is already in it.
+  function resume(event) {
+    const view = views.get(event.message) || createView({ id: event.message, role: "assistant", status: "streaming" });
+    view.content = event.content;
+    view.reasoning = event.reasoning;
+    view.seq = event.seq;
+    setOutcome(view, "streaming");
+    active = view;
+    setStreaming(true);
+    paint(view);
+    scrollDown();
+  }
+
+  // Text for the answer being shown, once: a page that subscribed mid-answer drops what its snapshot had.
+  function isNew(event) {
+    if (!active || active.id !== event.message || event.seq <= active.seq) return false;
+    active.seq = event.seq;
+    return true;
+  }
+
   function handle(event) {
     if (event.conversation && conversationId && event.conversation !== conversationId && event.type !== "error") return;
     switch (event.type) {
@@ -208,8 +234,9 @@
           const last = list.querySelector("article.message:last-child");
           if (last && last.classList.contains("assistant")) last.remove();
         }
-        if (event.user_message) createView(event.user_message);
-        active = createView(event.assistant_message);
+        if (event.user_message && !views.has(event.user_message.id)) createView(event.user_message);
+        active = views.get(event.assistant_message.id) || createView(event.assistant_message);
+        active.seq = event.seq;
         setStreaming(true);
         scrollDown();
         break;
@@ -228,15 +255,22 @@
       case "notice":
         setStatus(event.text);
         break;
+      case "snapshot":
+        resume(event);
+        break;
+      case "idle":
+        // No answer running: one this page still shows as streaming ended meanwhile; show how.
+        if (list.querySelector('article.message[data-status="streaming"]')) send({ type: "history", conversation: conversationId });
+        break;
       case "reasoning":
-        if (active && active.id === event.message) {
+        if (isNew(event)) {
           active.reasoning += event.text;
           active.details.open = true;
           schedulePaint(active);
         }
         break;
       case "token":
-        if (active && active.id === event.message) {
+        if (isNew(event)) {
           active.content += event.text;
           schedulePaint(active);
           scrollDown();

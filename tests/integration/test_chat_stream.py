@@ -15,6 +15,16 @@ pytestmark = pytest.mark.usefixtures("web_server")
 SHORT = {"seed": 7, "max_tokens": 24, "temperature": 0}
 
 
+def answer_started(ws, text: str, options: dict, tokens: int = 3) -> tuple[dict, list[dict]]:
+    """Ask; returns the 'accepted' event and the events up to the answer's ``tokens``-th token."""
+    send(ws, type="send", text=text, options=options)
+    accepted = events_until(ws, "accepted")[-1]
+    seen: list[dict] = []
+    while len([e for e in seen if e["type"] == "token"]) < tokens:
+        seen.append(json.loads(ws.recv(timeout=60)))
+    return accepted, seen
+
+
 @pytest.fixture
 def person(llama):
     user = make_user()
@@ -66,11 +76,7 @@ def test_answer_streams_token_by_token_and_is_saved(person):
 
 def test_stop_closes_the_upstream_request_and_frees_the_slot(person, llama):
     _, _, ws = person
-    send(ws, type="send", text="Count from one to five hundred.", options={"seed": 2, "max_tokens": 1000})
-    accepted = events_until(ws, "accepted")[-1]
-    seen = []
-    while len([e for e in seen if e["type"] == "token"]) < 5:
-        seen.append(json.loads(ws.recv(timeout=60)))
+    accepted, _ = answer_started(ws, "Count from one to five hundred.", {"seed": 2, "max_tokens": 1000}, tokens=5)
     assert any(slot["is_processing"] for slot in llama.slots())
     send(ws, type="stop", conversation=accepted["conversation"])
     done = events_until(ws)[-1]
@@ -97,11 +103,7 @@ def test_regenerate_replaces_the_last_answer(person):
 
 def test_llama_server_killed_mid_stream(person, llama):
     _, _, ws = person
-    send(ws, type="send", text="Tell me a long story about a dragon.", options={"seed": 3, "max_tokens": 1000})
-    accepted = events_until(ws, "accepted")[-1]
-    seen = []
-    while len([e for e in seen if e["type"] == "token"]) < 3:
-        seen.append(json.loads(ws.recv(timeout=60)))
+    accepted, seen = answer_started(ws, "Tell me a long story about a dragon.", {"seed": 3, "max_tokens": 1000})
     llama.kill()
     done = events_until(ws)[-1]
     assert done["status"] == "incomplete"
@@ -238,3 +240,26 @@ def test_new_rename_delete_own_conversation(person):
     assert "Trip plans" in listing
     http.post(f"/c/{conversation.id}/delete/", data={"csrfmiddlewaretoken": token})
     assert not Conversation.objects.filter(id=conversation.id).exists()
+
+
+def test_answer_outlives_its_socket_and_a_new_socket_gets_all_of_it_once(person, llama):
+    """The socket that asked closes mid-answer; a fresh one subscribes: snapshot + numbered live
+    text, put together, is exactly the stored answer, which finished as if nothing happened."""
+    from tests.support.hold import llama_paused
+
+    _, http, ws = person
+    accepted, seen = answer_started(ws, "Tell me a long story about a dragon.", {"seed": 3, "max_tokens": 300})
+    with chat_socket(http) as again:
+        with llama_paused(llama):
+            ws.close()
+            send(again, type="subscribe", conversation=accepted["conversation"])
+            snapshot = json.loads(again.recv(timeout=10))
+            assert snapshot["type"] == "snapshot" and snapshot["message"] == accepted["assistant_message"]["id"]
+            assert snapshot["content"].startswith(text_of(seen))
+        live = events_until(again)
+    seqs = [e["seq"] for e in live if e["type"] == "token"]
+    assert seqs == sorted(set(seqs)) and all(seq > snapshot["seq"] for seq in seqs)
+    assert live[-1]["status"] == "complete"
+    message = Message.objects.get(id=accepted["assistant_message"]["id"])
+    assert message.status == "complete" and not message.error
+    assert message.content == snapshot["content"] + text_of(live)

@@ -48,3 +48,19 @@ def queue_slots_held(queue_name: str, count: int) -> Iterator[None]:
     finally:
         release.set()
         thread.join(30)
+
+
+@contextlib.contextmanager
+def llama_paused(llama) -> Iterator[None]:
+    """Freeze the llama-server router (SIGSTOP) until the block ends: an answer's text stops
+    arriving, however fast the model, so a test can compare pages while nothing changes.
+    Its requests wait (nothing fails: the app's read timeout is minutes), then go on."""
+    import os
+    import signal
+
+    router = llama.router_pid()
+    os.kill(router, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(router, signal.SIGCONT)

@@ -1,0 +1,192 @@
+"""The hub that runs answers apart from any page, and the frame clock that feeds each page (no services)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from chat.conversations.frames import FrameSender, coalesce
+from chat.conversations.runs import RunHub
+from chat.errors import ChatError
+from chat.models import Conversation
+
+FRAME_S = 0.05
+
+
+def test_coalesce_joins_consecutive_text_of_one_kind_and_keeps_the_last_seq():
+    events = [
+        {"type": "reasoning", "text": "a", "message": 1, "seq": 1},
+        {"type": "token", "text": "b", "message": 1, "seq": 2},
+        {"type": "token", "text": "c", "message": 1, "seq": 3},
+        {"type": "queued", "position": 1, "seq": 4},
+        {"type": "token", "text": "d", "message": 1, "seq": 5},
+        {"type": "token", "text": "e", "message": 2, "seq": 6},
+    ]
+    before = [dict(event) for event in events]
+    merged = coalesce(events)
+    assert [(e["type"], e.get("text"), e["seq"]) for e in merged] == [
+        ("reasoning", "a", 1),
+        ("token", "bc", 3),
+        ("queued", None, 4),
+        ("token", "d", 5),
+        ("token", "e", 6),
+    ]
+    assert events == before  # shared with other pages: never changed in place
+
+
+class Socket:
+    def __init__(self):
+        self.frames: list[tuple[float, dict]] = []
+
+    async def send(self, event: dict) -> None:
+        self.frames.append((time.monotonic(), event))
+
+    def events(self) -> list[dict]:
+        return [event for _, event in self.frames]
+
+
+def test_first_text_goes_at_once_and_the_rest_of_a_frame_goes_in_one():
+    async def scenario():
+        socket = Socket()
+        sender = FrameSender(socket.send, FRAME_S)
+        await sender.push({"type": "started"})
+        await sender.push({"type": "token", "text": "first", "seq": 1})
+        assert [e.get("text") for e in socket.events()] == [None, "first"]  # not held for the frame
+        for seq in range(2, 6):
+            await sender.push({"type": "token", "text": str(seq), "seq": seq})
+        assert len(socket.frames) == 2  # waiting for the frame's end
+        await asyncio.sleep(FRAME_S * 2)
+        assert socket.events()[-1] == {"type": "token", "text": "2345", "seq": 5}
+        gap = socket.frames[2][0] - socket.frames[1][0]
+        assert gap >= FRAME_S * 0.9
+        # Anything that is not text goes at once, after the text pending before it.
+        await sender.push({"type": "token", "text": "w", "seq": 6})
+        await sender.push({"type": "token", "text": "x", "seq": 7})  # within the frame: waits
+        assert socket.events()[-1]["seq"] != 7
+        await sender.push({"type": "done", "status": "complete", "seq": 8})
+        assert [e["type"] for e in socket.events()[-2:]] == ["token", "done"]
+        assert socket.events()[-2]["text"] in ("x", "wx")
+
+    asyncio.run(scenario())
+
+
+def test_a_held_sender_delivers_its_opening_before_what_came_meanwhile():
+    async def scenario():
+        socket = Socket()
+        sender = FrameSender(socket.send, FRAME_S)
+        sender.hold()
+        await sender.push({"type": "token", "text": "live", "seq": 4})
+        assert socket.frames == []
+        await sender.release([{"type": "snapshot", "content": "old", "seq": 3}])
+        assert [e["type"] for e in socket.events()] == ["snapshot", "token"]
+
+    asyncio.run(scenario())
+
+
+class ScriptedRunner:
+    """A TurnRunner's outside: emits the tokens it is given as the test releases them."""
+
+    def __init__(self, *, conversation, assistant_id, user_key, send, options):
+        self.send = send
+        self.tokens: asyncio.Queue = asyncio.Queue()
+        self.task: asyncio.Task | None = None
+        self.stop_status = "complete"
+
+    def start(self) -> asyncio.Task:
+        self.task = asyncio.create_task(self.run())
+        return self.task
+
+    def stop(self, status: str = "stopped", note: str = "") -> None:
+        self.stop_status = status
+        self.task.cancel()
+
+    async def run(self) -> None:
+        try:
+            while (text := await self.tokens.get()) is not None:
+                await self.send({"type": "token", "text": text, "message": 1})
+        except asyncio.CancelledError:
+            await self.send({"type": "done", "status": self.stop_status, "message": 1})
+            raise
+        await self.send({"type": "done", "status": "complete", "message": 1})
+
+
+async def start_scripted(hub: RunHub, conversation: Conversation):
+    return await hub.start(
+        conversation=conversation,
+        assistant_id=1,
+        options={},
+        accepted={"type": "accepted"},
+        runner_class=ScriptedRunner,
+    )
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
+    async def scenario():
+        hub = RunHub(frame_s=0)
+        conversation = Conversation(id=uuid.uuid4(), owner_id=7)
+        first = Socket()
+        first_sender = hub.sender(first.send, 7)
+        hub.watch(first_sender, conversation)
+        run = await start_scripted(hub, conversation)
+        for text in ("one ", "two "):
+            run.runner.tokens.put_nowait(text)
+        await settle()
+        # The first page closes: the answer goes on.
+        hub.unwatch(first_sender)
+        run.runner.tokens.put_nowait("three ")
+        await settle()
+        second = Socket()
+        opening = hub.watch(hub.sender(second.send, 7), conversation)
+        snapshot = opening[0]
+        assert snapshot["type"] == "snapshot" and snapshot["content"] == "one two three "
+        for event in opening:
+            await second.send(event)
+        run.runner.tokens.put_nowait("four")
+        run.runner.tokens.put_nowait(None)
+        await settle()
+        live = [e for e in second.events() if e["type"] == "token"]
+        assert all(e["seq"] > snapshot["seq"] for e in live)
+        assert snapshot["content"] + "".join(e["text"] for e in live) == "one two three four"
+        assert second.events()[-1]["type"] == "done"
+        assert hub.running(str(conversation.id)) is None
+        assert [e["type"] for e in first.events()] == ["accepted", "token", "token"]
+
+    asyncio.run(scenario())
+
+
+def test_stop_from_any_page_of_the_owner_and_nobody_elses():
+    async def scenario():
+        hub = RunHub(frame_s=0)
+        conversation = Conversation(id=uuid.uuid4(), owner_id=7)
+        pages = [Socket(), Socket()]
+        for page in pages:
+            hub.watch(hub.sender(page.send, 7), conversation)
+        stranger = Socket()
+        with pytest.raises(ChatError, match="does not exist"):
+            hub.watch(hub.sender(stranger.send, 8), conversation)
+        run = await start_scripted(hub, conversation)
+        with pytest.raises(ChatError, match="Wait for the current answer"):
+            with hub.claim(str(conversation.id), 7):
+                pass
+        run.runner.tokens.put_nowait("hello")
+        await settle()
+        hub.stop(str(conversation.id), 8)  # not theirs: nothing happens
+        await settle()
+        assert hub.running(str(conversation.id)) is run
+        hub.stop(str(conversation.id), 7)
+        await settle()
+        for page in pages:
+            assert [e["type"] for e in page.events()] == ["accepted", "token", "done"]
+            assert page.events()[-1]["status"] == "stopped"
+        assert stranger.frames == []
+        assert hub.running(str(conversation.id)) is None
+
+    asyncio.run(scenario())

@@ -302,6 +302,17 @@ DOCUMENT_MAX_ATTEMPTS = env_int("QWENWEB_DOCUMENT_MAX_ATTEMPTS", 3)
 DOCUMENT_EXTRACT_CPU_S = env_int("QWENWEB_DOCUMENT_EXTRACT_CPU_S", 300)
 DOCUMENT_EXTRACT_MEMORY_MB = env_int("QWENWEB_DOCUMENT_EXTRACT_MEMORY_MB", 2048)
 DOCUMENT_EXTRACT_STALL_S = env_int("QWENWEB_DOCUMENT_EXTRACT_STALL_S", 60)
+# PDF pages are read by this many processes the extraction worker starts (PDFium is not thread-safe).
+DOCUMENT_EXTRACT_PROCESSES = env_int("QWENWEB_DOCUMENT_EXTRACT_PROCESSES", min(4, os.cpu_count() or 1))
+# A DOCX is a zip: one that unpacks to more than this is refused (zip bomb).
+DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES = env_int("QWENWEB_DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES", 100 * 1024 * 1024)
+# Text recognition (OCR) of scanned pages: Tesseract's CLI, its languages ("+"-joined), the render resolution.
+DOCUMENT_OCR = env_bool("QWENWEB_DOCUMENT_OCR", True)
+DOCUMENT_OCR_BINARY = os.environ.get("QWENWEB_DOCUMENT_OCR_BINARY", "tesseract")
+DOCUMENT_OCR_LANGUAGES = os.environ.get("QWENWEB_DOCUMENT_OCR_LANGUAGES", "eng+chi_sim+chi_tra")
+DOCUMENT_OCR_DPI = env_int("QWENWEB_DOCUMENT_OCR_DPI", 300)
+# One page at most, then it is left out; below DOCUMENT_EXTRACT_STALL_S, which ends the whole reading.
+DOCUMENT_OCR_PAGE_S = env_int("QWENWEB_DOCUMENT_OCR_PAGE_S", 45)
 
 # Health checks (/healthz, /monitor/health/, manage.py health): each part's timeout; beat's heartbeat interval.
 HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))

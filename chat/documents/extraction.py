@@ -1,43 +1,43 @@
 """Text out of an uploaded file, page by page, in reading order.
 
-PDF text comes from PDFium (pypdfium2): fast, reads CID/CJK fonts through their
-ToUnicode maps, and opens encrypted files given the password. Two-column pages are
-read column by column. TXT and Markdown have no pages: they are cut into page-sized
-blocks at line breaks so citations still point somewhere.
+PDF pages are read by ``pdf_pages`` (PDFium; scans through OCR), in several processes
+this one starts when the document is long enough to gain from them. DOCX and HTML are
+cut into sections at their headings (``formats``). TXT and Markdown have no pages: they
+are cut into page-sized blocks at line breaks so citations still point somewhere.
 """
 
 from __future__ import annotations
 
 import io
-import re
+import multiprocessing
 from collections.abc import Iterator
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
+from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.documents import formats, ocr
+from chat.documents.pdf_pages import PageText, clean_text, open_in_helper, read_batch, read_page
 from chat.errors import DocumentError, PasswordNeeded
 from chat.models import Document
 
 EXTENSIONS = {".pdf": Document.Kind.PDF, ".txt": Document.Kind.TEXT, ".md": Document.Kind.MARKDOWN}
-EXTENSIONS[".markdown"] = Document.Kind.MARKDOWN
+EXTENSIONS |= {".markdown": Document.Kind.MARKDOWN, ".docx": Document.Kind.DOCX}
+EXTENSIONS |= {".html": Document.Kind.HTML, ".htm": Document.Kind.HTML}
 TEXT_PAGE_CHARS = 3000  # a "page" of a TXT/Markdown file
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
+PAGES_PER_BATCH = 8  # what one helper process reads at a time (small: scanned pages are slow)
+MIN_PAGES_FOR_HELPERS = 16  # fewer pages are read here: starting helpers would cost more than it saves
 
-
-@dataclass(frozen=True)
-class PageText:
-    number: int  # 1-based
-    text: str
-    scanned: bool = False  # no text layer, but images: a scan
+__all__ = ["PageText", "clean_text"]
 
 
 def document_kind(name: str) -> str:
     kind = EXTENSIONS.get(Path(name).suffix.lower())
     if kind is None:
-        raise DocumentError(_("Only PDF, TXT and Markdown (.md) files can be read."))
+        raise DocumentError(_("Only PDF, Word (.docx), HTML, TXT and Markdown (.md) files can be read."))
     return kind
 
 
@@ -72,12 +72,6 @@ def decode_text(data: bytes) -> str:
 # ---------------------------------------------------------------- extraction
 
 
-def clean_text(text: str) -> str:
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL.sub("", text)
-    return "\n".join(line.rstrip() for line in text.split("\n")).strip()
-
-
 def iter_text_pages(text: str) -> Iterator[str]:
     """Cut plain text into blocks of about TEXT_PAGE_CHARS, at line breaks where there is one.
 
@@ -107,73 +101,72 @@ def iter_text_pages(text: str) -> Iterator[str]:
         yield clean_text("\n".join(current))
 
 
-def _column_gutter(rects: list[tuple[float, float, float, float]], width: float) -> float | None:
-    """The x of a vertical gap that splits the text into two columns side by side, if any."""
-    if len(rects) < 6 or width <= 0:
+def ocr_options() -> ocr.OcrOptions | None:
+    """How scanned pages are read, or None when text recognition is off or Tesseract is missing."""
+    if not settings.DOCUMENT_OCR or not ocr.available(settings.DOCUMENT_OCR_BINARY):
         return None
-    spans = sorted((left, right) for left, _bottom, right, _top in rects)
-    best: tuple[float, float] | None = None
-    reach = spans[0][1]
-    for left, right in spans[1:]:
-        gap = left - reach
-        middle = (left + reach) / 2
-        if gap >= width * 0.015 and width * 0.25 <= middle <= width * 0.75 and (best is None or gap > best[0]):
-            best = (gap, middle)
-        reach = max(reach, right)
-    if best is None:
-        return None
-    gutter = best[1]
-    left_side = [r for r in rects if r[2] <= gutter]
-    right_side = [r for r in rects if r[0] >= gutter]
-    if len(left_side) < 3 or len(right_side) < 3:
-        return None
-    # Side by side: the two sides share most of their height (not a caption beside a figure).
-    low = max(min(r[1] for r in left_side), min(r[1] for r in right_side))
-    high = min(max(r[3] for r in left_side), max(r[3] for r in right_side))
-    shortest = min(
-        max(r[3] for r in left_side) - min(r[1] for r in left_side),
-        max(r[3] for r in right_side) - min(r[1] for r in right_side),
+    return ocr.OcrOptions(
+        settings.DOCUMENT_OCR_BINARY,
+        settings.DOCUMENT_OCR_LANGUAGES,
+        settings.DOCUMENT_OCR_DPI,
+        settings.DOCUMENT_OCR_PAGE_S,
     )
-    return gutter if shortest > 0 and high - low >= 0.5 * shortest else None
 
 
-def _pdf_page_text(page: pdfium.PdfPage) -> tuple[str, bool]:
-    textpage = page.get_textpage()
-    try:
-        rect_count = textpage.count_rects()
-        if rect_count == 0:
-            return "", any(True for _obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=2))
-        width, height = page.get_size()
-        gutter = _column_gutter([textpage.get_rect(i) for i in range(rect_count)], width)
-        if gutter is None:
-            return clean_text(textpage.get_text_range()), False
-        left = textpage.get_text_bounded(0, 0, gutter, height)
-        right = textpage.get_text_bounded(gutter, 0, width, height)
-        return clean_text(left) + "\n\n" + clean_text(right), False
-    finally:
-        textpage.close()
-
-
-def extract_pdf_pages(source: bytes | str | Path, password: str | None = None) -> Iterator[PageText]:
-    """Every page's text in reading order; pages with images and no text are marked scanned."""
+def extract_pdf_pages(
+    source: bytes | str | Path,
+    password: str | None = None,
+    *,
+    processes: int = 1,
+    ocr_with: ocr.OcrOptions | None = None,
+) -> Iterator[PageText]:
+    """Every page's text in reading order; pages with images and no text are marked scanned,
+    and read by OCR when ``ocr_with`` says how."""
     if isinstance(source, Path):
         source = str(source)
     pdf = open_pdf(source, password)
     try:
-        for index in range(len(pdf)):
-            page = pdf[index]
-            try:
-                text, scanned = _pdf_page_text(page)
-            finally:
-                page.close()
-            yield PageText(index + 1, text, scanned)
+        count = len(pdf)
+        if processes > 1 and count >= MIN_PAGES_FOR_HELPERS and isinstance(source, str):
+            pdf.close()
+            yield from _pages_in_helpers(source, count, processes, ocr_with)
+            return
+        for index in range(count):
+            yield read_page(pdf, index, ocr_with)
     finally:
         pdf.close()
 
 
-def extract_pages(path: Path, kind: str) -> Iterator[PageText]:
+def _pages_in_helpers(path: str, count: int, processes: int, ocr_with: ocr.OcrOptions | None) -> Iterator[PageText]:
+    """Batches of pages read by helper processes, yielded in page order as they come.
+
+    Spawned, not forked: each helper has its own PDFium, and the extraction worker that
+    starts them is an ordinary process (Celery's daemonic children could not). They
+    inherit its CPU-time and memory limits.
+    """
+    batches = [(first, min(first + PAGES_PER_BATCH, count)) for first in range(0, count, PAGES_PER_BATCH)]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(
+        max_workers=min(processes, len(batches)), mp_context=context, initializer=open_in_helper, initargs=(path,)
+    ) as pool:
+        futures = [pool.submit(read_batch, first, last, ocr_with) for first, last in batches]
+        try:
+            for future in futures:
+                yield from future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+
+def extract_pages(path: Path, kind: str, *, processes: int = 1) -> Iterator[PageText]:
     if kind == Document.Kind.PDF:
-        yield from extract_pdf_pages(path)
+        yield from extract_pdf_pages(path, processes=processes, ocr_with=ocr_options())
         return
-    for number, text in enumerate(iter_text_pages(decode_text(path.read_bytes())), start=1):
+    if kind == Document.Kind.DOCX:
+        sections = formats.docx_sections(path.read_bytes())
+    elif kind == Document.Kind.HTML:
+        sections = formats.html_sections(formats.html_text(path.read_bytes()))
+    else:
+        sections = iter_text_pages(decode_text(path.read_bytes()))
+    for number, text in enumerate(sections, start=1):
         yield PageText(number, text)

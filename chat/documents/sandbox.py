@@ -21,7 +21,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.documents.extract_worker import MEMORY_EXIT
-from chat.documents.extraction import PageText
+from chat.documents.pdf_pages import PageText
 from chat.errors import DocumentError
 
 POLL_S = 0.5
@@ -41,6 +41,7 @@ def worker_argv(path: Path, kind: str) -> list[str]:
         kind,
         str(settings.DOCUMENT_EXTRACT_CPU_S),
         str(settings.DOCUMENT_EXTRACT_MEMORY_MB),
+        str(settings.DOCUMENT_EXTRACT_PROCESSES),
     ]
 
 
@@ -91,7 +92,7 @@ def extract_in_child(path: Path, kind: str, still_wanted: Callable[[], bool]) ->
             if "error" in item:
                 raise DocumentError(str(item["error"]))
             last_page = now
-            yield PageText(int(item["number"]), str(item["text"]), bool(item["scanned"]))
+            yield PageText(int(item["number"]), str(item["text"]), bool(item["scanned"]), bool(item.get("ocr")))
         if child.wait() != 0:
             raise DocumentError(_death_message(child.returncode, too_long=False))
     finally:

@@ -204,6 +204,13 @@ CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Documents (extraction, OCR, summaries: minutes each) have a worker of their own (supervisord
+# program "documents"), so downloads and profile loads never wait behind a long PDF.
+DOCUMENTS_QUEUE = "documents"
+CELERY_TASK_ROUTES = {
+    "chat.tasks.ingest_document": {"queue": DOCUMENTS_QUEUE},
+    "chat.tasks.summarize_document": {"queue": DOCUMENTS_QUEUE},
+}
 
 # The one llama-server: where it listens and the key it wants (never sent to a browser).
 LLAMA_SERVER_URL = os.environ.get("LLAMA_SERVER_URL", "http://127.0.0.1:8081")

@@ -28,8 +28,13 @@ EXTENSIONS = {".pdf": Document.Kind.PDF, ".txt": Document.Kind.TEXT, ".md": Docu
 EXTENSIONS |= {".markdown": Document.Kind.MARKDOWN, ".docx": Document.Kind.DOCX}
 EXTENSIONS |= {".html": Document.Kind.HTML, ".htm": Document.Kind.HTML}
 TEXT_PAGE_CHARS = 3000  # a "page" of a TXT/Markdown file
-PAGES_PER_BATCH = 8  # what one helper process reads at a time (small: scanned pages are slow)
-MIN_PAGES_FOR_HELPERS = 16  # fewer pages are read here: starting helpers would cost more than it saves
+# What one helper reads at a time: one page, so the longest wait for the next page in order is
+# one page's OCR (DOCUMENT_OCR_PAGE_S), below the stall limit; batching text pages gained nothing.
+PAGES_PER_BATCH = 1
+MIN_PAGES_FOR_HELPERS = 4  # fewer are read here: forking helpers costs more than it saves
+# Forked from the extraction worker, a fresh single-threaded process that has no document open at
+# that moment: milliseconds to start, where a spawned interpreter takes a good part of a second.
+START_METHOD = "fork"
 
 __all__ = ["PageText", "clean_text"]
 
@@ -138,14 +143,15 @@ def extract_pdf_pages(
 
 
 def _pages_in_helpers(path: str, count: int, processes: int, ocr_with: ocr.OcrOptions | None) -> Iterator[PageText]:
-    """Batches of pages read by helper processes, yielded in page order as they come.
+    """Pages read by helper processes, yielded in page order as they come.
 
-    Spawned, not forked: each helper has its own PDFium, and the extraction worker that
-    starts them is an ordinary process (Celery's daemonic children could not). They
-    inherit its CPU-time and memory limits.
+    Each helper has its own copy of PDFium (it is not thread-safe) and opens the file
+    itself. The extraction worker that starts them is an ordinary process (Celery's
+    daemonic children could not start a pool); they inherit its CPU-time and memory
+    limits, and its process group, which the worker's parent ends as a whole.
     """
     batches = [(first, min(first + PAGES_PER_BATCH, count)) for first in range(0, count, PAGES_PER_BATCH)]
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context(START_METHOD)
     with ProcessPoolExecutor(
         max_workers=min(processes, len(batches)), mp_context=context, initializer=open_in_helper, initargs=(path,)
     ) as pool:

@@ -1,12 +1,12 @@
 """Document extraction beside pdftotext, and whole-document summary time with 1 and 2 slots.
 
 Part 1: a generated corpus (prose pages, two-column pages, CJK pages) is read by our
-extraction (``extract_pdf_pages`` with the worker's DOCUMENT_EXTRACT_PROCESSES helper
-processes, what the extraction worker runs) and by poppler's ``pdftotext`` (one
-process), alternating, 7 runs each; prints pages per second of each (medians) and
+extraction (``extract_pdf_pages`` as the extraction worker runs it: text layers in one
+process, scans by DOCUMENT_EXTRACT_PROCESSES helpers) and by poppler's ``pdftotext``
+(one process), alternating, 7 runs each; prints pages per second of each (medians) and
 ``extract_ratio=`` (ours ÷ pdftotext: the median of the per-run ratios, with their
 spread, min–max). Then image-only pages (English and Chinese, drawn by Pillow) are read
-by OCR (Tesseract): ``ocr_pages_per_s=``, the median of 3 runs.
+by OCR (Tesseract, in the helpers): ``ocr_pages_per_s=``, the median of 3 runs.
 
 Part 2: a 100-page document is summarized end to end (the worker's ``run_summary``:
 token counts, chunking, map and reduce calls) against a real llama-server with

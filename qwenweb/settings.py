@@ -309,7 +309,7 @@ DOCUMENT_MAX_ATTEMPTS = env_int("QWENWEB_DOCUMENT_MAX_ATTEMPTS", 3)
 DOCUMENT_EXTRACT_CPU_S = env_int("QWENWEB_DOCUMENT_EXTRACT_CPU_S", 300)
 DOCUMENT_EXTRACT_MEMORY_MB = env_int("QWENWEB_DOCUMENT_EXTRACT_MEMORY_MB", 2048)
 DOCUMENT_EXTRACT_STALL_S = env_int("QWENWEB_DOCUMENT_EXTRACT_STALL_S", 60)
-# PDF pages are read by this many processes the extraction worker starts (PDFium is not thread-safe).
+# Scanned pages are read by OCR in this many helper processes the extraction worker starts.
 DOCUMENT_EXTRACT_PROCESSES = env_int("QWENWEB_DOCUMENT_EXTRACT_PROCESSES", min(4, os.cpu_count() or 1))
 # A DOCX is a zip: one that unpacks to more than this is refused (zip bomb).
 DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES = env_int("QWENWEB_DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES", 100 * 1024 * 1024)

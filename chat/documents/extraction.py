@@ -1,7 +1,7 @@
 """Text out of an uploaded file, page by page, in reading order.
 
-PDF pages are read by ``pdf_pages`` (PDFium; scans through OCR), in several processes
-this one starts when the document is long enough to gain from them. DOCX and HTML are
+PDF pages are read by ``pdf_pages`` (PDFium); scanned pages through OCR, in several
+processes this one starts. DOCX and HTML are
 cut into sections at their headings (``formats``). TXT and Markdown have no pages: they
 are cut into page-sized blocks at line breaks so citations still point somewhere.
 """
@@ -9,9 +9,11 @@ are cut into page-sized blocks at line breaks so citations still point somewhere
 from __future__ import annotations
 
 import io
+import logging
 import multiprocessing
+from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import pypdfium2 as pdfium
@@ -28,15 +30,12 @@ EXTENSIONS = {".pdf": Document.Kind.PDF, ".txt": Document.Kind.TEXT, ".md": Docu
 EXTENSIONS |= {".markdown": Document.Kind.MARKDOWN, ".docx": Document.Kind.DOCX}
 EXTENSIONS |= {".html": Document.Kind.HTML, ".htm": Document.Kind.HTML}
 TEXT_PAGE_CHARS = 3000  # a "page" of a TXT/Markdown file
-# What one helper reads at a time: one page, so the longest wait for the next page in order is
-# one page's OCR (DOCUMENT_OCR_PAGE_S), below the stall limit; batching text pages gained nothing.
-PAGES_PER_BATCH = 1
-MIN_PAGES_FOR_HELPERS = 4  # fewer are read here: forking helpers costs more than it saves
-# Forked from the extraction worker, a fresh single-threaded process that has no document open at
-# that moment: milliseconds to start, where a spawned interpreter takes a good part of a second.
+# Forked from the extraction worker, a fresh single-threaded process: milliseconds to start,
+# where a spawned interpreter takes a good part of a second.
 START_METHOD = "fork"
 
 __all__ = ["PageText", "clean_text"]
+log = logging.getLogger(__name__)
 
 
 def document_kind(name: str) -> str:
@@ -110,6 +109,9 @@ def ocr_options() -> ocr.OcrOptions | None:
     """How scanned pages are read, or None when text recognition is off or Tesseract is missing."""
     if not settings.DOCUMENT_OCR or not ocr.available(settings.DOCUMENT_OCR_BINARY):
         return None
+    if not ocr.LANGUAGES.fullmatch(settings.DOCUMENT_OCR_LANGUAGES):
+        log.warning("QWENWEB_DOCUMENT_OCR_LANGUAGES is not like eng+chi_sim: text recognition is off")
+        return None
     return ocr.OcrOptions(
         settings.DOCUMENT_OCR_BINARY,
         settings.DOCUMENT_OCR_LANGUAGES,
@@ -126,42 +128,59 @@ def extract_pdf_pages(
     ocr_with: ocr.OcrOptions | None = None,
 ) -> Iterator[PageText]:
     """Every page's text in reading order; pages with images and no text are marked scanned,
-    and read by OCR when ``ocr_with`` says how."""
+    and read by OCR when ``ocr_with`` says how: by up to ``processes`` helper processes at
+    once (a file on disk only), the text layers meanwhile read here."""
     if isinstance(source, Path):
         source = str(source)
     pdf = open_pdf(source, password)
+    helpers = _OcrHelpers(source, processes) if processes > 1 and isinstance(source, str) else None
     try:
-        count = len(pdf)
-        if processes > 1 and count >= MIN_PAGES_FOR_HELPERS and isinstance(source, str):
-            pdf.close()
-            yield from _pages_in_helpers(source, count, processes, ocr_with)
-            return
-        for index in range(count):
-            yield read_page(pdf, index, ocr_with)
+        waiting: deque[PageText | Future] = deque()
+        for index in range(len(pdf)):
+            page = read_page(pdf, index, None)
+            if page.scanned and ocr_with is not None:
+                page = helpers.submit(index, ocr_with) if helpers else read_page(pdf, index, ocr_with)
+            waiting.append(page)
+            while waiting and (isinstance(waiting[0], PageText) or waiting[0].done()):
+                yield _ready(waiting.popleft())
+        while waiting:
+            yield _ready(waiting.popleft())
     finally:
+        if helpers is not None:
+            helpers.close()
         pdf.close()
 
 
-def _pages_in_helpers(path: str, count: int, processes: int, ocr_with: ocr.OcrOptions | None) -> Iterator[PageText]:
-    """Pages read by helper processes, yielded in page order as they come.
+def _ready(item: PageText | Future) -> PageText:
+    return item if isinstance(item, PageText) else item.result()[0]
 
-    Each helper has its own copy of PDFium (it is not thread-safe) and opens the file
-    itself. The extraction worker that starts them is an ordinary process (Celery's
-    daemonic children could not start a pool); they inherit its CPU-time and memory
-    limits, and its process group, which the worker's parent ends as a whole.
+
+class _OcrHelpers:
+    """Helper processes that read scanned pages by OCR, started at the first scan.
+
+    The text layer of a page takes about a millisecond, its OCR about a second: only the
+    OCR is worth other processes (reading text layers in helpers was slower than here on
+    a busy two-core box: measured). Each helper opens the file with its own PDFium (it
+    is not thread-safe). The extraction worker that starts them is an ordinary process
+    (Celery's daemonic children could not start a pool); they inherit its CPU-time and
+    memory limits and its process group, which the worker's parent ends as a whole.
     """
-    batches = [(first, min(first + PAGES_PER_BATCH, count)) for first in range(0, count, PAGES_PER_BATCH)]
-    context = multiprocessing.get_context(START_METHOD)
-    with ProcessPoolExecutor(
-        max_workers=min(processes, len(batches)), mp_context=context, initializer=open_in_helper, initargs=(path,)
-    ) as pool:
-        futures = [pool.submit(read_batch, first, last, ocr_with) for first, last in batches]
-        try:
-            for future in futures:
-                yield from future.result()
-        finally:
-            for future in futures:
-                future.cancel()
+
+    def __init__(self, path: str, processes: int):
+        self.path, self.processes = path, processes
+        self.pool: ProcessPoolExecutor | None = None
+
+    def submit(self, index: int, ocr_with: ocr.OcrOptions) -> Future:
+        if self.pool is None:
+            context = multiprocessing.get_context(START_METHOD)
+            self.pool = ProcessPoolExecutor(
+                self.processes, mp_context=context, initializer=open_in_helper, initargs=(self.path,)
+            )
+        return self.pool.submit(read_batch, index, index + 1, ocr_with)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def extract_pages(path: Path, kind: str, *, processes: int = 1) -> Iterator[PageText]:

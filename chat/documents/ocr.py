@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pypdfium2 as pdfium
 
+LANGUAGES = re.compile(r"[A-Za-z_]+(\+[A-Za-z_]+)*")  # Tesseract's form: eng+chi_sim+chi_tra
 MAX_PIXELS = 40_000_000  # a huge page is rendered smaller rather than swelling past the memory limit
 # Tesseract puts spaces between CJK characters; Chinese text has none.
 _CJK = "\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef"

@@ -2,6 +2,7 @@
 the upload border's sniffing and zip-bomb cap, and pages read by several processes."""
 
 import pytest
+from django.test import override_settings
 
 from chat.documents import formats, ingest, selectors, uploads
 from chat.documents.extraction import extract_pdf_pages, ocr_options
@@ -82,14 +83,28 @@ def test_docx_zip_bomb_is_refused_before_it_is_inflated():
         check_upload("bomb.docx", office.docx_zip_bomb())
 
 
-def test_pages_read_by_several_processes_come_in_order_and_match():
-    data = pdfs.report_pdf(40, words_per_page=60, seed=3)
-    path = uploads.document_dir() / "parallel-test.pdf"
-    path.write_bytes(data)
+def test_scans_read_by_helper_processes_come_in_page_order():
+    import pypdfium2 as pdfium
+
+    merged = pdfium.PdfDocument.new()
+    for part in (pdfs.report_pdf(2), pdfs.image_text_pdf([ENGLISH, CHINESE]), pdfs.report_pdf(2)):
+        source = pdfium.PdfDocument(part)
+        merged.import_pages(source)
+        source.close()
+    path = uploads.document_dir() / "helpers-test.pdf"
+    merged.save(str(path))
+    merged.close()
     try:
-        alone = list(extract_pdf_pages(path))
-        shared = list(extract_pdf_pages(path, processes=2))
+        alone = list(extract_pdf_pages(path, ocr_with=ocr_options()))
+        shared = list(extract_pdf_pages(path, processes=2, ocr_with=ocr_options()))
     finally:
         path.unlink()
-    assert [p.number for p in shared] == list(range(1, 41))
+    assert [(p.number, p.ocr) for p in shared] == [(1, False), (2, False), (3, True), (4, True), (5, False), (6, False)]
     assert shared == alone
+
+
+def test_ocr_languages_from_the_environment_are_checked():
+    with override_settings(DOCUMENT_OCR_LANGUAGES="eng+chi_sim"):
+        assert ocr_options().languages == "eng+chi_sim"
+    with override_settings(DOCUMENT_OCR_LANGUAGES="eng --user-patterns /etc/passwd"):
+        assert ocr_options() is None

@@ -3,7 +3,7 @@
 PDFium (pypdfium2) reads the text layer: fast, CID/CJK fonts through their ToUnicode maps,
 two-column pages column by column. A page with images and no text is a scan: it is
 rendered and read by Tesseract (``ocr``) when ``OcrOptions`` are given. PDFium is not
-thread-safe, so the worker reads pages in several processes, each with its own copy.
+thread-safe, so the helper processes that read scans by OCR each open the file themselves.
 """
 
 from __future__ import annotations

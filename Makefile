@@ -5,6 +5,12 @@ VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
+# Text recognition (OCR) of scanned pages: Tesseract with English and Simplified/Traditional Chinese (PACKAGE:PATH).
+TESSDATA := /usr/share/tesseract-ocr/5/tessdata
+OCR_PACKAGES := tesseract-ocr:tesseract tesseract-ocr-eng:$(TESSDATA)/eng.traineddata
+OCR_PACKAGES += tesseract-ocr-chi-sim:$(TESSDATA)/chi_sim.traineddata tesseract-ocr-chi-tra:$(TESSDATA)/chi_tra.traineddata
+# The tests draw Chinese text into their scanned pages with it.
+CJK_FONT := fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,7 +23,9 @@ setup: $(STAMP)
 	$(PY) scripts/build_llama_server.py >/dev/null
 	$(PY) scripts/compile_messages.py
 
+# Without Tesseract (not root, offline) the app still runs: scanned pages are named and left out.
 run: setup
+	-$(PY) scripts/install_system_packages.py $(OCR_PACKAGES)
 	$(PY) scripts/stack.py run
 
 # Stops every part a running `make run` started (supervisord over its private socket in var/run).
@@ -32,7 +40,7 @@ uninstall:
 	$(PY) scripts/boot_service.py uninstall
 
 test: setup
-	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium
+	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium $(OCR_PACKAGES) $(CJK_FONT)
 	$(PY) -m pytest
 
 # The integration tests that touch the database, against a private PostgreSQL (Debian's package).
@@ -41,7 +49,7 @@ test-postgres: setup
 	$(PY) scripts/test_postgres.py
 
 bench: setup
-	$(PY) scripts/install_system_packages.py poppler-utils:pdftotext
+	$(PY) scripts/install_system_packages.py poppler-utils:pdftotext $(OCR_PACKAGES) $(CJK_FONT)
 	$(PY) bench/run_all.py
 
 lint: $(STAMP)

@@ -110,12 +110,15 @@ class ApiKey(models.Model):
 
 
 class Document(models.Model):
-    """An uploaded PDF, TXT or Markdown file: its pages are rows, its summary is built from chunks."""
+    """An uploaded PDF, DOCX, HTML, TXT or Markdown file: its pages (a DOCX's or HTML's sections)
+    are rows, its summary is built from chunks."""
 
     class Kind(models.TextChoices):
         PDF = "pdf", "PDF"
         TEXT = "txt", _("Text")
         MARKDOWN = "md", "Markdown"
+        DOCX = "docx", "Word (DOCX)"
+        HTML = "html", "HTML"
 
     class Status(models.TextChoices):
         QUEUED = "queued", _("Queued")
@@ -126,6 +129,7 @@ class Document(models.Model):
         CANCELLED = "cancelled", _("Cancelled")
 
     ACTIVE = (Status.QUEUED, Status.EXTRACTING, Status.SUMMARIZING)
+    SECTIONED = (Kind.DOCX, Kind.HTML)  # "pages" are sections cut at headings, cited as § N
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="documents")
@@ -142,6 +146,8 @@ class Document(models.Model):
     pages_done = models.PositiveIntegerField(default=0)
     # Pages with no text layer (scanned images), 1-based.
     scanned_pages = models.JSONField(default=list, blank=True)
+    # Those of them whose text was read by text recognition (OCR), 1-based.
+    ocr_pages = models.JSONField(default=list, blank=True)
     # Summary language chosen by the user ("" = the document's own language).
     summary_language = models.CharField(max_length=16, blank=True)
     summary = models.TextField(blank=True)
@@ -194,9 +200,17 @@ class DocumentChunk(models.Model):
 
     @property
     def pages_label(self) -> str:
+        """``p. 3``, ``pp. 3–9`` (``§ 3``, ``§§ 3–9`` for a DOCX's or HTML's sections), ``(OCR)`` after
+        it when any of these pages was read by text recognition."""
+        document = self.document
+        one, many = ("§", "§§") if document.kind in Document.SECTIONED else ("p.", "pp.")
         if self.first_page == self.last_page:
-            return f"p. {self.first_page}"
-        return f"pp. {self.first_page}–{self.last_page}"
+            label = f"{one} {self.first_page}"
+        else:
+            label = f"{many} {self.first_page}–{self.last_page}"
+        if any(self.first_page <= number <= self.last_page for number in document.ocr_pages):
+            label += " (OCR)"
+        return label
 
 
 class SignupSettings(models.Model):

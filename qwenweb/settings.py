@@ -207,6 +207,13 @@ CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Documents (extraction, OCR, summaries: minutes each) have a worker of their own (supervisord
+# program "documents"), so downloads and profile loads never wait behind a long PDF.
+DOCUMENTS_QUEUE = "documents"
+CELERY_TASK_ROUTES = {
+    "chat.tasks.ingest_document": {"queue": DOCUMENTS_QUEUE},
+    "chat.tasks.summarize_document": {"queue": DOCUMENTS_QUEUE},
+}
 
 # The one llama-server: where it listens and the key it wants (never sent to a browser).
 LLAMA_SERVER_URL = os.environ.get("LLAMA_SERVER_URL", "http://127.0.0.1:8081")
@@ -315,6 +322,17 @@ DOCUMENT_MAX_ATTEMPTS = env_int("QWENWEB_DOCUMENT_MAX_ATTEMPTS", 3)
 DOCUMENT_EXTRACT_CPU_S = env_int("QWENWEB_DOCUMENT_EXTRACT_CPU_S", 300)
 DOCUMENT_EXTRACT_MEMORY_MB = env_int("QWENWEB_DOCUMENT_EXTRACT_MEMORY_MB", 2048)
 DOCUMENT_EXTRACT_STALL_S = env_int("QWENWEB_DOCUMENT_EXTRACT_STALL_S", 60)
+# Scanned pages are read by OCR in this many helper processes the extraction worker starts.
+DOCUMENT_EXTRACT_PROCESSES = env_int("QWENWEB_DOCUMENT_EXTRACT_PROCESSES", min(4, os.cpu_count() or 1))
+# A DOCX is a zip: one that unpacks to more than this is refused (zip bomb).
+DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES = env_int("QWENWEB_DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES", 100 * 1024 * 1024)
+# Text recognition (OCR) of scanned pages: Tesseract's CLI, its languages ("+"-joined), the render resolution.
+DOCUMENT_OCR = env_bool("QWENWEB_DOCUMENT_OCR", True)
+DOCUMENT_OCR_BINARY = os.environ.get("QWENWEB_DOCUMENT_OCR_BINARY", "tesseract")
+DOCUMENT_OCR_LANGUAGES = os.environ.get("QWENWEB_DOCUMENT_OCR_LANGUAGES", "eng+chi_sim+chi_tra")
+DOCUMENT_OCR_DPI = env_int("QWENWEB_DOCUMENT_OCR_DPI", 300)
+# One page at most, then it is left out; below DOCUMENT_EXTRACT_STALL_S, which ends the whole reading.
+DOCUMENT_OCR_PAGE_S = env_int("QWENWEB_DOCUMENT_OCR_PAGE_S", 45)
 
 # Health checks (/healthz, /monitor/health/, manage.py health): each part's timeout; beat's heartbeat interval.
 HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))

@@ -2,10 +2,12 @@
 
     install_system_packages.py chromium:/usr/bin/chromium poppler-utils:pdftotext
 
-Each argument is PACKAGE:PROGRAM (a path or a name on PATH). Missing ones are
+Each argument is PACKAGE:PROGRAM (a path or a name on PATH; a path may be a data file the
+package installs, such as Tesseract's language data or a font). Missing ones are
 installed with apt-get when that is possible (root), else the script says what to
 install. Playwright's own browser download does not work offline, so the browser
-tests drive Debian's Chromium; the extraction benchmark compares with pdftotext.
+tests drive Debian's Chromium; the extraction benchmark compares with pdftotext; scanned
+pages are read by Debian's Tesseract.
 """
 
 import os
@@ -15,7 +17,7 @@ import sys
 
 
 def present(program: str) -> bool:
-    return os.access(program, os.X_OK) if "/" in program else shutil.which(program) is not None
+    return os.path.exists(program) if "/" in program else shutil.which(program) is not None
 
 
 def main(wanted: list[str]) -> None:

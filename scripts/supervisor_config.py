@@ -50,6 +50,7 @@ def programs(env: dict, *, with_redis: bool) -> list[Program]:
         Program("llama", [*manage, "run_llama_server"], priority=20),
         Program("web", web, priority=30),
         Program("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", *QUIET], priority=40),
+        Program("documents", [*celery, "worker", "--loglevel", "INFO", *DOCUMENTS_QUEUE, *QUIET], priority=40),
         Program("watchdog", [*celery, "worker", "--loglevel", "INFO", *WATCHDOG_QUEUE, *QUIET], priority=40),
         Program("beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", f"{var_dir}/celerybeat-schedule"]),
         Program("sampler", [*manage, "run_sampler"], priority=50),
@@ -59,6 +60,8 @@ def programs(env: dict, *, with_redis: bool) -> list[Program]:
 
 
 QUIET = ["--without-gossip", "--without-mingle"]
+# Document reading and summaries (settings.CELERY_TASK_ROUTES): two at once, beside the default worker's two.
+DOCUMENTS_QUEUE = ["--queues", "documents", "--concurrency", "2", "--hostname", "documents@%h"]
 WATCHDOG_QUEUE = ["--queues", "watchdog", "--pool", "solo", "--hostname", "watchdog@%h"]
 
 

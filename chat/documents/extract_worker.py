@@ -1,8 +1,9 @@
 """The child process that reads one document's pages, under CPU-time and memory limits.
 
-``python -m chat.documents.extract_worker PATH KIND CPU_SECONDS MEMORY_MB``: the limits are
-set before anything else is loaded, so a file that makes PDFium spin or swell ends this
-process only. Each page goes to stdout as one JSON line; a refusal the person should read
+``python -m chat.documents.extract_worker PATH KIND CPU_SECONDS MEMORY_MB PROCESSES``: the
+limits are set before anything else is loaded, so a file that makes PDFium spin or swell ends
+this process only; the helper processes it starts to read a long PDF's pages (PROCESSES at
+most), and the OCR engine they run, inherit the same limits, each its own. Each page goes to stdout as one JSON line; a refusal the person should read
 is a last line ``{"error": ...}``. Exit codes the parent reads: 0 done, MEMORY_EXIT out of
 memory; killed by SIGXCPU: out of CPU time; any other death: the reader crashed.
 """
@@ -26,7 +27,7 @@ def limit_resources(cpu_seconds: int, memory_mb: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    path, kind, cpu_seconds, memory_mb = argv[1], argv[2], int(argv[3]), int(argv[4])
+    path, kind, cpu_seconds, memory_mb, processes = argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5])
     limit_resources(cpu_seconds, memory_mb)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
     import django
@@ -38,12 +39,13 @@ def main(argv: list[str]) -> int:
 
     out = sys.stdout
     try:
-        for page in extract_pages(Path(path), kind):
-            out.write(json.dumps({"number": page.number, "text": page.text, "scanned": page.scanned}) + "\n")
+        for page in extract_pages(Path(path), kind, processes=processes):
+            item = {"number": page.number, "text": page.text, "scanned": page.scanned, "ocr": page.ocr}
+            out.write(json.dumps(item) + "\n")
             out.flush()
     except DocumentError as error:
         out.write(json.dumps({"error": str(error)}) + "\n")
-    except MemoryError:
+    except MemoryError:  # here or in a helper (re-raised here)
         return MEMORY_EXIT
     out.flush()
     return 0

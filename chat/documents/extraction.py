@@ -1,43 +1,47 @@
 """Text out of an uploaded file, page by page, in reading order.
 
-PDF text comes from PDFium (pypdfium2): fast, reads CID/CJK fonts through their
-ToUnicode maps, and opens encrypted files given the password. Two-column pages are
-read column by column. TXT and Markdown have no pages: they are cut into page-sized
-blocks at line breaks so citations still point somewhere.
+PDF pages are read by ``pdf_pages`` (PDFium); scanned pages through OCR, in several
+processes this one starts. DOCX and HTML are
+cut into sections at their headings (``formats``). TXT and Markdown have no pages: they
+are cut into page-sized blocks at line breaks so citations still point somewhere.
 """
 
 from __future__ import annotations
 
 import io
-import re
+import logging
+import multiprocessing
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
+from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.documents import formats, ocr
+from chat.documents.pdf_pages import PageText, clean_text, open_in_helper, read_batch, read_page
 from chat.errors import DocumentError, PasswordNeeded
 from chat.models import Document
 
 EXTENSIONS = {".pdf": Document.Kind.PDF, ".txt": Document.Kind.TEXT, ".md": Document.Kind.MARKDOWN}
-EXTENSIONS[".markdown"] = Document.Kind.MARKDOWN
+EXTENSIONS |= {".markdown": Document.Kind.MARKDOWN, ".docx": Document.Kind.DOCX}
+EXTENSIONS |= {".html": Document.Kind.HTML, ".htm": Document.Kind.HTML}
 TEXT_PAGE_CHARS = 3000  # a "page" of a TXT/Markdown file
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
+# Forked from the extraction worker, a fresh single-threaded process: milliseconds to start,
+# where a spawned interpreter takes a good part of a second.
+START_METHOD = "fork"
 
-
-@dataclass(frozen=True)
-class PageText:
-    number: int  # 1-based
-    text: str
-    scanned: bool = False  # no text layer, but images: a scan
+__all__ = ["PageText", "clean_text"]
+log = logging.getLogger(__name__)
 
 
 def document_kind(name: str) -> str:
     kind = EXTENSIONS.get(Path(name).suffix.lower())
     if kind is None:
-        raise DocumentError(_("Only PDF, TXT and Markdown (.md) files can be read."))
+        raise DocumentError(_("Only PDF, Word (.docx), HTML, TXT and Markdown (.md) files can be read."))
     return kind
 
 
@@ -72,12 +76,6 @@ def decode_text(data: bytes) -> str:
 # ---------------------------------------------------------------- extraction
 
 
-def clean_text(text: str) -> str:
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL.sub("", text)
-    return "\n".join(line.rstrip() for line in text.split("\n")).strip()
-
-
 def iter_text_pages(text: str) -> Iterator[str]:
     """Cut plain text into blocks of about TEXT_PAGE_CHARS, at line breaks where there is one.
 
@@ -107,73 +105,93 @@ def iter_text_pages(text: str) -> Iterator[str]:
         yield clean_text("\n".join(current))
 
 
-def _column_gutter(rects: list[tuple[float, float, float, float]], width: float) -> float | None:
-    """The x of a vertical gap that splits the text into two columns side by side, if any."""
-    if len(rects) < 6 or width <= 0:
+def ocr_options() -> ocr.OcrOptions | None:
+    """How scanned pages are read, or None when text recognition is off or Tesseract is missing."""
+    if not settings.DOCUMENT_OCR or not ocr.available(settings.DOCUMENT_OCR_BINARY):
         return None
-    spans = sorted((left, right) for left, _bottom, right, _top in rects)
-    best: tuple[float, float] | None = None
-    reach = spans[0][1]
-    for left, right in spans[1:]:
-        gap = left - reach
-        middle = (left + reach) / 2
-        if gap >= width * 0.015 and width * 0.25 <= middle <= width * 0.75 and (best is None or gap > best[0]):
-            best = (gap, middle)
-        reach = max(reach, right)
-    if best is None:
+    if not ocr.LANGUAGES.fullmatch(settings.DOCUMENT_OCR_LANGUAGES):
+        log.warning("QWENWEB_DOCUMENT_OCR_LANGUAGES is not like eng+chi_sim: text recognition is off")
         return None
-    gutter = best[1]
-    left_side = [r for r in rects if r[2] <= gutter]
-    right_side = [r for r in rects if r[0] >= gutter]
-    if len(left_side) < 3 or len(right_side) < 3:
-        return None
-    # Side by side: the two sides share most of their height (not a caption beside a figure).
-    low = max(min(r[1] for r in left_side), min(r[1] for r in right_side))
-    high = min(max(r[3] for r in left_side), max(r[3] for r in right_side))
-    shortest = min(
-        max(r[3] for r in left_side) - min(r[1] for r in left_side),
-        max(r[3] for r in right_side) - min(r[1] for r in right_side),
+    return ocr.OcrOptions(
+        settings.DOCUMENT_OCR_BINARY,
+        settings.DOCUMENT_OCR_LANGUAGES,
+        settings.DOCUMENT_OCR_DPI,
+        settings.DOCUMENT_OCR_PAGE_S,
     )
-    return gutter if shortest > 0 and high - low >= 0.5 * shortest else None
 
 
-def _pdf_page_text(page: pdfium.PdfPage) -> tuple[str, bool]:
-    textpage = page.get_textpage()
-    try:
-        rect_count = textpage.count_rects()
-        if rect_count == 0:
-            return "", any(True for _obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=2))
-        width, height = page.get_size()
-        gutter = _column_gutter([textpage.get_rect(i) for i in range(rect_count)], width)
-        if gutter is None:
-            return clean_text(textpage.get_text_range()), False
-        left = textpage.get_text_bounded(0, 0, gutter, height)
-        right = textpage.get_text_bounded(gutter, 0, width, height)
-        return clean_text(left) + "\n\n" + clean_text(right), False
-    finally:
-        textpage.close()
-
-
-def extract_pdf_pages(source: bytes | str | Path, password: str | None = None) -> Iterator[PageText]:
-    """Every page's text in reading order; pages with images and no text are marked scanned."""
+def extract_pdf_pages(
+    source: bytes | str | Path,
+    password: str | None = None,
+    *,
+    processes: int = 1,
+    ocr_with: ocr.OcrOptions | None = None,
+) -> Iterator[PageText]:
+    """Every page's text in reading order; pages with images and no text are marked scanned,
+    and read by OCR when ``ocr_with`` says how: by up to ``processes`` helper processes at
+    once (a file on disk only), the text layers meanwhile read here."""
     if isinstance(source, Path):
         source = str(source)
     pdf = open_pdf(source, password)
+    helpers = _OcrHelpers(source, processes) if processes > 1 and isinstance(source, str) else None
     try:
+        waiting: deque[PageText | Future] = deque()
         for index in range(len(pdf)):
-            page = pdf[index]
-            try:
-                text, scanned = _pdf_page_text(page)
-            finally:
-                page.close()
-            yield PageText(index + 1, text, scanned)
+            page = read_page(pdf, index, None)
+            if page.scanned and ocr_with is not None:
+                page = helpers.submit(index, ocr_with) if helpers else read_page(pdf, index, ocr_with)
+            waiting.append(page)
+            while waiting and (isinstance(waiting[0], PageText) or waiting[0].done()):
+                yield _ready(waiting.popleft())
+        while waiting:
+            yield _ready(waiting.popleft())
     finally:
+        if helpers is not None:
+            helpers.close()
         pdf.close()
 
 
-def extract_pages(path: Path, kind: str) -> Iterator[PageText]:
+def _ready(item: PageText | Future) -> PageText:
+    return item if isinstance(item, PageText) else item.result()[0]
+
+
+class _OcrHelpers:
+    """Helper processes that read scanned pages by OCR, started at the first scan.
+
+    The text layer of a page takes about a millisecond, its OCR about a second: only the
+    OCR is worth other processes (reading text layers in helpers was slower than here on
+    a busy two-core box: measured). Each helper opens the file with its own PDFium (it
+    is not thread-safe). The extraction worker that starts them is an ordinary process
+    (Celery's daemonic children could not start a pool); they inherit its CPU-time and
+    memory limits and its process group, which the worker's parent ends as a whole.
+    """
+
+    def __init__(self, path: str, processes: int):
+        self.path, self.processes = path, processes
+        self.pool: ProcessPoolExecutor | None = None
+
+    def submit(self, index: int, ocr_with: ocr.OcrOptions) -> Future:
+        if self.pool is None:
+            context = multiprocessing.get_context(START_METHOD)
+            self.pool = ProcessPoolExecutor(
+                self.processes, mp_context=context, initializer=open_in_helper, initargs=(self.path,)
+            )
+        return self.pool.submit(read_batch, index, index + 1, ocr_with)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+def extract_pages(path: Path, kind: str, *, processes: int = 1) -> Iterator[PageText]:
     if kind == Document.Kind.PDF:
-        yield from extract_pdf_pages(path)
+        yield from extract_pdf_pages(path, processes=processes, ocr_with=ocr_options())
         return
-    for number, text in enumerate(iter_text_pages(decode_text(path.read_bytes())), start=1):
+    if kind == Document.Kind.DOCX:
+        sections = formats.docx_sections(path.read_bytes())
+    elif kind == Document.Kind.HTML:
+        sections = formats.html_sections(formats.html_text(path.read_bytes()))
+    else:
+        sections = iter_text_pages(decode_text(path.read_bytes()))
+    for number, text in enumerate(sections, start=1):
         yield PageText(number, text)

@@ -77,6 +77,7 @@ def ingest(document_id) -> bool:
     DocumentPage.objects.filter(document=document).delete()
     heartbeat(document.id, status=Document.Status.EXTRACTING, pages_done=0, error="")
     scanned: list[int] = []
+    read_by_ocr: list[int] = []
     batch: list[DocumentPage] = []
     done = [0]  # pages stored so far, reported with each heartbeat
     try:
@@ -86,8 +87,10 @@ def ingest(document_id) -> bool:
         for page in extract_in_child(path, document.kind, lambda: pulse(pages_done=done[0])):
             if page.scanned:
                 scanned.append(page.number)
+            if page.ocr:
+                read_by_ocr.append(page.number)
             batch.append(DocumentPage(document=document, number=page.number, text=page.text))
-            if len(batch) >= PAGE_BATCH:
+            if len(batch) >= PAGE_BATCH or page.ocr:  # an OCR page takes seconds: its progress shows at once
                 DocumentPage.objects.bulk_create(batch)
                 batch = []
                 done[0] = page.number
@@ -108,18 +111,27 @@ def ingest(document_id) -> bool:
         return False
     total = DocumentPage.objects.filter(document=document).count()
     if not DocumentPage.objects.filter(document=document).exclude(text="").exists():
-        fail(document.id, no_text_message(scanned, total))
-        Document.objects.filter(id=document.id).update(scanned_pages=scanned)
+        fail(document.id, no_text_message(scanned, read_by_ocr))
+        Document.objects.filter(id=document.id).update(scanned_pages=scanned, ocr_pages=read_by_ocr)
         path.unlink(missing_ok=True)
         return False
     heartbeat(
-        document.id, status=Document.Status.SUMMARIZING, pages_done=total, page_count=total, scanned_pages=scanned
+        document.id,
+        status=Document.Status.SUMMARIZING,
+        pages_done=total,
+        page_count=total,
+        scanned_pages=scanned,
+        ocr_pages=read_by_ocr,
     )
     path.unlink(missing_ok=True)
     return True
 
 
-def no_text_message(scanned: list[int], total: int) -> str:
+def no_text_message(scanned: list[int], read_by_ocr: list[int]) -> str:
+    if read_by_ocr:
+        return _(
+            "No page of this document has a text layer, and text recognition (OCR) found no text on pages %(pages)s."
+        ) % {"pages": page_list(read_by_ocr)}
     if scanned:
         return _(
             "No page of this document has a text layer (pages %(pages)s are scanned images); text recognition (OCR) is not available."

@@ -8,6 +8,7 @@ cancelled, which is asked at least every POLL_S while the child works.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.documents.extract_worker import MEMORY_EXIT
-from chat.documents.extraction import PageText
+from chat.documents.pdf_pages import PageText
 from chat.errors import DocumentError
 
 POLL_S = 0.5
@@ -41,6 +42,7 @@ def worker_argv(path: Path, kind: str) -> list[str]:
         kind,
         str(settings.DOCUMENT_EXTRACT_CPU_S),
         str(settings.DOCUMENT_EXTRACT_MEMORY_MB),
+        str(settings.DOCUMENT_EXTRACT_PROCESSES),
     ]
 
 
@@ -48,6 +50,13 @@ def _pump(stream, lines: queue.Queue) -> None:
     for line in stream:
         lines.put(line)
     lines.put(_EOF)
+
+
+def _end_group(child: subprocess.Popen) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # all gone already
+        pass
 
 
 def _death_message(returncode: int, *, too_long: bool) -> str:
@@ -60,8 +69,14 @@ def _death_message(returncode: int, *, too_long: bool) -> str:
 
 def extract_in_child(path: Path, kind: str, still_wanted: Callable[[], bool]) -> Iterator[PageText]:
     """The document's pages, read by a limited child; DocumentError with the reason when it dies."""
+    # Its own process group: ending it ends its helper processes and OCR engine with it.
     child = subprocess.Popen(
-        worker_argv(path, kind), stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, cwd=settings.BASE_DIR
+        worker_argv(path, kind),
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=settings.BASE_DIR,
+        start_new_session=True,
     )
     lines: queue.Queue = queue.Queue()
     pump = threading.Thread(target=_pump, args=(child.stdout, lines), daemon=True)
@@ -83,7 +98,7 @@ def extract_in_child(path: Path, kind: str, still_wanted: Callable[[], bool]) ->
                 break
             if line is None:
                 if now - last_page > stall_s:
-                    child.kill()
+                    _end_group(child)
                     child.wait()
                     raise DocumentError(_death_message(child.returncode, too_long=True))
                 continue
@@ -91,12 +106,11 @@ def extract_in_child(path: Path, kind: str, still_wanted: Callable[[], bool]) ->
             if "error" in item:
                 raise DocumentError(str(item["error"]))
             last_page = now
-            yield PageText(int(item["number"]), str(item["text"]), bool(item["scanned"]))
+            yield PageText(int(item["number"]), str(item["text"]), bool(item["scanned"]), bool(item.get("ocr")))
         if child.wait() != 0:
             raise DocumentError(_death_message(child.returncode, too_long=False))
     finally:
-        if child.poll() is None:
-            child.kill()
+        _end_group(child)  # helpers of a child that died (out of CPU time) are ended too
         child.wait()
         pump.join(5)  # the pipe ends with the child
         child.stdout.close()

@@ -49,6 +49,7 @@ def document_payload(document: Document) -> dict:
         "page_count": document.page_count,
         "pages_done": document.pages_done,
         "scanned_pages": document.scanned_pages,
+        "ocr_pages": document.ocr_pages,
         "scanned_note": "",
         "summary": document.summary,
         "summary_language": document.summary_language,
@@ -73,10 +74,29 @@ def document_payload(document: Document) -> dict:
         },
     }
     if document.scanned_pages and document.status != Document.Status.FAILED:
-        payload["scanned_note"] = _(
-            "Pages %(pages)s have no text layer (scanned images) and were left out: text recognition (OCR) is not available."
-        ) % {"pages": page_list(document.scanned_pages)}
+        payload["scanned_note"] = scanned_note(document.scanned_pages, document.ocr_pages)
     return payload
+
+
+def scanned_note(scanned: list[int], read_by_ocr: list[int]) -> str:
+    """What the page says about pages without a text layer: read by OCR, or left out."""
+    notes = []
+    if read_by_ocr:
+        notes.append(
+            _(
+                "Pages %(pages)s are scanned images; their text was read by text recognition (OCR) and may contain errors."
+            )
+            % {"pages": page_list(read_by_ocr)}
+        )
+    left_out = [number for number in scanned if number not in set(read_by_ocr)]
+    if left_out:
+        notes.append(
+            _(
+                "Pages %(pages)s have no text layer (scanned images) and were left out: text recognition (OCR) is not available."
+            )
+            % {"pages": page_list(left_out)}
+        )
+    return " ".join(notes)
 
 
 def conversation_documents(conversation: Conversation | None) -> list[dict]:

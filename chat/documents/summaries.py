@@ -63,7 +63,8 @@ def _pages(document_id) -> list[tuple[int, str]]:
 
 
 def _chunks(document_id, level: int) -> list[DocumentChunk]:
-    return list(DocumentChunk.objects.filter(document_id=document_id, level=level))
+    # With its document: pages_label reads the document's kind and OCR pages (no query in async code).
+    return list(DocumentChunk.objects.filter(document_id=document_id, level=level).select_related("document"))
 
 
 @transaction.atomic

@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.documents import formats
 from chat.documents.extraction import decode_text, decrypted_copy, document_kind, iter_text_pages, open_pdf
 from chat.documents.languages import clean_language
 from chat.errors import DocumentError
@@ -19,7 +20,10 @@ from chat.models import Conversation, Document
 
 
 def check_upload(name: str, data: bytes, password: str | None = None) -> tuple[str, int, bytes]:
-    """(kind, pages, the bytes to keep) or DocumentError with the reason it is refused."""
+    """(kind, pages, the bytes to keep) or DocumentError with the reason it is refused.
+
+    The name's extension must be on the allowlist and the content must be what it says
+    (sniffed: a PDF header, a zip holding a Word document, text that is HTML)."""
     kind = document_kind(name)
     if len(data) > settings.DOCUMENT_MAX_BYTES:
         raise DocumentError(
@@ -28,23 +32,35 @@ def check_upload(name: str, data: bytes, password: str | None = None) -> tuple[s
     if not data:
         raise DocumentError(_("The file is empty."))
     if kind == Document.Kind.PDF:
-        if b"%PDF-" not in data[:1024]:
-            raise DocumentError(_("This file is not a PDF, whatever its name says."))
-        pdf = open_pdf(data, password)
-        try:
-            pages = len(pdf)
-            if pages == 0:
-                raise DocumentError(_("This PDF has no pages."))
-            _check_page_limit(pages)
-            if password:
-                data = decrypted_copy(pdf)
-        finally:
-            pdf.close()
-        return kind, pages, data
-    text = decode_text(data)
-    pages = sum(1 for _page in iter_text_pages(text))
+        return kind, *_check_pdf(data, password)
+    if kind == Document.Kind.DOCX:
+        if not formats.is_docx(data):
+            raise DocumentError(_("This file is not a Word document (.docx), whatever its name says."))
+        pages = len(formats.docx_sections(data))
+    elif kind == Document.Kind.HTML:
+        pages = len(formats.html_sections(formats.html_text(data)))
+    else:
+        pages = sum(1 for _page in iter_text_pages(decode_text(data)))
+    if pages == 0:
+        raise DocumentError(_("This document contains no text."))
     _check_page_limit(pages)
     return kind, pages, data
+
+
+def _check_pdf(data: bytes, password: str | None) -> tuple[int, bytes]:
+    if b"%PDF-" not in data[:1024]:
+        raise DocumentError(_("This file is not a PDF, whatever its name says."))
+    pdf = open_pdf(data, password)
+    try:
+        pages = len(pdf)
+        if pages == 0:
+            raise DocumentError(_("This PDF has no pages."))
+        _check_page_limit(pages)
+        if password:
+            data = decrypted_copy(pdf)
+    finally:
+        pdf.close()
+    return pages, data
 
 
 def _check_page_limit(pages: int) -> None:

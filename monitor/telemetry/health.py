@@ -31,6 +31,7 @@ from monitor.telemetry.sampler import LIVE_KEY
 
 BEAT_KEY = "qwenweb:health:beat"
 WATCHDOG_WORKER_PREFIX = "watchdog@"
+DOCUMENTS_WORKER_PREFIX = "documents@"
 
 
 @dataclass
@@ -71,14 +72,16 @@ def check_redis() -> list[Part]:
 
 
 def check_workers() -> list[Part]:
-    """The default worker and the watchdog's worker, by the hostnames that answer a ping."""
+    """The default worker, the documents' and the watchdog's, by the hostnames that answer a ping."""
     replies = current_app.control.ping(timeout=settings.HEALTH_TIMEOUT_S * 0.6) or []
     hosts = sorted(host for reply in replies for host in reply)
     watchdog = [host for host in hosts if host.startswith(WATCHDOG_WORKER_PREFIX)]
-    default = [host for host in hosts if not host.startswith(WATCHDOG_WORKER_PREFIX)]
+    documents = [host for host in hosts if host.startswith(DOCUMENTS_WORKER_PREFIX)]
+    default = [host for host in hosts if host not in watchdog and host not in documents]
     silent = _("no answer to a ping")
     return [
         Part("worker", bool(default), ", ".join(default) or silent),
+        Part("documents worker", bool(documents), ", ".join(documents) or silent),
         Part("watchdog worker", bool(watchdog), ", ".join(watchdog) or silent),
     ]
 

@@ -175,7 +175,7 @@ def test_scanned_only_pdf_is_reported_with_its_pages():
     document = wait_for(body["document"]["id"], {"failed", "ready"}, timeout=60)
     status = http.get(body["document"]["urls"]["status"]).json()["document"]
     assert status["status"] == "failed"
-    assert "pages 1–3 are scanned images" in status["error"]
+    assert "text recognition (OCR) found no text on pages 1–3" in status["error"]
     assert not DocumentPage.objects.filter(document=document).exists()
 
 

@@ -59,7 +59,17 @@ def test_healthz_and_the_staff_view_of_every_part(everything):
     assert httpx.get(base_url() + "/monitor/health.json").status_code == 403
     assert login(make_user()).get("/monitor/health/").status_code == 403
     admin = login(make_user(is_staff=True))
-    names = {"database", "redis", "worker", "watchdog worker", "beat", "sampler", "llama-server", "profiles"}
+    names = {
+        "database",
+        "redis",
+        "worker",
+        "documents worker",
+        "watchdog worker",
+        "beat",
+        "sampler",
+        "llama-server",
+        "profiles",
+    }
     assert parts(admin) == dict.fromkeys(names, True)
     page = admin.get("/monitor/health/")
     assert page.status_code == 200 and "Every part answers." in page.text

@@ -144,3 +144,42 @@ def corrupt_pdf() -> bytes:
     """Starts like a PDF, then is garbage."""
     rng = random.Random(3)
     return b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n" + bytes(rng.randrange(256) for _ in range(4000))
+
+
+# Debian's fonts-noto-cjk (the set-up installs it), its Simplified Chinese face; WenQuanYi as a second choice.
+CJK_FONT_PATHS = (
+    ("/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc", 2),
+    ("/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc", 0),
+)
+
+
+def cjk_font(size: int):
+    """A font with Latin and CJK glyphs for Pillow; the set-up installs fonts-noto-cjk."""
+    from PIL import ImageFont
+
+    for path, index in CJK_FONT_PATHS:
+        try:
+            return ImageFont.truetype(path, size, index=index)
+        except OSError:
+            continue
+    raise RuntimeError("no CJK font: install fonts-noto-cjk (make test does)")
+
+
+def image_text_pdf(pages: list[list[str]]) -> bytes:
+    """Image-only pages (scans, no text layer): each page's lines drawn by Pillow at 200 dpi, black on white."""
+    from PIL import ImageDraw
+
+    font = cjk_font(28)  # about 10 pt: read at 300 dpi, glyphs of the height Tesseract reads best
+    c, buffer = _canvas()
+    width, height = A4
+    for lines in pages:
+        image = Image.new("L", (int(width / 72 * 200), int(height / 72 * 200)), 255)
+        draw = ImageDraw.Draw(image)
+        for row, line in enumerate(lines):
+            draw.text((120, 150 + row * 70), line, font=font, fill=0)
+        png = io.BytesIO()
+        image.save(png, format="PNG")
+        c.drawImage(ImageReader(io.BytesIO(png.getvalue())), 0, 0, width, height)
+        c.showPage()
+    c.save()
+    return buffer.getvalue()

@@ -204,31 +204,49 @@ def start_web(run_dir: Path) -> Service:
     return service
 
 
-def start_worker(run_dir: Path) -> Service:
+def _worker(run_dir: Path, name: str, *options: str) -> Service:
     celery = str(Path(sys.executable).parent / "celery")
-    service = Service(
-        "celery",
-        [
-            celery,
-            "-A",
-            "qwenweb",
-            "worker",
-            "--loglevel",
-            "INFO",
-            "--concurrency",
-            "1",
-            "--without-gossip",
-            "--without-mingle",
-            "--pool",
-            "solo",
-        ],
-        run_dir,
-    )
-    service.start()
+    argv = [celery, "-A", "qwenweb", "worker", "--loglevel", "INFO", "--concurrency", "1"]
+    return Service(name, [*argv, "--without-gossip", "--without-mingle", "--pool", "solo", *options], run_dir)
+
+
+class Workers:
+    """The default worker and the documents' own worker, as `make run` has them (one task at a
+    time each, to keep the tests small); killed and started together, as one fault."""
+
+    def __init__(self, run_dir: Path):
+        self.default = _worker(run_dir, "celery")
+        self.documents = _worker(run_dir, "celery-documents", "--queues", "documents", "--hostname", "documents@%h")
+        self.log_path = self.default.log_path
+
+    def start(self) -> None:
+        self.default.start()
+        self.documents.start()
+
+    def kill(self) -> None:
+        self.default.kill()
+        self.documents.kill()
+
+    def stop(self) -> None:
+        self.default.stop()
+        self.documents.stop()
+
+    @property
+    def running(self) -> bool:
+        return self.default.running and self.documents.running
+
+
+def start_worker(run_dir: Path) -> Workers:
+    workers = Workers(run_dir)
+    workers.start()
     from qwenweb.celery import app
 
-    wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker", service.process, service.log_path)
-    return service
+    def both_answer() -> bool:
+        hosts = {host.split("@")[0] for reply in app.control.ping(timeout=0.5) or [] for host in reply}
+        return {"celery", "documents"} <= hosts
+
+    wait_until(both_answer, 60, "celery workers", workers.default.process, workers.log_path)
+    return workers
 
 
 def start_sampler(run_dir: Path) -> Service:

@@ -82,7 +82,7 @@ def test_encrypted_pdf_asks_for_its_password():
         ("notes.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "This file is not text, whatever its name says."),
         ("notes.md", "café".encode("latin-1"), "This file is not UTF-8 text, whatever its name says."),
         ("notes.txt", pdfs.report_pdf(1), "This file is a PDF, not a text file: rename it to .pdf."),
-        ("sheet.xlsx", b"PK\x03\x04", "Only PDF, TXT and Markdown (.md) files can be read."),
+        ("sheet.xlsx", b"PK\x03\x04", "Only PDF, Word (.docx), HTML, TXT and Markdown (.md) files can be read."),
         ("empty.txt", b"", "The file is empty."),
     ],
 )
@@ -132,7 +132,8 @@ def test_the_upload_check_holds_the_text_about_once():
     assert peak < 1.5 * len(data), f"{peak / 1_048_576:.0f} MB for a 50 MB upload"
 
 
-def test_ingest_stores_pages_and_reports_scans():
+def test_ingest_stores_pages_and_reports_scans(monkeypatch):
+    monkeypatch.setenv("QWENWEB_DOCUMENT_OCR", "0")  # the extraction child reads it: scans are left out
     user = client.make_user()
     document = uploads.create_document(user, None, "mixed.pdf", pdfs.scanned_page_pdf(2, (3,)))
     assert uploads.stored_file(document).exists()
@@ -145,7 +146,8 @@ def test_ingest_stores_pages_and_reports_scans():
     assert payload["scanned_note"].startswith("Pages 3 have no text layer (scanned images)")
 
 
-def test_scan_only_document_fails_and_leaves_nothing():
+def test_scan_only_document_fails_and_leaves_nothing(monkeypatch):
+    monkeypatch.setenv("QWENWEB_DOCUMENT_OCR", "0")
     user = client.make_user()
     document = uploads.create_document(user, None, "scan.pdf", pdfs.scanned_page_pdf(0, (1, 2)))
     assert ingest.ingest(document.id) is False

@@ -26,7 +26,7 @@ def parsed() -> configparser.RawConfigParser:
 def test_every_long_lived_part_restarts_and_logs_with_rotation():
     config = parsed()
     names = [p.name for p in programs(ENV, with_redis=True)]
-    assert names == ["redis", "llama", "web", "worker", "watchdog", "beat", "sampler", "ready"]
+    assert names == ["redis", "llama", "web", "worker", "documents", "watchdog", "beat", "sampler", "ready"]
     for name in names[:-1]:
         section = config[f"program:{name}"]
         assert section["autorestart"] == "true" and int(section["startretries"]) > 0
@@ -44,3 +44,6 @@ def test_commands_are_the_argv_with_percent_escaped():
         line = config[f"program:{program.name}"]["command"]
         assert shlex.split(line.replace("%%", "%")) == program.argv
     assert "watchdog@%%h" in config["program:watchdog"]["command"]
+    # Long document work has its own worker: the default one takes only the default queue.
+    assert "--queues documents" in config["program:documents"]["command"]
+    assert "--queues" not in config["program:worker"]["command"]

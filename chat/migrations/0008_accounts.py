@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0006_conversation_settings_search"),
+        ("chat", "0007_document_formats_ocr"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -1,0 +1,163 @@
+"""DOCX and HTML: their text, cut into sections at headings, each section a "page" numbered from 1.
+
+A section's text starts with its reference line (``§ 2 Heading``) so summaries and
+answers can cite it in place of a page number. DOCX is read by python-docx after the
+zip is checked against a cap on its uncompressed size (a zip bomb is refused, not
+inflated). HTML is parsed by BeautifulSoup (Python's own parser), never rendered: only
+its text is kept, scripts, styles and other non-text elements are dropped.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import Iterator
+
+import docx
+from bs4 import BeautifulSoup, UnicodeDammit
+from django.conf import settings
+from django.utils.translation import gettext as _
+from docx.table import Table
+
+from chat.documents.pdf_pages import clean_text
+from chat.errors import DocumentError
+
+DOCX_MAX_ENTRIES = 10_000
+_HEADING_STYLE = re.compile(r"^(heading \d|title)$", re.IGNORECASE)
+_HTML_HEADING = re.compile(r"^h[1-6]$")
+_HTML_DROPPED = [
+    "script",
+    "style",
+    "template",
+    "noscript",
+    "iframe",
+    "object",
+    "embed",
+    "svg",
+    "math",
+    "canvas",
+    "head",
+]
+# Elements that end a line of text; inline ones (b, a, span) run on.
+_HTML_BLOCKS = [
+    "p",
+    "div",
+    "br",
+    "li",
+    "tr",
+    "td",
+    "th",
+    "section",
+    "article",
+    "blockquote",
+    "pre",
+    "table",
+    "dd",
+    "dt",
+]
+_MARK = "\ue000"  # a private-use character: where a heading was (removed from the text first)
+_BLANK_LINES = re.compile(r"\n{3,}")
+
+
+def sections_to_pages(sections: list[tuple[str, list[str]]]) -> Iterator[str]:
+    """``(heading, lines)`` pairs as section texts, each headed by ``§ N heading``; empty ones dropped."""
+    number = 0
+    for heading, lines in sections:
+        body = _BLANK_LINES.sub("\n\n", clean_text("\n".join(lines)))
+        if not heading and not body:
+            continue
+        number += 1
+        yield clean_text(f"§ {number} {heading}".rstrip() + "\n" + body)
+
+
+# ---------------------------------------------------------------- DOCX
+
+
+def is_docx(data: bytes) -> bool:
+    if not data.startswith(b"PK\x03\x04"):
+        return False
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = set(archive.namelist())
+    except (zipfile.BadZipFile, ValueError):
+        return False
+    return "word/document.xml" in names and "[Content_Types].xml" in names
+
+
+def check_docx_archive(data: bytes) -> None:
+    """Refuse a DOCX whose parts would inflate past the cap (the sizes the zip declares;
+    Python's zip reader never reads past them)."""
+    limit = settings.DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, ValueError) as error:
+        raise DocumentError(_("This Word document is damaged and cannot be read.")) from error
+    if len(entries) > DOCX_MAX_ENTRIES or sum(entry.file_size for entry in entries) > limit:
+        raise DocumentError(
+            _("This Word document unpacks to more than %(mb)d MB; the limit is there to stop zip bombs.")
+            % {"mb": limit // 1_048_576}
+        )
+
+
+def _docx_lines(block) -> Iterator[str]:
+    if isinstance(block, Table):
+        for row in block.rows:
+            yield " | ".join(cell.text.strip() for cell in row.cells)
+    else:
+        yield block.text
+
+
+def docx_sections(data: bytes) -> list[str]:
+    check_docx_archive(data)
+    try:
+        document = docx.Document(io.BytesIO(data))
+    except Exception as error:  # python-docx raises many kinds on a broken part
+        raise DocumentError(_("This Word document is damaged and cannot be read.")) from error
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    for block in document.iter_inner_content():
+        style = getattr(getattr(block, "style", None), "name", "") or ""
+        if _HEADING_STYLE.match(style) and block.text.strip():
+            sections.append((" ".join(block.text.split()), []))
+            continue
+        sections[-1][1].extend(_docx_lines(block))
+    return list(sections_to_pages(sections))
+
+
+# ---------------------------------------------------------------- HTML
+
+
+def html_text(data: bytes) -> str:
+    """The page's characters in the encoding it declares (BOM, <meta charset>), else as detected."""
+    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DocumentError(_("This file is not HTML, whatever its name says."))
+    text = UnicodeDammit(data, is_html=True).unicode_markup
+    if text is None or not looks_like_html(text):
+        raise DocumentError(_("This file is not HTML, whatever its name says."))
+    return text
+
+
+def looks_like_html(text: str) -> bool:
+    head = text[:4096].lstrip().lower()
+    return head.startswith(("<!doctype html", "<html", "<?xml")) or bool(
+        re.search(r"<(html|body|head|p|div|h[1-6])\b", head)
+    )
+
+
+def html_sections(text: str) -> list[str]:
+    soup = BeautifulSoup(text.replace(_MARK, ""), "html.parser")
+    for tag in soup.find_all(_HTML_DROPPED):
+        tag.decompose()
+    for tag in soup.find_all(_HTML_BLOCKS):
+        tag.insert_after("\n")
+        tag.insert_before("\n")
+    for heading in soup.find_all(_HTML_HEADING):
+        heading.replace_with(f"\n{_MARK}{' '.join(heading.get_text(' ').split())}\n")
+    sections: list[tuple[str, list[str]]] = [("", [])]
+    for line in soup.get_text().split("\n"):
+        if line.startswith(_MARK):
+            sections.append((line[1:].strip(), []))
+        else:
+            sections[-1][1].append(" ".join(line.split()))
+    return list(sections_to_pages(sections))

@@ -1,0 +1,110 @@
+"""Scanned pages read by OCR (Tesseract, which the set-up installs), DOCX and HTML sections,
+the upload border's sniffing and zip-bomb cap, and pages read by several processes."""
+
+import pytest
+from django.test import override_settings
+
+from chat.documents import formats, ingest, selectors, uploads
+from chat.documents.extraction import extract_pdf_pages, ocr_options
+from chat.documents.uploads import check_upload
+from chat.errors import DocumentError
+from chat.models import Document, DocumentChunk
+from tests.support import client, office, pdfs
+
+ENGLISH = ["The lighthouse keeper wrote a report.", "Storms reached the harbour in March."]
+CHINESE = ["这是一份关于灯塔的报告。", "今年的预算增加了。"]
+
+
+def test_scanned_pages_are_read_by_ocr_in_english_and_chinese():
+    options = ocr_options()
+    assert options is not None, "tesseract is not installed (make test installs it)"
+    pages = list(extract_pdf_pages(pdfs.image_text_pdf([ENGLISH, CHINESE]), ocr_with=options))
+    assert [(p.number, p.scanned, p.ocr) for p in pages] == [(1, True, True), (2, True, True)]
+    assert "lighthouse keeper" in pages[0].text and "harbour in March" in pages[0].text
+    chinese = "".join(pages[1].text.split())
+    assert "灯塔的报告" in chinese and "预算增加" in chinese
+
+
+def test_ingest_marks_pages_read_by_ocr(monkeypatch):
+    user = client.make_user()
+    data = pdfs.image_text_pdf([ENGLISH])
+    document = uploads.create_document(user, None, "scan.pdf", data)
+    assert ingest.ingest(document.id) is True
+    document.refresh_from_db()
+    assert document.scanned_pages == [1] and document.ocr_pages == [1]
+    assert "lighthouse keeper" in document.pages.get(number=1).text
+    note = selectors.document_payload(document)["scanned_note"]
+    assert note.startswith("Pages 1 are scanned images; their text was read by text recognition (OCR)")
+    chunk = DocumentChunk(document=document, level=0, index=0, first_page=1, last_page=1, text="", tokens=1)
+    assert chunk.pages_label == "p. 1 (OCR)"
+
+
+def test_docx_is_cut_into_sections_at_headings():
+    sections = formats.docx_sections(office.docx_with_headings(intro="Preface."))
+    assert sections[0] == "§ 1\nPreface."
+    assert sections[1].startswith("§ 2 Harbour lights\nThe lighthouse keeper lit the lamp")
+    assert sections[3].endswith("Lamp oil | 40 litres")  # tables are kept, row by row
+    assert len(sections) == 4
+
+
+def test_html_keeps_text_only_and_cuts_sections_at_headings():
+    sections = formats.html_sections(formats.html_text(office.html_page()))
+    assert sections[0] == "§ 1\nIntroduction to the report."
+    assert sections[1] == "§ 2 Harbour lights\nThe lighthouse keeper lit the lamp every night of the year."
+    joined = "\n".join(sections)
+    assert "stolen-secret-script" not in joined and "color: red" not in joined and "alert" not in joined
+
+
+def test_sectioned_documents_cite_sections():
+    user = client.make_user()
+    document = uploads.create_document(user, None, "report.docx", office.docx_with_headings())
+    assert document.kind == Document.Kind.DOCX and document.page_count == 3
+    chunk = DocumentChunk(document=document, level=0, index=0, first_page=1, last_page=3, text="", tokens=1)
+    assert chunk.pages_label == "§§ 1–3"
+
+
+@pytest.mark.parametrize(
+    "name,data,message",
+    [
+        ("report.docx", b"PK\x03\x04" + b"\x00" * 100, "This file is not a Word document (.docx)"),
+        ("report.docx", b"just some text", "This file is not a Word document (.docx)"),
+        ("page.html", b"\x00\x01binary" * 10, "This file is not HTML, whatever its name says."),
+        ("page.html", b"plain words, no markup", "This file is not HTML, whatever its name says."),
+        ("page.html", b"<html><body><script>x()</script></body></html>", "This document contains no text."),
+    ],
+)
+def test_content_must_be_what_the_name_says(name, data, message):
+    with pytest.raises(DocumentError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        check_upload(name, data)
+
+
+def test_docx_zip_bomb_is_refused_before_it_is_inflated():
+    with pytest.raises(DocumentError, match="unpacks to more than 100 MB"):
+        check_upload("bomb.docx", office.docx_zip_bomb())
+
+
+def test_scans_read_by_helper_processes_come_in_page_order():
+    import pypdfium2 as pdfium
+
+    merged = pdfium.PdfDocument.new()
+    for part in (pdfs.report_pdf(2), pdfs.image_text_pdf([ENGLISH, CHINESE]), pdfs.report_pdf(2)):
+        source = pdfium.PdfDocument(part)
+        merged.import_pages(source)
+        source.close()
+    path = uploads.document_dir() / "helpers-test.pdf"
+    merged.save(str(path))
+    merged.close()
+    try:
+        alone = list(extract_pdf_pages(path, ocr_with=ocr_options()))
+        shared = list(extract_pdf_pages(path, processes=2, ocr_with=ocr_options()))
+    finally:
+        path.unlink()
+    assert [(p.number, p.ocr) for p in shared] == [(1, False), (2, False), (3, True), (4, True), (5, False), (6, False)]
+    assert shared == alone
+
+
+def test_ocr_languages_from_the_environment_are_checked():
+    with override_settings(DOCUMENT_OCR_LANGUAGES="eng+chi_sim"):
+        assert ocr_options().languages == "eng+chi_sim"
+    with override_settings(DOCUMENT_OCR_LANGUAGES="eng --user-patterns /etc/passwd"):
+        assert ocr_options() is None

@@ -91,6 +91,15 @@ def test_phone_layout_fits_and_opens_the_drawer(browser, scheme):
         page.keyboard.press("Escape")
         expect(page.locator(".topbar form button", has_text="Log out")).to_be_hidden()
 
+        # The conversation's controls past its title sit behind its Settings button.
+        delete = page.locator(".chat-head .delete button")
+        expect(delete).to_be_hidden()
+        page.click(".head-toggle")
+        expect(delete).to_be_visible()
+        assert_fits(page, f"conversation settings {width}")
+        page.keyboard.press("Escape")
+        expect(delete).to_be_hidden()
+
         # The conversation list: hidden, then a drawer; Esc closes it, and so does the shade beside it.
         sidebar = page.locator("#sidebar")
         expect(sidebar).to_be_hidden()
@@ -139,6 +148,8 @@ def test_desktop_dark_mode_colours_code_and_tables(browser):
         expect(page.locator("#sidebar")).to_be_visible()
         expect(page.locator(".drawer-toggle")).to_be_hidden()
         expect(page.locator(".menu-toggle")).to_be_hidden()
+        expect(page.locator(".head-toggle")).to_be_hidden()
+        expect(page.locator(".chat-head .delete button")).to_be_visible()
         colours[scheme] = page.evaluate(
             """() => {
               const style = (selector, property) => getComputedStyle(document.querySelector(selector))[property];

@@ -176,11 +176,14 @@ def test_desktop_dark_mode_colours_code_and_tables(browser):
 
 def test_upload_bar_hidden_until_a_file_is_chosen(browser, tmp_path):
     """The "Summary language / Upload / Cancel" bar: hidden on a conversation page and a new chat,
-    shown once a file is chosen, hidden again by Cancel."""
+    shown once a file is chosen, hidden again by Cancel. On a 360 px phone, an uploaded document's
+    card (long name and all) fits the screen too."""
     user = make_user()
     conversation = stored_conversation(user, "hello")
-    page = browser.new_page()
+    context = browser.new_context(viewport={"width": 360, "height": 740})
+    page = context.new_page()
     log_in(page, user)
+    assert "interactive-widget=resizes-content" in page.get_attribute("meta[name=viewport]", "content")
     bar = page.locator("#document-form")
     expect(bar).to_be_hidden()
     page.goto(f"{base_url()}/c/{conversation.id}/")
@@ -193,4 +196,12 @@ def test_upload_bar_hidden_until_a_file_is_chosen(browser, tmp_path):
     expect(page.locator("#document-form-name")).to_contain_text("notes.txt")
     page.click("#document-form-cancel")
     expect(bar).to_be_hidden()
-    page.close()
+
+    long_name = tmp_path / "a-rather-long-document-name-for-a-small-phone-screen-2026.txt"
+    long_name.write_text("some notes")
+    page.set_input_files("#document-input", str(long_name))
+    page.click("#document-upload")
+    expect(bar).to_be_hidden()
+    expect(page.locator(".document .doc-name")).to_contain_text(long_name.name)
+    assert_fits(page, "documents 360")
+    context.close()

@@ -214,3 +214,17 @@ def test_streaming_render_work_stays_flat_for_a_long_answer(browser):
     # The measure sees growth where there is some: a whole re-render near the end is many times dearer.
     assert mean(result["wholeEnd"]) > 20 * end
     page.close()
+
+
+def test_copy_buttons_speak_chinese_to_a_chinese_browser(browser):
+    user = make_user()
+    conversation = stored_conversation(user, "```python\nprint(1)\n```")
+    context = browser.new_context(locale="zh-CN", extra_http_headers={"Accept-Language": "zh-CN,zh;q=0.9"})
+    page = context.new_page()
+    log_in(page, user)
+    page.goto(f"{base_url()}/c/{conversation.id}/")
+    expect(page.locator("article.assistant .copy-message")).to_have_text("复制")
+    expect(page.locator("article.assistant .copy-message")).to_have_attribute("aria-label", "复制消息")
+    expect(page.locator("article.assistant .copy-code")).to_have_attribute("aria-label", "复制代码")
+    expect(page.locator(".menu-toggle")).to_have_text("菜单")
+    context.close()

@@ -205,3 +205,20 @@ def test_upload_bar_hidden_until_a_file_is_chosen(browser, tmp_path):
     expect(page.locator(".document .doc-name")).to_contain_text(long_name.name)
     assert_fits(page, "documents 360")
     context.close()
+
+
+def test_staff_pages_fit_a_phone(browser):
+    """The staff pages at 360 px: wide tables and logs scroll inside their own box, the page does not."""
+    staff = make_user(is_staff=True, is_superuser=True)
+    context = browser.new_context(viewport={"width": 360, "height": 740})
+    page = context.new_page()
+    log_in(page, staff)
+    for path in ("/connect/", "/monitor/", "/monitor/health/", "/monitor/models/", "/monitor/profiles/"):
+        response = page.goto(base_url() + path)
+        assert response.status == 200, path
+        page.wait_for_timeout(1000)  # live figures and charts fill in; the layout must fit whenever it is checked
+        assert_fits(page, path)
+    page.click(".menu-toggle")
+    expect(page.locator(".topbar-right a", has_text="Server profiles")).to_be_visible()
+    assert_fits(page, "staff menu")
+    context.close()

@@ -69,7 +69,7 @@
     el.append(body);
     const footer = document.createElement("div");
     footer.className = "footer";
-    el.append(footer);
+    el.append(footer, QwRender.copyMessageButton(() => view.content));
     view.footer = footer;
     list.append(el);
     views.set(message.id, view);
@@ -83,7 +83,8 @@
     if (view.el.classList.contains("user")) {
       view.body.textContent = view.content;
     } else {
-      view.body.innerHTML = Qw.renderMarkdown(view.content);
+      view.markdown = view.markdown || QwRender.markdownView(view.body); // re-renders only the open block
+      view.markdown.update(view.content);
       if (view.reasoning) {
         view.details.hidden = false;
         view.thought.textContent = view.reasoning;

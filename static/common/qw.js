@@ -11,69 +11,10 @@
     return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
   }
 
-  // What a model writes or a document contains is hostile: parsed by the vendored marked, then sanitized by
-  // the vendored DOMPurify with a strict allowlist. Both are loaded only by the pages that render Markdown.
-  // No style, forms, frames, SVG/MathML, ids or names (an id could shadow the page's own JSON blocks);
-  // links only http(s)/mailto and open in a new tab; an image only from this app, data: or blob:, and a
-  // remote one becomes a link showing its address (fetching it would send the answer's text to any host).
-  const MARKDOWN_PROFILE = Object.freeze({
-    ALLOWED_TAGS: [
-      "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "div", "dl", "dt", "em",
-      "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "ins", "kbd", "li", "mark", "ol", "p", "pre",
-      "q", "s", "samp", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td",
-      "tfoot", "th", "thead", "tr", "u", "ul", "var",
-    ],
-    ALLOWED_ATTR: ["href", "title", "alt", "src", "align", "colspan", "rowspan", "start"],
-    ALLOW_DATA_ATTR: false,
-    ALLOW_ARIA_ATTR: false,
-    SANITIZE_NAMED_PROPS: true,
-    ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|data:image\/(?:png|jpeg|gif|webp);|blob:|[^a-z]|[a-z+.-]+(?:[^a-z+.\-:]|$))/i,
-  });
-  const LINK_PROTOCOLS = ["http:", "https:", "mailto:"];
-
-  function parsedUrl(value) {
-    try {
-      return new URL(value, location.href);
-    } catch (error) {
-      return null;
-    }
-  }
-
-  function localImage(url) {
-    return url && (url.protocol === "data:" || url.protocol === "blob:" || url.origin === location.origin);
-  }
-
-  // Runs on the inert copy in a <template>: nothing in it is fetched until it reaches the page.
-  function tightenLinksAndImages(root) {
-    for (const link of root.querySelectorAll("a")) {
-      const url = parsedUrl(link.getAttribute("href"));
-      if (!url || !LINK_PROTOCOLS.includes(url.protocol)) link.removeAttribute("href");
-      link.setAttribute("target", "_blank");
-      link.setAttribute("rel", "noopener noreferrer");
-    }
-    for (const img of root.querySelectorAll("img")) {
-      const url = parsedUrl(img.getAttribute("src"));
-      if (localImage(url)) continue;
-      if (url && (url.protocol === "http:" || url.protocol === "https:")) {
-        const link = el("a", null, url.href);
-        link.href = url.href;
-        link.target = "_blank";
-        link.rel = "noopener noreferrer";
-        img.replaceWith(link);
-      } else {
-        img.remove();
-      }
-    }
-  }
-
+  // Markdown (hostile text) is rendered by common/render.js, which the pages that show it load; kept here
+  // by name for the scripts that call Qw.renderMarkdown.
   function renderMarkdown(text) {
-    const sanitized = DOMPurify.sanitize(marked.parse(text || "", { gfm: true, breaks: true }), MARKDOWN_PROFILE);
-    // DOMPurify's own DOM output is imported into this document, where an <img> starts loading at once;
-    // a <template> keeps the sanitized markup inert while links and images are tightened.
-    const inert = document.createElement("template");
-    inert.innerHTML = sanitized;
-    tightenLinksAndImages(inert.content);
-    return inert.innerHTML;
+    return QwRender.renderMarkdown(text);
   }
 
   // The value of a {{ value|json_script:"id" }} block.

@@ -110,11 +110,12 @@
       if (!plot || plot.key !== key) {
         if (plot) plot.uplot.destroy();
         holder.textContent = "";
+        const ink = getComputedStyle(document.body).color;
         const opts = {
           width: Math.max(300, holder.clientWidth || 500),
           height: 200,
           series: [{}].concat(names.map((n, i) => ({ label: n, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: false }))),
-          axes: [{}, { size: 50 }],
+          axes: [{ stroke: ink }, { size: 50, stroke: ink }], // the page's text colour, dark mode included
           legend: { live: false },
         };
         plot = plots[chart.id] = { key: key, uplot: new uPlot(opts, rows, holder) };

@@ -182,9 +182,8 @@ def _ready(item: PageText | Future) -> PageText:
 class _OcrHelpers:
     """Helper processes that read scanned pages by OCR, started at the first scan.
 
-    The text layer of a page takes about a millisecond, its OCR about a second: only the
-    OCR is worth other processes (reading text layers in helpers was slower than here on
-    a busy two-core box: measured). Each helper opens the file with its own PDFium (it
+    A page's OCR takes about a second, so each scan is its own task (the text layers are
+    read in ranges by pdftotext processes, ``poppler_text``). Each helper opens the file with its own PDFium (it
     is not thread-safe). The extraction worker that starts them is an ordinary process
     (Celery's daemonic children could not start a pool); they inherit its CPU-time and
     memory limits and its process group, which the worker's parent ends as a whole.

@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
 TESSDATA := /usr/share/tesseract-ocr/5/tessdata
 OCR_PACKAGES := tesseract-ocr:tesseract tesseract-ocr-eng:$(TESSDATA)/eng.traineddata
 OCR_PACKAGES += tesseract-ocr-chi-sim:$(TESSDATA)/chi_sim.traineddata tesseract-ocr-chi-tra:$(TESSDATA)/chi_tra.traineddata
+# PDF text layers are read by Poppler's pdftotext (without it, more slowly, by PDFium).
+TEXT_PACKAGES := poppler-utils:pdftotext
 # The tests draw Chinese text into their scanned pages with it.
 CJK_FONT := fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 
@@ -23,8 +25,10 @@ setup: $(STAMP)
 	$(PY) scripts/build_llama_server.py >/dev/null
 	$(PY) scripts/compile_messages.py
 
-# Without Tesseract (not root, offline) the app still runs: scanned pages are named and left out.
+# Without Tesseract (not root, offline) the app still runs: scanned pages are named and left out;
+# without pdftotext, PDFium reads the text layers.
 run: setup
+	-$(PY) scripts/install_system_packages.py $(TEXT_PACKAGES)
 	-$(PY) scripts/install_system_packages.py $(OCR_PACKAGES)
 	$(PY) scripts/stack.py run
 
@@ -40,7 +44,7 @@ uninstall:
 	$(PY) scripts/boot_service.py uninstall
 
 test: setup
-	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium $(OCR_PACKAGES) $(CJK_FONT)
+	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
 	$(PY) -m pytest
 
 # The integration tests that touch the database, against a private PostgreSQL (Debian's package).
@@ -49,7 +53,7 @@ test-postgres: setup
 	$(PY) scripts/test_postgres.py
 
 bench: setup
-	$(PY) scripts/install_system_packages.py poppler-utils:pdftotext $(OCR_PACKAGES) $(CJK_FONT)
+	$(PY) scripts/install_system_packages.py $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
 	$(PY) bench/run_all.py
 
 lint: $(STAMP)

@@ -322,8 +322,10 @@ DOCUMENT_MAX_ATTEMPTS = env_int("QWENWEB_DOCUMENT_MAX_ATTEMPTS", 3)
 DOCUMENT_EXTRACT_CPU_S = env_int("QWENWEB_DOCUMENT_EXTRACT_CPU_S", 300)
 DOCUMENT_EXTRACT_MEMORY_MB = env_int("QWENWEB_DOCUMENT_EXTRACT_MEMORY_MB", 2048)
 DOCUMENT_EXTRACT_STALL_S = env_int("QWENWEB_DOCUMENT_EXTRACT_STALL_S", 60)
-# Scanned pages are read by OCR in this many helper processes the extraction worker starts.
+# Text layers (pdftotext) and scanned pages (OCR) are read by this many processes at once.
 DOCUMENT_EXTRACT_PROCESSES = env_int("QWENWEB_DOCUMENT_EXTRACT_PROCESSES", min(4, os.cpu_count() or 1))
+# Poppler's pdftotext reads PDF text layers; missing (or ""), PDFium reads them, more slowly.
+DOCUMENT_PDFTOTEXT_BINARY = os.environ.get("QWENWEB_DOCUMENT_PDFTOTEXT_BINARY", "pdftotext")
 # A DOCX is a zip: one that unpacks to more than this is refused (zip bomb).
 DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES = env_int("QWENWEB_DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES", 100 * 1024 * 1024)
 # Text recognition (OCR) of scanned pages: Tesseract's CLI, its languages ("+"-joined), the render resolution.

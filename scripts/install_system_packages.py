@@ -6,8 +6,8 @@ Each argument is PACKAGE:PROGRAM (a path or a name on PATH; a path may be a data
 package installs, such as Tesseract's language data or a font). Missing ones are
 installed with apt-get when that is possible (root), else the script says what to
 install. Playwright's own browser download does not work offline, so the browser
-tests drive Debian's Chromium; the extraction benchmark compares with pdftotext; scanned
-pages are read by Debian's Tesseract.
+tests drive Debian's Chromium; PDF text layers are read by Poppler's pdftotext (and the
+extraction benchmark compares with it); scanned pages are read by Debian's Tesseract.
 """
 
 import os

@@ -2,8 +2,9 @@
 
 ``python -m chat.documents.extract_worker PATH KIND CPU_SECONDS MEMORY_MB PROCESSES``: the
 limits are set before anything else is loaded, so a file that makes PDFium spin or swell ends
-this process only; the helper processes it starts to read a long PDF's pages (PROCESSES at
-most), and the OCR engine they run, inherit the same limits, each its own. Each page goes to stdout as one JSON line; a refusal the person should read
+this process only; the processes it starts (PROCESSES at most of each: pdftotext over page
+ranges, helpers reading scans), and the OCR engine they run, inherit the same limits, each
+its own. Each page goes to stdout as one JSON line; a refusal the person should read
 is a last line ``{"error": ...}``. Exit codes the parent reads: 0 done, MEMORY_EXIT out of
 memory; killed by SIGXCPU: out of CPU time; any other death: the reader crashed.
 """

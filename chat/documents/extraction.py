@@ -1,7 +1,10 @@
 """Text out of an uploaded file, page by page, in reading order.
 
-PDF pages are read by ``pdf_pages`` (PDFium); scanned pages through OCR, in several
-processes this one starts. DOCX and HTML are
+PDF text layers in a file are read by Poppler's pdftotext in several processes
+(``poppler_text``, which says why); PDFium (``pdf_pages``) opens the document, reads what
+Poppler cannot (a PDF given as bytes or with a password, a range Poppler failed on, no
+pdftotext installed) and looks at pages with no text for images: scans, read through OCR
+in several processes this one starts. DOCX and HTML are
 cut into sections at their headings (``formats``). TXT and Markdown have no pages: they
 are cut into page-sized blocks at line breaks so citations still point somewhere.
 """
@@ -21,7 +24,7 @@ import pypdfium2.raw as pdfium_c
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from chat.documents import formats, ocr
+from chat.documents import formats, ocr, poppler_text
 from chat.documents.pdf_pages import PageText, clean_text, open_in_helper, read_batch, read_page
 from chat.errors import DocumentError, PasswordNeeded
 from chat.models import Document
@@ -136,8 +139,9 @@ def extract_pdf_pages(
     helpers = _OcrHelpers(source, processes) if processes > 1 and isinstance(source, str) else None
     try:
         waiting: deque[PageText | Future] = deque()
-        for index in range(len(pdf)):
-            page = read_page(pdf, index, None)
+        for index, text in _text_layers(pdf, source, password, processes):
+            # No text from Poppler: PDFium reads the page (any text it finds, images: a scan).
+            page = PageText(index + 1, text) if text else read_page(pdf, index, None)
             if page.scanned and ocr_with is not None:
                 page = helpers.submit(index, ocr_with) if helpers else read_page(pdf, index, ocr_with)
             waiting.append(page)
@@ -151,6 +155,26 @@ def extract_pdf_pages(
         pdf.close()
 
 
+def _text_layers(
+    pdf: pdfium.PdfDocument, source: bytes | str, password: str | None, processes: int
+) -> Iterator[tuple[int, str | None]]:
+    """(0-based index, text) of every page in order; text None where PDFium is to read it.
+
+    Poppler reads a file without a password (a password in its argv would be visible to
+    every local user in /proc); a PDF in memory or with a password is PDFium's alone.
+    """
+    binary = settings.DOCUMENT_PDFTOTEXT_BINARY
+    if not isinstance(source, str) or password or not poppler_text.available(binary):
+        yield from ((index, None) for index in range(len(pdf)))
+        return
+    for first, last, texts in poppler_text.read_ranges(binary, source, len(pdf), max(1, processes)):
+        if texts is None:
+            log.warning("pdftotext failed on pages %d-%d: PDFium reads them", first, last)
+            texts = [None] * (last - first + 1)
+        for offset, text in enumerate(texts):
+            yield first - 1 + offset, None if text is None else clean_text(text)
+
+
 def _ready(item: PageText | Future) -> PageText:
     return item if isinstance(item, PageText) else item.result()[0]
 
@@ -158,9 +182,8 @@ def _ready(item: PageText | Future) -> PageText:
 class _OcrHelpers:
     """Helper processes that read scanned pages by OCR, started at the first scan.
 
-    The text layer of a page takes about a millisecond, its OCR about a second: only the
-    OCR is worth other processes (reading text layers in helpers was slower than here on
-    a busy two-core box: measured). Each helper opens the file with its own PDFium (it
+    A page's OCR takes about a second, so each scan is its own task (the text layers are
+    read in ranges by pdftotext processes, ``poppler_text``). Each helper opens the file with its own PDFium (it
     is not thread-safe). The extraction worker that starts them is an ordinary process
     (Celery's daemonic children could not start a pool); they inherit its CPU-time and
     memory limits and its process group, which the worker's parent ends as a whole.

@@ -49,7 +49,7 @@ test: setup
 
 # The integration tests that touch the database, against a private PostgreSQL (Debian's package).
 test-postgres: setup
-	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium postgresql:pg_ctlcluster
+	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium postgresql:pg_ctlcluster $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
 	$(PY) scripts/test_postgres.py
 
 bench: setup

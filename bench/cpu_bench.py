@@ -42,6 +42,7 @@ MIN_TOKENS = 1000
 ANSWER_TOKENS = 256
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 PEOPLE, ROUNDS = 4, 3
+LOG_LINE = "Keeper %d, night %d: lamp lit at dusk, wind from the west, two ships passed, the fog horn sounded twice."
 
 
 def cpu_seconds(processes: dict[str, list[psutil.Process]]) -> dict[str, float]:
@@ -194,7 +195,9 @@ def followup_part() -> dict:
     try:
         for round_index in range(ROUNDS):
             for person, ws in enumerate(sockets):
-                text = f"Person {person}, round {round_index}: tell me one fact about lighthouse number {person}."
+                text = f"Person {person}, round {round_index}: one more fact about lighthouse number {person}, please."
+                if not round_index:  # a long first message, as a pasted text: what a follow-up should not pay again
+                    text = f"Person {person} read this log: " + " ".join(LOG_LINE % (person, n) for n in range(60))
                 answer = chat_answer(ws, text, conversations[person], max_tokens=48)
                 conversations[person] = answer["conversation"]
                 if round_index:  # a follow-up: its conversation's earlier turns may be cached

@@ -13,6 +13,7 @@ OpenAI gateway. Prints:
   context fitting, documents, queue), for a short follow-up;
 - `followup_cached_pct=`: 4 people taking turns on 2 slots, the share of each follow-up's
   prompt llama-server served from its prompt cache (``timings.cache_n``), summed;
+- `idle_app_cpu_pct=`: the same processes' CPU over 10 idle seconds, in % of one core;
 - `threads_<n>_tps=`: llama-bench's generation tokens/s of the default model at the
   candidate thread counts (1..nproc), and `threads_best=`.
 
@@ -42,6 +43,7 @@ MIN_TOKENS = 1000
 ANSWER_TOKENS = 256
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 PEOPLE, ROUNDS = 4, 3
+IDLE_S = 10
 LOG_LINE = "Keeper %d, night %d: lamp lit at dusk, wind from the west, two ships passed, the fog horn sounded twice."
 
 
@@ -145,6 +147,38 @@ def per_1k(window: CpuWindow, tokens: int) -> tuple[float, float]:
     return sum(window.spent.values()) * 1000 / tokens, window.spent["web"] * 1000 / tokens
 
 
+def round_trips() -> dict:
+    """What the per-turn look-ups cost when they are not cached: the router's model list, /props."""
+    import asyncio
+
+    from monitor.llama.serving import serving_info
+    from monitor.profiles.clients import ready_client
+    from monitor.profiles.status import router_status
+
+    async def timed() -> dict:
+        _profile, client = await ready_client(None)
+        times: dict[str, list[float]] = {"models": [], "props": []}
+        for _ in range(20):
+            started = time.perf_counter()
+            await router_status(client, fresh=True)
+            times["models"].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            await serving_info(client, fresh=True)
+            times["props"].append((time.perf_counter() - started) * 1000)
+        await client.aclose()
+        return {f"{name}_round_trip_ms": f"{statistics.median(values):.2f}" for name, values in times.items()}
+
+    return asyncio.run(timed())
+
+
+def idle_part(services, run_dir: Path) -> dict:
+    """What the app spends with nobody chatting: a cost per second that a per-token figure also carries."""
+    with CpuWindow(services, "idle", run_dir) as window:
+        time.sleep(IDLE_S)
+    print("idle: CPU s by process: " + " ".join(f"{k}={v:.2f}" for k, v in window.spent.items()))
+    return {"idle_app_cpu_pct": f"{100 * sum(window.spent.values()) / IDLE_S:.1f}"}
+
+
 def chat_part(services, run_dir: Path) -> dict:
     from tests.support.client import chat_socket, login, make_user
 
@@ -241,6 +275,8 @@ def main() -> None:
     services["beat"].start()
     services["sampler"] = stack.start_sampler(run_dir)
     try:
+        figures.update(idle_part(services, run_dir))
+        figures.update(round_trips())
         figures.update(chat_part(services, run_dir))
         figures.update(api_part(services, run_dir))
         figures.update(followup_part())

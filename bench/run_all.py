@@ -9,6 +9,7 @@ BENCHES = [
     "planner_bench.py",
     "download_bench.py",
     "api_bench.py",
+    "cpu_bench.py",
     "profile_bench.py",
     "sampler_bench.py",
     "selftest_bench.py",

@@ -225,6 +225,10 @@ MODELS_DIR = Path(os.environ.get("QWENWEB_MODELS_DIR", VAR_DIR / "models")).reso
 DEFAULT_MODEL_FILE = os.environ.get("QWENWEB_DEFAULT_MODEL", "gemma-3-270m-q4_k_m.gguf")
 # Router mode: profiles kept loaded at once (the router gets one more, so a changed
 # profile loads before the one it replaces goes away).
+# --threads for profiles left at -1. bench/cpu_bench.py prints llama-server's tokens/s at 1..nproc threads
+# (threads_<n>_tps=); on the 2-core reference box all cores won (85.6 vs 63.2 at 1), which is also what
+# llama-server picks itself (its physical cores), so -1 (llama-server decides) stays the default.
+LLAMA_DEFAULT_THREADS = env_int("QWENWEB_LLAMA_THREADS", -1)
 LLAMA_MODELS_MAX = env_int("QWENWEB_MODELS_MAX", 1)
 LLAMA_STOP_TIMEOUT_S = env_int("QWENWEB_STOP_TIMEOUT_S", 10)
 PROFILE_LOAD_TIMEOUT_S = env_int("QWENWEB_PROFILE_LOAD_TIMEOUT_S", 600)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,19 +47,39 @@ def programs(env: dict, *, with_redis: bool) -> list[Program]:
         listed.append(Program("redis", redis_argv, priority=10, startsecs=1))
     # Daphne through qwenweb.serve: the WebSocket frame size and the request-body cap come from the settings.
     web = [python, "-m", "qwenweb.serve", "--bind", env["QWENWEB_BIND"], "--port", env["QWENWEB_PORT"]]
+    # llama-server and the web process keep the default CPU priority (generation and delivery);
+    # the background work yields the CPU to both (`nice`, inherited by every child it forks).
+    background = niced(env)
     listed += [
         Program("llama", [*manage, "run_llama_server"], priority=20),
         Program("web", web, priority=30),
-        Program("worker", [*celery, "worker", "--loglevel", "INFO", "--concurrency", "2", *QUIET], priority=40),
-        Program("documents", [*celery, "worker", "--loglevel", "INFO", *DOCUMENTS_QUEUE, *QUIET], priority=40),
-        Program("watchdog", [*celery, "worker", "--loglevel", "INFO", *WATCHDOG_QUEUE, *QUIET], priority=40),
-        Program("beat", [*celery, "beat", "--loglevel", "INFO", "--schedule", f"{var_dir}/celerybeat-schedule"]),
-        Program("sampler", [*manage, "run_sampler"], priority=50),
+        Program(
+            "worker", [*background, *celery, "worker", "--loglevel", "INFO", "--concurrency", "2", *QUIET], priority=40
+        ),
+        Program(
+            "documents", [*background, *celery, "worker", "--loglevel", "INFO", *DOCUMENTS_QUEUE, *QUIET], priority=40
+        ),
+        Program(
+            "watchdog", [*background, *celery, "worker", "--loglevel", "INFO", *WATCHDOG_QUEUE, *QUIET], priority=40
+        ),
+        Program(
+            "beat", [*background, *celery, "beat", "--loglevel", "INFO", "--schedule", f"{var_dir}/celerybeat-schedule"]
+        ),
+        Program("sampler", [*background, *manage, "run_sampler"], priority=50),
         Program("ready", [*manage, "announce"], priority=90, startsecs=0, once=True),
     ]
     return listed
 
 
+def niced(env: dict) -> list[str]:
+    """The argv prefix that runs a background program at QWENWEB_BACKGROUND_NICE (default 10; 0: none)."""
+    level = int(env.get("QWENWEB_BACKGROUND_NICE", BACKGROUND_NICE))
+    if level <= 0:
+        return []
+    return [shutil.which("nice") or "/usr/bin/nice", "-n", str(min(level, 19))]
+
+
+BACKGROUND_NICE = 10
 QUIET = ["--without-gossip", "--without-mingle"]
 # Document reading and summaries (settings.CELERY_TASK_ROUTES): two at once, beside the default worker's two.
 DOCUMENTS_QUEUE = ["--queues", "documents", "--concurrency", "2", "--hostname", "documents@%h"]

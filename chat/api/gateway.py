@@ -272,6 +272,11 @@ def without_cache_figures(event: bytes) -> bytes:
     return b"\n".join(lines)
 
 
+# What makes an event more than bytes to pass on: figures to strip and count, the end, an error.
+# A model's text cannot forge them: inside a JSON string its quotes are escaped.
+_MARKS = (b'"timings"', b'"usage"', b"[DONE]", b'"error"')
+
+
 class StreamTally:
     """Watches relayed SSE bytes: whether ``[DONE]`` or an error event came, and the last event with figures.
 
@@ -288,6 +293,10 @@ class StreamTally:
 
     def feed(self, data: bytes) -> bytes:
         """The whole events completed by ``data``, ready to relay (a partial event waits for its end)."""
+        if not self._partial and data.endswith(b"\n\n") and not any(mark in data for mark in _MARKS):
+            # The per-token read: whole events, nothing to rewrite or watch for. Relayed as it came.
+            self.events += data.count(b"\n\n")
+            return data
         *events, self._partial = (self._partial + data).split(b"\n\n")
         for index, event in enumerate(events):
             self.events += 1

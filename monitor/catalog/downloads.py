@@ -13,12 +13,10 @@ import hashlib
 import http.client
 import logging
 import os
-import queue
 import re
 import shutil
 import socket
 import ssl
-import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -29,12 +27,12 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from monitor import timeline
+from monitor.catalog.blocks import CHUNK, BlockPipeline
 from monitor.catalog.gguf_header import HeaderError, read_header
 from monitor.models import DownloadJob, Event
 
 log = logging.getLogger(__name__)
-CHUNK = 1 << 20
-PROGRESS_EVERY_S = 0.5
+PROGRESS_EVERY_S = 1.0
 DISK_MARGIN = 512 * 1024 * 1024
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
@@ -202,19 +200,6 @@ def _open(url: str, headers: dict[str, str], redirects: int = 5) -> tuple[http.c
     raise DownloadError(_("Too many redirects for %(url)s.") % {"url": url[:200]})
 
 
-def _sink(path: Path, mode: str, digest, blocks: queue.Queue, failure: list) -> None:
-    """Hash and write blocks in a thread of its own, so they overlap with the network reads."""
-    try:
-        with path.open(mode) as out:
-            while (block := blocks.get()) is not None:
-                digest.update(block)
-                out.write(block)
-    except OSError as error:
-        failure.append(error)
-        while blocks.get() is not None:  # drain so the reader never blocks
-            pass
-
-
 def _download_part(job: DownloadJob, part: dict, progress: _Progress) -> str:
     """Stream one part to its partial file (resuming), return its SHA256."""
     path = _partial_path(job, part)
@@ -248,28 +233,29 @@ def _download_part(job: DownloadJob, part: dict, progress: _Progress) -> str:
                 _("Not enough free disk space: %(need).1f GB needed, %(free).1f GB free.")
                 % {"need": (expected_size - offset + DISK_MARGIN) / 1e9, "free": free / 1e9}
             )
-        blocks: queue.Queue = queue.Queue(maxsize=16)
-        failure: list = []
-        writer = threading.Thread(target=_sink, args=(path, "ab" if offset else "wb", digest, blocks, failure))
-        writer.start()
+        blocks = BlockPipeline(path, "ab" if offset else "wb", digest)
         written = offset
         try:
-            while block := response.read(CHUNK):
-                if written == 0 and not block.startswith(b"GGUF"[: len(block)]):
+            while True:
+                buffer = blocks.free.get()
+                size = response.readinto(buffer)
+                if not size:
+                    blocks.free.put(buffer)
+                    break
+                if written == 0 and not b"GGUF".startswith(bytes(buffer[: min(size, 4)])):
                     raise DownloadError(
                         _("%(name)s is not a GGUF file (it does not start with the GGUF signature).")
                         % {"name": part["name"]}
                     )
-                blocks.put(block)
-                written += len(block)
-                progress.add(len(block))
+                blocks.put(buffer, size)
+                written += size
+                progress.add(size)
         except TimeoutError as error:
             raise TransientError("timeout") from error
         finally:
-            blocks.put(None)
-            writer.join()
-        if failure:
-            raise DownloadError(_("Writing the file failed: %(reason)s.") % {"reason": failure[0]})
+            blocks.close()
+        if blocks.failure:
+            raise DownloadError(_("Writing the file failed: %(reason)s.") % {"reason": blocks.failure[0]})
         if expected_size is not None and written != expected_size:
             # The connection closed early: keep what came, a retry resumes.
             raise TransientError(f"ended at {written} of {expected_size} bytes")

@@ -1,4 +1,11 @@
-"""What the running llama-server serves: context per slot, slots, vision. Cached briefly."""
+"""What the running llama-server serves: context per slot, slots, vision. Cached per served model.
+
+The key is the server and the model id a request names; a local profile's id carries its
+revision, so a changed profile is a new key. A minute's cache saves a chat's follow-ups
+the /props round trip (bench/cpu_bench.py: props_round_trip_ms=); a server that went away
+or broke a stream is forgotten at once (``forget_serving_info``), and a remote server's
+change is seen within the minute.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from dataclasses import dataclass
 
 from monitor.llama.client import LlamaClient, get_client
 
-CACHE_SECONDS = 10.0
+CACHE_SECONDS = 60.0
 
 
 @dataclass(frozen=True)

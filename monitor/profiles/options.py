@@ -33,6 +33,11 @@ def template_file(profile: ServerProfile) -> Path:
 Option = tuple[str, str | None]  # ("--ctx-size", "8192"), or ("--metrics", None) for a flag
 
 
+def threads_for(profile: ServerProfile) -> int:
+    """The profile's own thread count, else the box's (QWENWEB_LLAMA_THREADS; -1: llama-server's choice)."""
+    return profile.threads if profile.threads > 0 else settings.LLAMA_DEFAULT_THREADS
+
+
 def profile_options(profile: ServerProfile) -> list[Option]:
     """A local profile's llama-server options, in order; the one source for argv and presets."""
     options: list[Option] = [
@@ -41,7 +46,7 @@ def profile_options(profile: ServerProfile) -> list[Option]:
         ("--n-gpu-layers", profile.gpu_layers),
         ("--batch-size", str(profile.batch_size)),
         ("--ubatch-size", str(profile.ubatch_size)),
-        ("--threads", str(profile.threads)),
+        ("--threads", str(threads_for(profile))),
         ("--cache-type-k", profile.cache_type_k),
         ("--cache-type-v", profile.cache_type_v),
         ("--flash-attn", profile.flash_attn),

@@ -99,3 +99,14 @@ class FileServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+if __name__ == "__main__":
+    # A mirror in a process of its own (the download bench): serves the folder named on the
+    # command line until stdin closes, after printing its port.
+    import sys
+
+    mirror = FileServer(Path(sys.argv[1]))
+    print(mirror.port, flush=True)
+    sys.stdin.read()
+    mirror.close()

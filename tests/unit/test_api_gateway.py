@@ -91,6 +91,25 @@ def test_stream_tally_cut_short_counts_events_and_is_unfinished():
     assert tally.finished  # llama-server's own error event ends the stream; nothing is added
 
 
+def test_stream_tally_relays_token_reads_as_they_came_and_rewrites_only_the_figures():
+    tokens = [event({"choices": [{"delta": {"content": text}}]}) for text in ("a", ' "[DONE]', ' "error"')]
+    tally = gateway.StreamTally()
+    for read in (tokens[0], tokens[2]):
+        assert tally.feed(read) is read  # the same bytes object: no copy, no re-encoding
+    assert tally.feed(tokens[1]) == tokens[1] and not tally.finished  # a text saying [DONE] ends nothing
+    last = event({"choices": [], "timings": {"prompt_n": 5, "cache_n": 9, "predicted_n": 3}, "tokens_cached": 9})
+    relayed = tally.feed(last + b"data: [DONE]\n\n")
+    assert b"cache_n" not in relayed and b"tokens_cached" not in relayed and relayed.endswith(b"data: [DONE]\n\n")
+    assert tally.finished and tally.events == 5 and tally.usage() == (14, 3)
+
+
+def test_stream_tally_fast_path_never_relays_half_an_event():
+    tally = gateway.StreamTally()
+    assert tally.feed(b'data: {"choices": []}\n\ndata: {"cho') == b'data: {"choices": []}\n\n'
+    assert tally.feed(b'ices": []}\n\n') == b'data: {"choices": []}\n\n'
+    assert tally.events == 2
+
+
 def test_upstream_errors_keep_llama_servers_body_and_status():
     body = {
         "error": {"code": 400, "message": "the request exceeds the context size", "type": "exceed_context_size_error"}

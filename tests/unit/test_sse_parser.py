@@ -1,6 +1,6 @@
 import pytest
 
-from monitor.llama.errors import LlamaRejected
+from monitor.llama.errors import LlamaRejected, LlamaStreamBroken
 from monitor.llama.sse import SSEParser
 
 
@@ -20,3 +20,49 @@ def test_error_event_becomes_our_exception_with_its_message():
     parser = SSEParser()
     with pytest.raises(LlamaRejected, match="context size exceeded"):
         parser.feed(b'data: {"error": {"code": 400, "message": "context size exceeded"}}\n\n')
+
+
+# A chunk as llama-server writes it for one token of a chat answer.
+TOKEN = (
+    b'data: {"choices":[{"finish_reason":null,"index":0,"delta":{"content":" the \\"x\\" \\u00e9"}}],'
+    b'"created":1764512345,"id":"chatcmpl-abc","model":"chat-8k@1","system_fingerprint":"b1-abc",'
+    b'"object":"chat.completion.chunk"}\n\n'
+)
+
+
+def test_a_token_chunk_is_the_whole_object_with_its_text_decoded():
+    chunks, finished = SSEParser().feed(TOKEN)
+    assert not finished and chunks[0]["choices"][0]["delta"] == {"content": ' the "x" é'}
+    assert chunks[0]["id"] == "chatcmpl-abc"
+
+
+def test_a_crlf_split_between_reads_still_ends_the_event():
+    parser = SSEParser()
+    assert parser.feed(b'data: {"n": 1}\r\n\r') == ([], False)
+    assert parser.feed(b'\ndata: {"n": 2}\r\n\r\n') == ([{"n": 1}, {"n": 2}], False)
+
+
+def test_an_event_of_several_data_lines_is_joined():
+    assert SSEParser().feed(b'data: {"n":\ndata: 3}\n\n') == ([{"n": 3}], False)
+
+
+@pytest.mark.parametrize("payload", [b"not json", b"[1, 2]", b'"error"', b"42", b'{"n": 1'])
+def test_an_event_that_is_not_a_json_object_breaks_the_stream(payload):
+    with pytest.raises(LlamaStreamBroken):
+        SSEParser().feed(b"data: " + payload + b"\n\n")
+
+
+def test_an_error_event_with_an_odd_shape_is_still_named():
+    with pytest.raises(LlamaRejected, match="slot busy"):
+        SSEParser().feed(b'data: {"error": "slot busy"}\n\n')
+    with pytest.raises(LlamaRejected) as caught:
+        SSEParser().feed(b'data: {"error": {"message": "' + b"x" * 5000 + b'"}}\n\n')
+    assert len(str(caught.value)) == 500
+
+
+def test_an_event_that_never_ends_breaks_the_stream_instead_of_growing():
+    parser = SSEParser()
+    parser.feed(b'data: {"content": "')
+    with pytest.raises(LlamaStreamBroken):
+        for _ in range(10):
+            parser.feed(b"x" * (1024 * 1024))

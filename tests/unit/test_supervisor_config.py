@@ -47,3 +47,20 @@ def test_commands_are_the_argv_with_percent_escaped():
     # Long document work has its own worker: the default one takes only the default queue.
     assert "--queues documents" in config["program:documents"]["command"]
     assert "--queues" not in config["program:worker"]["command"]
+
+
+def test_background_programs_run_niced_below_llama_server_and_the_web_process():
+    argv = {p.name: p.argv for p in programs(ENV, with_redis=True)}
+    for name in ("worker", "documents", "watchdog", "beat", "sampler"):
+        assert Path(argv[name][0]).name == "nice" and argv[name][1:3] == ["-n", "10"], argv[name]
+    for name in ("redis", "llama", "web"):
+        assert Path(argv[name][0]).name != "nice", argv[name]
+    # Its argv after the prefix is the program itself, unchanged.
+    assert argv["sampler"][3:][-1] == "run_sampler"
+
+
+def test_background_priority_comes_from_the_environment():
+    argv = {p.name: p.argv for p in programs({**ENV, "QWENWEB_BACKGROUND_NICE": "5"}, with_redis=True)}
+    assert argv["worker"][1:3] == ["-n", "5"]
+    argv = {p.name: p.argv for p in programs({**ENV, "QWENWEB_BACKGROUND_NICE": "0"}, with_redis=True)}
+    assert Path(argv["worker"][0]).name != "nice"

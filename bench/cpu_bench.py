@@ -1,0 +1,290 @@
+"""What the app's own processes cost the model: CPU per streamed token, per-turn overhead,
+prompt-cache reuse, and llama-server's speed at candidate thread counts, in one run.
+
+The stack is `make run`'s: Redis, llama-server, Daphne, a Celery worker, beat and the
+sampler. The CPU of every process but llama-server's is read from /proc (psutil) before
+and after streaming at least 1000 tokens through the chat WebSocket, then through the
+OpenAI gateway. Prints:
+
+- `app_cpu_s_per_1k_tokens=` (chat) and `api_cpu_s_per_1k_tokens=` (gateway), with
+  `web_cpu_s_per_1k_tokens=` (Daphne alone) for each;
+- `turn_overhead_ms=`: p50 time from sending a chat message to the ``started`` event,
+  which the turn sends just before its upstream request (history, profile, serving info,
+  context fitting, documents, queue), for a short follow-up;
+- `followup_cached_pct=`: 4 people taking turns on 2 slots, the share of each follow-up's
+  prompt llama-server served from its prompt cache (``timings.cache_n``), summed;
+- `idle_app_cpu_pct=`: the same processes' CPU over 10 idle seconds, in % of one core;
+- `threads_<n>_tps=`: llama-bench's generation tokens/s of the default model at the
+  candidate thread counts (1..nproc), and `threads_best=`.
+
+Set QWENWEB_BENCH_PYSPY to a py-spy binary to record the web process's profile (a
+flame graph per path, in the run folder) while it streams.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.support import stack  # noqa: E402
+
+MIN_TOKENS = 1000
+ANSWER_TOKENS = 256
+PROMPT = "Write a long story about a lighthouse keeper and a storm."
+PEOPLE, ROUNDS = 4, 3
+IDLE_S = 10
+LOG_LINE = "Keeper %d, night %d: lamp lit at dusk, wind from the west, two ships passed, the fog horn sounded twice."
+
+
+def cpu_seconds(processes: dict[str, list[psutil.Process]]) -> dict[str, float]:
+    """User + system CPU seconds of each named group of processes, as of now."""
+    totals = {}
+    for name, group in processes.items():
+        total = 0.0
+        for process in group:
+            try:
+                times = process.cpu_times()
+                total += times.user + times.system
+            except psutil.NoSuchProcess:
+                pass
+        totals[name] = total
+    return totals
+
+
+def app_processes(services: dict[str, stack.Service]) -> dict[str, list[psutil.Process]]:
+    groups = {}
+    for name, service in services.items():
+        root = psutil.Process(service.process.pid)
+        groups[name] = [root, *root.children(recursive=True)]
+    return groups
+
+
+class CpuWindow:
+    """CPU spent by the app's processes between ``with`` and its end."""
+
+    def __init__(self, services: dict[str, stack.Service], profile_name: str, run_dir: Path):
+        self.processes = app_processes(services)
+        self.web_pid = services["web"].process.pid
+        self.profile_path = run_dir / f"profile-{profile_name}.svg"
+        self.spent: dict[str, float] = {}
+        self._spy = None
+
+    def __enter__(self) -> CpuWindow:
+        spy = os.environ.get("QWENWEB_BENCH_PYSPY")
+        if spy:
+            argv = [spy, "record", "--pid", str(self.web_pid), "--rate", "200", "-o", str(self.profile_path)]
+            self._spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+        self.before = cpu_seconds(self.processes)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        after = cpu_seconds(self.processes)
+        self.spent = {name: after[name] - self.before[name] for name in after}
+        if self._spy is not None:
+            self._spy.send_signal(2)
+            self._spy.wait(30)
+            print(f"profile: {self.profile_path}")
+
+
+def chat_answer(ws, text: str, conversation: str | None = None, max_tokens: int = ANSWER_TOKENS) -> dict:
+    """Send one message and read its events; returns the turn's figures."""
+    from tests.support.client import send
+
+    sent = time.perf_counter()
+    payload = {"type": "send", "text": text, "options": {"seed": 7, "max_tokens": max_tokens, "temperature": 0.7}}
+    if conversation:
+        payload["conversation"] = conversation
+    send(ws, **payload)
+    result = {"started_ms": None, "conversation": conversation}
+    while True:
+        event = json.loads(ws.recv(timeout=300))
+        if event["type"] == "accepted":
+            result["conversation"] = event["conversation"]
+        elif event["type"] == "started" and result["started_ms"] is None:
+            result["started_ms"] = (time.perf_counter() - sent) * 1000
+        elif event["type"] in ("done", "error"):
+            if event.get("status") != "complete":
+                raise RuntimeError(event)
+            result["stats"] = event["stats"]
+            return result
+
+
+def api_answer(client: httpx.Client) -> int:
+    """One streamed gateway answer, read as a client would; returns its output tokens."""
+    body = {
+        "model": "chat-8k",
+        "messages": [{"role": "user", "content": PROMPT}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "seed": 7,
+        "max_tokens": ANSWER_TOKENS,
+    }
+    tokens = 0
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line[6:])
+                usage = chunk.get("usage")
+                if usage:
+                    tokens = usage["completion_tokens"]
+    return tokens
+
+
+def per_1k(window: CpuWindow, tokens: int) -> tuple[float, float]:
+    return sum(window.spent.values()) * 1000 / tokens, window.spent["web"] * 1000 / tokens
+
+
+def round_trips() -> dict:
+    """What the per-turn look-ups cost when they are not cached: the router's model list, /props."""
+    import asyncio
+
+    from monitor.llama.serving import serving_info
+    from monitor.profiles.clients import ready_client
+    from monitor.profiles.status import router_status
+
+    async def timed() -> dict:
+        _profile, client = await ready_client(None)
+        times: dict[str, list[float]] = {"models": [], "props": []}
+        for _ in range(20):
+            started = time.perf_counter()
+            await router_status(client, fresh=True)
+            times["models"].append((time.perf_counter() - started) * 1000)
+            started = time.perf_counter()
+            await serving_info(client, fresh=True)
+            times["props"].append((time.perf_counter() - started) * 1000)
+        await client.aclose()
+        return {f"{name}_round_trip_ms": f"{statistics.median(values):.2f}" for name, values in times.items()}
+
+    return asyncio.run(timed())
+
+
+def idle_part(services, run_dir: Path) -> dict:
+    """What the app spends with nobody chatting: a cost per second that a per-token figure also carries."""
+    with CpuWindow(services, "idle", run_dir) as window:
+        time.sleep(IDLE_S)
+    print("idle: CPU s by process: " + " ".join(f"{k}={v:.2f}" for k, v in window.spent.items()))
+    return {"idle_app_cpu_pct": f"{100 * sum(window.spent.values()) / IDLE_S:.1f}"}
+
+
+def chat_part(services, run_dir: Path) -> dict:
+    from tests.support.client import chat_socket, login, make_user
+
+    figures = {}
+    with chat_socket(login(make_user())) as ws:
+        chat_answer(ws, "Hello.", max_tokens=8)  # warm-up: the profile is loaded, the template measured
+        tokens = 0
+        with CpuWindow(services, "chat", run_dir) as window:
+            while tokens < MIN_TOKENS:
+                tokens += chat_answer(ws, PROMPT)["stats"]["output_tokens"]
+        app, web = per_1k(window, tokens)
+        print(f"chat: {tokens} tokens, CPU s by process: " + " ".join(f"{k}={v:.2f}" for k, v in window.spent.items()))
+        figures.update(app_cpu_s_per_1k_tokens=f"{app:.3f}", chat_web_cpu_s_per_1k_tokens=f"{web:.3f}")
+        # Per-turn overhead: short follow-ups in one conversation (history, fitting and the queue all run).
+        overheads = []
+        conversation = None
+        for index in range(8):
+            answer = chat_answer(ws, f"Follow-up {index}: one more line, please.", conversation, max_tokens=4)
+            conversation = answer["conversation"]
+            overheads.append(answer["started_ms"])
+        figures["turn_overhead_ms"] = f"{statistics.median(overheads):.1f}"
+    return figures
+
+
+def api_part(services, run_dir: Path) -> dict:
+    from chat.api.keys import create_key
+    from tests.support.client import base_url, make_user
+
+    _row, key = create_key(make_user(), "cpu-bench")
+    with httpx.Client(base_url=base_url(), headers={"Authorization": f"Bearer {key}"}, timeout=300) as client:
+        api_answer(client)  # warm-up
+        tokens = 0
+        with CpuWindow(services, "api", run_dir) as window:
+            while tokens < MIN_TOKENS:
+                tokens += api_answer(client)
+    app, web = per_1k(window, tokens)
+    print(f"api: {tokens} tokens, CPU s by process: " + " ".join(f"{k}={v:.2f}" for k, v in window.spent.items()))
+    return {"api_cpu_s_per_1k_tokens": f"{app:.3f}", "api_web_cpu_s_per_1k_tokens": f"{web:.3f}"}
+
+
+def followup_part() -> dict:
+    """4 people, 2 slots: each takes a turn in their own conversation, round after round."""
+    from tests.support.client import chat_socket, login, make_user
+
+    sockets = [chat_socket(login(make_user())) for _ in range(PEOPLE)]
+    conversations: list[str | None] = [None] * PEOPLE
+    cached = total = 0
+    try:
+        for round_index in range(ROUNDS):
+            for person, ws in enumerate(sockets):
+                text = f"Person {person}, round {round_index}: one more fact about lighthouse number {person}, please."
+                if not round_index:  # a long first message, as a pasted text: what a follow-up should not pay again
+                    text = f"Person {person} read this log: " + " ".join(LOG_LINE % (person, n) for n in range(60))
+                answer = chat_answer(ws, text, conversations[person], max_tokens=48)
+                conversations[person] = answer["conversation"]
+                if round_index:  # a follow-up: its conversation's earlier turns may be cached
+                    stats = answer["stats"]
+                    cached += stats.get("cached_tokens") or 0
+                    total += (stats.get("cached_tokens") or 0) + (stats.get("prompt_tokens") or 0)
+    finally:
+        for ws in sockets:
+            ws.close()
+    return {"followup_cached_pct": f"{100 * cached / max(total, 1):.1f}"}
+
+
+def threads_part() -> dict:
+    """llama-bench's generation speed of the default model at each candidate thread count."""
+    from monitor.llama.binary import llama_environment
+
+    bench = Path(os.environ["LLAMA_SERVER_BIN"]).with_name("llama-bench")
+    model = next(Path(os.environ["QWENWEB_MODELS_DIR"]).glob("gemma-3-270m*.gguf")).resolve()
+    candidates = sorted({1, *range(2, (os.cpu_count() or 1) + 1)})
+    argv = [str(bench), "-m", str(model), "-p", "0", "-n", "64", "-r", "3", "-o", "json"]
+    argv += ["-t", ",".join(str(n) for n in candidates)]
+    result = subprocess.run(argv, check=True, capture_output=True, text=True, env=llama_environment(), timeout=300)
+    figures = {}
+    for row in json.loads(result.stdout):
+        figures[f"threads_{row['n_threads']}_tps"] = f"{row['avg_ts']:.1f}"
+    best = max(figures, key=lambda name: float(figures[name]))
+    figures["threads_best"] = re.search(r"\d+", best).group(0)
+    return figures
+
+
+def main() -> None:
+    run_dir = stack.django_run_dir("qwenweb-bench-cpu-", parallel=2)
+    figures = threads_part()  # first, alone on the box
+    print(" ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
+    services = {"redis": stack.start_redis(run_dir)}
+    llama = stack.start_llama(run_dir)
+    services["web"] = stack.start_web(run_dir)
+    services["worker"] = stack.start_worker(run_dir)
+    beat_argv = [str(Path(sys.executable).parent / "celery"), "-A", "qwenweb", "beat", "--loglevel", "INFO"]
+    services["beat"] = stack.Service("beat", [*beat_argv, "--schedule", str(run_dir / "beat-schedule")], run_dir)
+    services["beat"].start()
+    services["sampler"] = stack.start_sampler(run_dir)
+    try:
+        figures.update(idle_part(services, run_dir))
+        figures.update(round_trips())
+        figures.update(chat_part(services, run_dir))
+        figures.update(api_part(services, run_dir))
+        figures.update(followup_part())
+    finally:
+        for service in [*reversed(services.values()), llama]:
+            service.stop()
+    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -2,8 +2,9 @@
 
 Level 0 chunks pack consecutive pages (each marked ``[p. N]``) up to what one slot's
 context holds after the prompt and the answer; each is summarized on its own, up to
-the profile's slots at once, each in the chat's fair queue under a per-document key so
-a long document takes one turn per round like any chat user and never starves them.
+the profile's slots at once, each in the chat's fair queue as background work: a
+person's turn always goes first, one slot stays free for people, and documents take
+turns by owner.
 Level N combines level N-1 summaries, recursively while they do not fit one call.
 Every chunk is a row, saved the moment its summary is written: a killed worker's
 successor plans nothing again and pays only for the chunks not done.
@@ -137,11 +138,13 @@ class SummaryRun:
         self.budget: Budget | None = None
         self.cancelled = False
         self.profile: ServerProfile | None = None
+        self.owner_id = None
         self.spent_clients: list[LlamaClient] = []
 
     async def run(self) -> str:
         """The document's final status."""
         document, profile = await sync_to_async(_load)(self.document_id)
+        self.owner_id = document.owner_id
         if document.status != Document.Status.SUMMARIZING:
             return document.status
         if not self.claimed and not await sync_to_async(claim)(self.document_id):
@@ -273,7 +276,8 @@ class SummaryRun:
             "max_tokens": self.budget.answer_tokens,
             "temperature": 0.3,
         }
-        async with self.queue.slot(f"document:{self.document_id}", capacity=self.budget.slots):
+        # Background work: people go first, and documents take turns by owner, not one turn each.
+        async with self.queue.slot(f"owner:{self.owner_id}", capacity=self.budget.slots, priority="background"):
             await sync_to_async(_mark_started)(chunk.id)
             parts: list[str] = []
             async for batch in self.client.stream_chat(payload):

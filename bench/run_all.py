@@ -14,6 +14,7 @@ BENCHES = [
     "selftest_bench.py",
     "extract_bench.py",
     "restart_bench.py",
+    "summary_contention_bench.py",
 ]
 
 failed = False

@@ -149,7 +149,7 @@ class TurnRunner:
             prepared = time.monotonic()
             if notice:
                 await self._emit({"type": "notice", "text": notice})
-            async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity):
+            async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity, priority="person"):
                 if self.profile is not None:
                     self.client = await current_client(self.profile)  # a change may have gone live meanwhile
                 log.debug(

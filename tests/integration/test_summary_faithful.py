@@ -98,3 +98,54 @@ def test_invented_citations_and_echoed_instructions_never_reach_the_summary():
     asked = [system for system, text in fake.requests if text.startswith("Part 2 of 3")]
     assert len(asked) == 2 and asked[1].startswith(RETRY_SYSTEM[:20]) and not asked[0].startswith(RETRY_SYSTEM[:20])
     assert len([1 for _system, text in fake.requests if text.startswith("Part 1 of 3")]) == 1
+
+
+def test_an_answer_about_a_document_never_shows_an_invented_page():
+    """The answer streams through the turn runner; what the page gets and what is stored
+    cite only pages the document has (a wrong page whose sentence matches is corrected)."""
+    from chat.conversations.services import create_conversation, post_user_message
+    from chat.conversations.turns import TurnRunner
+
+    def invent(system: str, user: str) -> str:
+        return (
+            f"{claim(2)} (p. 31). Floods matter (p. 1). Hiring froze [report.txt, p. 77]. "
+            "See pages 40 to 45 for more. 预算增加（第90页）。"
+        )
+
+    fake = FakeSummaryUpstream(invent, n_ctx=4096)
+    user = make_user()
+    conversation = create_conversation(user)
+    document = uploads.create_document(user, conversation, "report.txt", b"placeholder\n")
+    for number in TOPICS:
+        DocumentPage.objects.create(document=document, number=number, text=page_text(number))
+    Document.objects.filter(id=document.id).update(status=Document.Status.READY)
+    _question, assistant = post_user_message(conversation, "What does the report say about the budget?", None)
+    events: list[dict] = []
+
+    async def send(event: dict) -> None:
+        events.append(event)
+
+    async def main() -> None:
+        client = LlamaClient(fake.url)
+        queue = FairQueue(name=f"answer{time.monotonic_ns()}")
+        runner = TurnRunner(
+            conversation=conversation, assistant_id=assistant.id, user_key=str(user.pk), send=send, client=client
+        )
+        runner.queue = queue
+        try:
+            await runner.run()
+        finally:
+            await client.aclose()
+            await queue.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        fake.close()
+    shown = "".join(event["text"] for event in events if event["type"] == "token")
+    assistant.refresh_from_db()
+    assert events[-1]["status"] == "complete", events[-1]
+    assert assistant.content == shown
+    assert cited_pages(shown) == {1, 2}, shown
+    assert f"{claim(2)} (p. 2)" in shown and "Floods matter (p. 1)" in shown, shown
+    assert "report.txt" not in shown and "90" not in shown, shown

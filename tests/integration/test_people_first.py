@@ -53,7 +53,7 @@ def summary_waiting_behind(name: str, ws_user, holds: contextlib.ExitStack, rele
     body = upload_document(http, "report.pdf", long_report(4), language="en").json()
     wait_for_waiting_chunk(name)
     with chat_socket(http) as ws:
-        send(ws, type="send", text="Say hello.")
+        send(ws, type="send", text="Say hello.", options={"max_tokens": 8})
         if release_first:
             events = events_until(ws, "queued")
             # Its place counts only people: the summary's chunk waiting ahead of it is not counted.

@@ -8,7 +8,8 @@ summary, the running chunk's remaining time is read back afterwards (the first
 
 Prints, per setting N: ``chat_ttft_idle_pN_ms=``, ``chat_ttft_during_summary_pN_ms=`` (medians),
 ``chunk_remaining_pN_ms=`` (median remaining time of the running chunk when a message was
-sent) and ``summary_chunk_pN_ms=`` (a part's median time), then the plain
+sent), ``queue_wait_pN_ms=`` (how long those messages waited in the fair queue, from its
+grant log) and ``summary_chunk_pN_ms=`` (a part's median time), then the plain
 ``chat_ttft_during_summary_ms=`` and ``chat_ttft_idle_ms=`` (those of --parallel 1).
 Targets: on --parallel 1, TTFT during a summary at most the running chunk's remaining
 time plus 10% (on top of the idle TTFT, the person's own prompt); on --parallel 2, within
@@ -53,6 +54,26 @@ def running_chunks(document_id) -> list[int]:
     return list(DocumentChunk.objects.filter(document_id=document_id, requests__gt=0, done=False).values_list("id"))
 
 
+def queue_waits(user_key: str, sent_at: list[float]) -> list[float]:
+    """How long each message sent during the summary waited for its slot, from the queue's grant log."""
+    import asyncio
+
+    from chat.queue import FairQueue
+    from monitor.profiles.selectors import find_profile
+
+    name = find_profile(None).name
+
+    async def grants():
+        queue = FairQueue(name=name)
+        try:
+            return [g.at_ms / 1000 for g in await queue.grants() if g.user == user_key and g.priority == "person"]
+        finally:
+            await queue.aclose()
+
+    granted = asyncio.run(grants())
+    return [(min(t for t in granted if t >= sent - 0.05) - sent) * 1000 for sent in sent_at]
+
+
 def measure(parallel: int, batch_size: int | None = None) -> dict:
     os.environ["QWENWEB_DOCUMENT_SUMMARY_TOKENS"] = "96"
     os.environ["QWENWEB_DOCUMENT_CHUNK_TOKENS"] = "1200"
@@ -69,7 +90,8 @@ def measure(parallel: int, batch_size: int | None = None) -> dict:
         from chat.models import Document, DocumentChunk
         from tests.support.client import chat_socket, login, make_user, upload_document
 
-        http = login(make_user())
+        person = make_user()
+        http = login(person)
         with chat_socket(http) as ws:
             ttft_ms(ws, "Warm up.")
             idle = [ttft_ms(ws, f"Name a colour ({run}).") for run in range(IDLE_RUNS)]
@@ -102,6 +124,7 @@ def measure(parallel: int, batch_size: int | None = None) -> dict:
             )
             if parallel == 1
             else statistics.median(t for t, _s, _r in during) <= 1.5 * statistics.median(idle),
+            "queue_wait": statistics.median(queue_waits(str(person.pk), [sent for _t, sent, _r in during])),
             "samples": len(during),
         }
     finally:
@@ -124,7 +147,7 @@ def main() -> None:
         print(
             f"chat_ttft_idle_p{parallel}_ms={f['idle']:.0f} chat_ttft_during_summary_p{parallel}_ms={f['during']:.0f} "
             f"chunk_remaining_p{parallel}_ms={f['remaining']:.0f} summary_chunk_p{parallel}_ms={f['chunk']:.0f} "
-            f"samples_p{parallel}={f['samples']} people_first_p{parallel}={'yes' if f['met'] else 'no'}"
+            f"queue_wait_p{parallel}_ms={f['queue_wait']:.0f} samples_p{parallel}={f['samples']} people_first_p{parallel}={'yes' if f['met'] else 'no'}"
         )
     print(f"chat_ttft_during_summary_ms={figures[1]['during']:.0f} chat_ttft_idle_ms={figures[1]['idle']:.0f}")
 

@@ -26,6 +26,7 @@ _SENTENCE_END = re.compile(r"[.!?。！？\n]")
 # Citation text may still be arriving when a stream is cut into pieces: hold back a tail this long.
 HOLD_BACK_CHARS = 48
 MIN_SHARED_SHINGLES = 2
+MIN_SHARED_SHARE = 0.3
 
 Spans = list[tuple[int, int]]
 
@@ -55,13 +56,14 @@ def _claim_before(text: str, end: int) -> str:
     return head[starts[-1] if starts else 0 :]
 
 
-def _best_page(claim: str, page_texts: Mapping[int, str]) -> int | None:
-    """The one page of the part the claim shares most long word runs with, if any stands out."""
+def _best_page(claim: str, page_shingles: Mapping[int, set[tuple[str, ...]]]) -> int | None:
+    """The one page of the part the claim shares most runs of words with, if one clearly does:
+    at least MIN_SHARED_SHINGLES runs and MIN_SHARED_SHARE of the claim's, and no tie."""
     claimed = shingles(claim, 3)
     if not claimed:
         return None
-    scores = sorted(((len(claimed & shingles(page, 3)), number) for number, page in page_texts.items()), reverse=True)
-    if not scores or scores[0][0] < MIN_SHARED_SHINGLES:
+    scores = sorted(((len(claimed & runs), number) for number, runs in page_shingles.items()), reverse=True)
+    if not scores or scores[0][0] < max(MIN_SHARED_SHINGLES, MIN_SHARED_SHARE * len(claimed)):
         return None
     if len(scores) > 1 and scores[1][0] == scores[0][0]:
         return None
@@ -74,6 +76,7 @@ class CitationChecker:
     def __init__(self, pages: Collection[int], page_texts: Mapping[int, str] | None = None):
         self.pages = set(pages)
         self.page_texts = page_texts or {}
+        self._page_shingles: dict[int, set[tuple[str, ...]]] | None = None
         self.removed = 0
         self.corrected = 0
 
@@ -86,7 +89,9 @@ class CitationChecker:
                 kept.append((inside[0], inside[-1]))
         if kept:
             return kept
-        page = _best_page(_claim_before(text, end), self.page_texts)
+        if self._page_shingles is None:  # once per checker: a long part's pages are many
+            self._page_shingles = {number: shingles(page, 3) for number, page in self.page_texts.items()}
+        page = _best_page(_claim_before(text, end), self._page_shingles)
         return [(page, page)] if page is not None else None
 
     def _replace(self, match: re.Match, text: str, whole: Callable[[str], str]) -> str:

@@ -258,7 +258,10 @@ class SummaryRun:
             page_texts = pages_of_marked_text(chunk.text)
         else:
             page_texts = await sync_to_async(_page_texts)(self.document_id, chunk.first_page, chunk.last_page)
-        text = with_checked_citations(result.text, chunk.first_page, chunk.last_page, page_texts)
+        # CPU work over a part's pages (the whole document for the last step): off the event loop.
+        text = await asyncio.to_thread(
+            with_checked_citations, result.text, chunk.first_page, chunk.last_page, page_texts
+        )
         if not text.strip():
             text = _("(nothing to summarize in %(pages)s)") % {"pages": chunk.pages_label}
         return Review(text, result.note)

@@ -90,3 +90,13 @@ def test_a_part_that_copies_its_source_is_named():
     assert review(PAGES[3] + " " + PAGES[4], "Summarize this.", source).note == COPIED_SOURCE
     own_words = "Spring floods hit the market; the council raised spending by a tenth (p. 4)."
     assert review(own_words, "Summarize this.", source).note == ""
+
+
+def test_a_sentence_that_only_shares_common_words_with_a_page_is_not_corrected_to_it():
+    checker = CitationChecker(PAGES.keys(), PAGES)
+    claim = (
+        "Every year the river flows through the old town, and later the mayor and the people of the region "
+        "meet to plan new bridges, roads, schools, parks, libraries and many other public works"
+    )
+    assert checker.check(f"{claim} (p. 70).") == f"{claim}."
+    assert (checker.corrected, checker.removed) == (0, 1)

@@ -80,10 +80,15 @@ def measure(parallel: int, batch_size: int | None = None) -> dict:
     from tests.support import pdfs, stack
 
     run_dir = stack.django_run_dir(f"qwenweb-contention-p{parallel}-", parallel=parallel)
-    if batch_size:  # how much prompt llama-server takes in one step: what a person's prompt waits behind
-        from monitor.models import ServerProfile
+    from monitor.profiles.selectors import find_profile
+    from monitor.profiles.services import save_profile
 
-        ServerProfile.objects.filter(is_default=True).update(batch_size=batch_size, ubatch_size=batch_size)
+    # The default profile with 1 or 2 slots of 4096 tokens each; llama-server starts with it.
+    profile = find_profile(None)
+    profile.parallel, profile.ctx_size, profile.live_revision = parallel, 4096 * parallel, None
+    if batch_size:  # how much prompt llama-server takes in one step: what a person's prompt waits behind
+        profile.batch_size = profile.ubatch_size = batch_size
+    save_profile(profile)
     services = [stack.start_redis(run_dir)]
     services += [stack.start_llama(run_dir), stack.start_web(run_dir), stack.start_worker(run_dir)]
     try:

@@ -15,6 +15,7 @@ BENCHES = [
     "selftest_bench.py",
     "extract_bench.py",
     "restart_bench.py",
+    "summary_contention_bench.py",
 ]
 
 failed = False

@@ -190,6 +190,8 @@ class DocumentChunk(models.Model):
     text = models.TextField()  # the input, with its page markers
     tokens = models.PositiveIntegerField(default=0)
     summary = models.TextField(blank=True)
+    # Set when the part's output was still mostly a copy of its prompt or source when asked again.
+    note = models.CharField(max_length=20, blank=True)
     done = models.BooleanField(default=False)
     requests = models.PositiveSmallIntegerField(default=0)  # model calls spent on it
     finished_at = models.DateTimeField(null=True, blank=True)

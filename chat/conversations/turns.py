@@ -21,7 +21,8 @@ from chat.conversations.context import documents_budget, fit_messages, with_syst
 from chat.conversations.presets import sampling_fields
 from chat.conversations.selectors import history_before, image_data_url
 from chat.conversations.services import finish_message, save_progress
-from chat.documents.retrieval import document_system_message
+from chat.documents.citations import CitationStream
+from chat.documents.retrieval import answer_citation_checker, document_system_message
 from chat.errors import ChatError
 from chat.models import Conversation, Message
 from chat.queue import FairQueue, get_queue
@@ -115,6 +116,7 @@ class TurnRunner:
         self.profile: ServerProfile | None = None
         self.queue = queue
         self.content: list[str] = []
+        self.citations: CitationStream | None = None  # set when the answer uses documents
         self.reasoning: list[str] = []
         self.stop_status = Message.Status.STOPPED
         self.stop_note = ""
@@ -148,7 +150,7 @@ class TurnRunner:
             prepared = time.monotonic()
             if notice:
                 await self._emit({"type": "notice", "text": notice})
-            async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity):
+            async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity, priority="person"):
                 if self.profile is not None:
                     self.client = await current_client(self.profile)  # a change may have gone live meanwhile
                 log.debug(
@@ -243,6 +245,9 @@ class TurnRunner:
         content = messages[-1]["content"]
         question = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
         system = await document_system_message(self.client, self.conversation.id, question, documents_budget(n_ctx))
+        if system:
+            checker = await answer_citation_checker(self.conversation.id)
+            self.citations = CitationStream(checker) if checker else None
         return [{"role": "system", "content": system}, *messages] if system else messages
 
     async def _on_queue_position(self, position: int) -> None:
@@ -278,15 +283,23 @@ class TurnRunner:
                 self.reasoning.append(thought)
                 await self._emit({"type": "reasoning", "text": thought})
             if texts:
-                text = "".join(texts)
-                self.content.append(text)
-                await self._emit({"type": "token", "text": text})
+                await self._show("".join(texts))
             if (texts or thoughts) and first_token_at is None:
                 first_token_at = time.monotonic()
             self._maybe_save()
+        if self.citations:
+            await self._show(self.citations.finish(), checked=True)
         if first_token_at is not None:
             stats["ttft_ms"] = round((first_token_at - started) * 1000, 1)
         return stats
+
+    async def _show(self, text: str, *, checked: bool = False) -> None:
+        """Text of the answer, its page citations checked first when it uses documents."""
+        if self.citations and not checked:
+            text = self.citations.feed(text)
+        if text:
+            self.content.append(text)
+            await self._emit({"type": "token", "text": text})
 
     def _maybe_save(self) -> None:
         now = time.monotonic()
@@ -302,6 +315,8 @@ class TurnRunner:
     async def _finish(self, status: str, error: str, stats: dict | None = None) -> None:
         if self._save_task and not self._save_task.done():
             await asyncio.gather(self._save_task, return_exceptions=True)
+        if self.citations:  # stopped half-way: what was held back is checked and kept too
+            self.content.append(self.citations.finish())
         content, reasoning = "".join(self.content), "".join(self.reasoning)
         await asyncio.shield(
             database_sync_to_async(finish_message)(

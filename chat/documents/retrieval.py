@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from asgiref.sync import sync_to_async
 from rank_bm25 import BM25Okapi
 
+from chat.documents.citations import CitationChecker
 from chat.models import Document, DocumentPage
 from monitor.public import LlamaClient
 
@@ -132,6 +133,22 @@ def _ranked(question: str, attached: list[tuple[Document, list[tuple[int, str]]]
         for passage in split_passages(document.name, number, page)
     ]
     return rank_passages(question, passages)
+
+
+def _document_pages(conversation_id) -> dict[int, str]:
+    """Every page with text of the conversation's documents (pages of the same number joined)."""
+    pages: dict[int, str] = {}
+    for number, text in DocumentPage.objects.filter(document__conversation_id=conversation_id).values_list(
+        "number", "text"
+    ):
+        pages[number] = f"{pages.get(number, '')}\n{text}"
+    return pages
+
+
+async def answer_citation_checker(conversation_id) -> CitationChecker | None:
+    """What an answer's page citations are checked against: the pages its documents have."""
+    pages = await sync_to_async(_document_pages)(conversation_id)
+    return CitationChecker(pages, pages) if pages else None
 
 
 def _render(head: str, passages: list[Passage]) -> str:

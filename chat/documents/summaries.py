@@ -2,8 +2,9 @@
 
 Level 0 chunks pack consecutive pages (each marked ``[p. N]``) up to what one slot's
 context holds after the prompt and the answer; each is summarized on its own, up to
-the profile's slots at once, each in the chat's fair queue under a per-document key so
-a long document takes one turn per round like any chat user and never starves them.
+the profile's slots at once, each in the chat's fair queue as background work: a
+person's turn always goes first, one slot stays free for people, and documents take
+turns by owner.
 Level N combines level N-1 summaries, recursively while they do not fit one call.
 Every chunk is a row, saved the moment its summary is written: a killed worker's
 successor plans nothing again and pays only for the chunks not done.
@@ -20,10 +21,20 @@ from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from chat.documents.citations import pages_of_marked_text
 from chat.documents.ingest import Pulse, claim, ingest
 from chat.documents.languages import clean_language, language_name
 from chat.documents.selectors import get_document
 from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
+from chat.documents.summary_review import (
+    MAP_SYSTEM,
+    REDUCE_SYSTEM,
+    RETRY_SYSTEM,
+    Review,
+    note_text,
+    review,
+    with_checked_citations,
+)
 from chat.errors import DocumentError
 from chat.models import Document, DocumentChunk, DocumentPage
 from chat.queue import FairQueue
@@ -43,17 +54,6 @@ CANCEL_POLL_S = 0.5  # how often a cancel is looked for: it takes effect within 
 # llama-server comes back seconds after it is killed (supervised, the profile reloaded): a part cut
 # off is asked again after each of these pauses before the summary stops and says why.
 SERVER_RESTART_WAITS_S = (2.0, 4.0, 8.0, 15.0)
-
-MAP_SYSTEM = (
-    "You summarize one part of a longer document. Each page of the text starts with a marker like [p. 12]. "
-    "Write a concise summary of the main points of this part in {language}. "
-    "After each point, cite the page it comes from as (p. N)."
-)
-REDUCE_SYSTEM = (
-    "You combine the summaries of consecutive parts of one document into one summary in {language}. "
-    "Each part starts with its pages, like (pp. 3-9). Keep the main points and their page citations (p. N)."
-)
-
 
 # ---------------------------------------------------------------- database side (sync)
 
@@ -90,8 +90,13 @@ def _mark_started(chunk_id: int) -> None:
     DocumentChunk.objects.filter(id=chunk_id).update(requests=F("requests") + 1)
 
 
-def _mark_done(chunk_id: int, summary: str) -> None:
-    DocumentChunk.objects.filter(id=chunk_id).update(summary=summary, done=True, finished_at=timezone.now())
+def _mark_done(chunk_id: int, summary: str, note: str) -> None:
+    DocumentChunk.objects.filter(id=chunk_id).update(summary=summary, note=note, done=True, finished_at=timezone.now())
+
+
+def _page_texts(document_id, first: int, last: int) -> dict[int, str]:
+    pages = DocumentPage.objects.filter(document_id=document_id, number__gte=first, number__lte=last)
+    return dict(pages.values_list("number", "text"))
 
 
 def _finish(document_id, summary: str) -> None:
@@ -138,11 +143,13 @@ class SummaryRun:
         self.budget: Budget | None = None
         self.cancelled = False
         self.profile: ServerProfile | None = None
+        self.owner_id = None
         self.spent_clients: list[LlamaClient] = []
 
     async def run(self) -> str:
         """The document's final status."""
         document, profile = await sync_to_async(_load)(self.document_id)
+        self.owner_id = document.owner_id
         if document.status != Document.Status.SUMMARIZING:
             return document.status
         if not self.claimed and not await sync_to_async(claim)(self.document_id):
@@ -211,7 +218,7 @@ class SummaryRun:
         await self._run_level(level0, total=len(level0))
         level0 = await sync_to_async(_chunks)(document.id, 0)
         if len(level0) == 1:
-            return compose(level0[0].summary, level0)
+            return compose(level0[0], level0)
         current, level = level0, 1
         while True:
             planned = await sync_to_async(_chunks)(document.id, level)
@@ -227,7 +234,7 @@ class SummaryRun:
             await self._run_level(planned, total=len(planned))
             current = await sync_to_async(_chunks)(document.id, level)
             if len(current) == 1:
-                return compose(current[0].summary, level0)
+                return compose(current[0], level0)
             level += 1
 
     async def _run_level(self, chunks: list[DocumentChunk], total: int) -> None:
@@ -236,20 +243,39 @@ class SummaryRun:
 
         async def one(chunk: DocumentChunk) -> None:
             async with gate:
-                summary = await self._summarize_chunk(chunk, total)
-                await sync_to_async(_mark_done)(chunk.id, summary)
+                result = await self._reviewed_summary(chunk, total)
+                await sync_to_async(_mark_done)(chunk.id, result.text, result.note)
 
         await asyncio.gather(*(one(chunk) for chunk in pending))
 
-    async def _summarize_chunk(self, chunk: DocumentChunk, total: int) -> str:
+    async def _reviewed_summary(self, chunk: DocumentChunk, total: int) -> Review:
+        """A part's summary without echoed instructions and with only citations to its own pages;
+        asked once more in other words when it is mostly a copy, then kept with a note."""
+        result = await self._summarize_chunk(chunk, total, retry=False)
+        if result.note:
+            log.info("document %s: part %s was a copy (%s); asked again", self.document_id, chunk.id, result.note)
+            result = await self._summarize_chunk(chunk, total, retry=True)
+        if chunk.level == 0:
+            page_texts = pages_of_marked_text(chunk.text)
+        else:
+            page_texts = await sync_to_async(_page_texts)(self.document_id, chunk.first_page, chunk.last_page)
+        # CPU work over a part's pages (the whole document for the last step): off the event loop.
+        text = await asyncio.to_thread(
+            with_checked_citations, result.text, chunk.first_page, chunk.last_page, page_texts
+        )
+        if not text.strip():
+            text = _("(nothing to summarize in %(pages)s)") % {"pages": chunk.pages_label}
+        return Review(text, result.note)
+
+    async def _summarize_chunk(self, chunk: DocumentChunk, total: int, *, retry: bool) -> Review:
         for pause in SERVER_RESTART_WAITS_S:
             try:
-                return await self._ask_for_summary(chunk, total)
+                return await self._ask_for_summary(chunk, total, retry)
             except (LlamaUnavailable, LlamaStreamBroken):
                 log.info("document %s: llama-server went away; part %s asked again", self.document_id, chunk.id)
                 await asyncio.sleep(pause)
                 await self._reconnect()
-        return await self._ask_for_summary(chunk, total)
+        return await self._ask_for_summary(chunk, total, retry)
 
     async def _reconnect(self) -> None:
         """The profile served again after llama-server restarted (loaded anew if it must be)."""
@@ -262,36 +288,48 @@ class SummaryRun:
         self.spent_clients.append(self.client)
         self.client = client
 
-    async def _ask_for_summary(self, chunk: DocumentChunk, total: int) -> str:
+    async def _ask_for_summary(self, chunk: DocumentChunk, total: int, retry: bool) -> Review:
         if chunk.level == 0:
             system = MAP_SYSTEM.format(language=self.language)
-            user = f"Part {chunk.index + 1} of {total}, {chunk.pages_label}:\n\n{chunk.text}"
+            header = f"Part {chunk.index + 1} of {total}, {chunk.pages_label}:"
         else:
             system = REDUCE_SYSTEM.format(language=self.language)
-            user = f"Summaries of parts, {chunk.pages_label}:\n\n{chunk.text}"
+            header = f"Summaries of parts, {chunk.pages_label}:"
+        if retry:
+            system = RETRY_SYSTEM.format(language=self.language)
+        user = f"{header}\n\n{chunk.text}"
         payload = {
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
             "max_tokens": self.budget.answer_tokens,
             "temperature": 0.3,
         }
-        async with self.queue.slot(f"document:{self.document_id}", capacity=self.budget.slots):
+        # Background work: people go first, and documents take turns by owner, not one turn each.
+        async with self.queue.slot(f"owner:{self.owner_id}", capacity=self.budget.slots, priority="background"):
             await sync_to_async(_mark_started)(chunk.id)
             parts: list[str] = []
             async for batch in self.client.stream_chat(payload):
                 for item in batch:
                     for choice in item.get("choices") or ():
                         parts.append((choice.get("delta") or {}).get("content") or "")
-        text = "".join(parts).strip()
-        return text or _("(nothing to summarize in %(pages)s)") % {"pages": chunk.pages_label}
+        # Every prompt this part has been given is the instructions whose echo is taken out.
+        instructions = "\n".join((MAP_SYSTEM if chunk.level == 0 else REDUCE_SYSTEM, RETRY_SYSTEM, header))
+        # Combining summaries may keep their sentences; only a part of the document itself must not be copied.
+        source = chunk.text if chunk.level == 0 else ""
+        return review("".join(parts).strip(), instructions.format(language=self.language), source)
 
 
-def compose(final: str, sections: list[DocumentChunk]) -> str:
-    """The combined summary, then each part's own summary under its pages, so every point can be traced."""
+def compose(final: DocumentChunk, sections: list[DocumentChunk]) -> str:
+    """The combined summary, then each part's own summary under its pages, so every point can be traced.
+    A part still copied when asked again carries its note."""
+    lines = [final.summary.strip()]
+    if final.note:
+        lines += ["", "> " + note_text(final.note, final.pages_label)]
     if len(sections) == 1:
-        return f"{final.strip()}\n\n*({sections[0].pages_label})*"
-    lines = [final.strip(), "", "### " + _("By section")]
+        return "\n".join([*lines, "", f"*({sections[0].pages_label})*"])
+    lines += ["", "### " + _("By section")]
     for section in sections:
-        lines.append(f"- **{section.pages_label}**: " + " ".join(section.summary.split()))
+        note = f" *{note_text(section.note, section.pages_label)}*" if section.note else ""
+        lines.append(f"- **{section.pages_label}**: " + " ".join(section.summary.split()) + note)
     return "\n".join(lines)
 
 

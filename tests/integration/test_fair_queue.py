@@ -118,10 +118,108 @@ def test_waiter_that_stops_polling_is_dropped(queue_factory):
         holder = await queue.acquire("A")
         # A waiter whose process died: its ticket is in line but nobody polls for it.
         client = queue.redis.get()
-        await client.rpush(queue._wait_key("ghost"), "ghost-ticket")
+        await client.rpush(queue._wait_key("ghost", "person"), "ghost-ticket")
         await queue._try_acquire("ghost-ticket", "ghost")
         await queue.release(holder)
         ticket = await asyncio.wait_for(queue.acquire("B"), timeout=5)
         await queue.release(ticket)
 
     asyncio.run(main())
+
+
+async def _wait_until_in_line(queue: FairQueue, priority: str, count: int) -> None:
+    for _attempt in range(500):
+        if await queue.waiting_count(priority) >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{count} {priority} request(s) never stood in line")
+
+
+def test_a_person_takes_the_next_slot_before_background_work_on_one_slot(queue_factory):
+    queue = queue_factory(capacity=1, poll_s=0.01)
+
+    async def served(user: str, priority: str) -> str:
+        ticket = await queue.acquire(user, priority=priority)
+        await queue.release(ticket)
+        return ticket
+
+    async def main():
+        running_chunk = await queue.acquire("owner:1", priority="background")
+        next_chunk = asyncio.create_task(served("owner:1", "background"))
+        await _wait_until_in_line(queue, "background", 1)  # the next chunk was in line first
+        person = asyncio.create_task(served("alice", "person"))
+        await _wait_until_in_line(queue, "person", 1)
+        await asyncio.sleep(0.05)  # several polls of both: the slot is still held, nobody gets it
+        assert not next_chunk.done() and not person.done()
+        await queue.release(running_chunk)  # the running chunk finishes
+        return await person, await next_chunk
+
+    person_ticket, chunk_ticket = asyncio.run(main())
+    order = [grant.ticket for grant in asyncio.run(queue.grants())]
+    assert order.index(person_ticket) < order.index(chunk_ticket), order
+
+
+def test_background_keeps_one_slot_free_for_people_where_there_are_several(queue_factory):
+    queue = queue_factory(capacity=2, poll_s=0.01)
+
+    async def main():
+        first_chunk = await queue.acquire("owner:1", priority="background")
+        second_chunk = asyncio.create_task(queue.acquire("owner:1", priority="background"))
+        await _wait_until_in_line(queue, "background", 1)
+        await asyncio.sleep(0.05)
+        assert not second_chunk.done(), "background work took the last slot"
+        # The person is served at once, beside the running chunk, though the chunk queued first.
+        person = await asyncio.wait_for(queue.acquire("alice"), timeout=5)
+        assert await queue.active_count("person") == 1 and await queue.active_count("background") == 1
+        await queue.release(person)
+        await queue.release(first_chunk)
+        await queue.release(await asyncio.wait_for(second_chunk, timeout=5))
+
+    asyncio.run(main())
+
+
+def test_a_persons_place_in_line_counts_only_people(queue_factory):
+    queue = queue_factory(capacity=1, poll_s=0.01)
+    positions: list[int] = []
+
+    async def record(position: int) -> None:
+        positions.append(position)
+
+    async def main():
+        holder = await queue.acquire("bob")
+        chunks = [asyncio.create_task(queue.acquire(f"owner:{n}", priority="background")) for n in range(3)]
+        await _wait_until_in_line(queue, "background", 3)
+        person = asyncio.create_task(queue.acquire("alice", record))
+        await _wait_until_in_line(queue, "person", 1)
+        await asyncio.sleep(0.05)
+        await queue.release(holder)
+        await queue.release(await asyncio.wait_for(person, timeout=5))
+        for chunk in chunks:
+            await queue.release(await asyncio.wait_for(chunk, timeout=5))
+
+    asyncio.run(main())
+    assert positions == [1], positions
+
+
+def test_documents_take_turns_by_owner_not_by_document(queue_factory):
+    queue = queue_factory(capacity=1, poll_s=0.01)
+
+    async def chunk(owner: str) -> str:
+        ticket = await queue.acquire(owner, priority="background")
+        await asyncio.sleep(0.02)
+        await queue.release(ticket)
+        return owner
+
+    async def main():
+        holder = await queue.acquire("bob")
+        # Owner A has three chunks in line (two documents), owner B one, queued after A's.
+        burst = [asyncio.create_task(chunk("owner:A")) for _ in range(3)]
+        await _wait_until_in_line(queue, "background", 3)
+        late = asyncio.create_task(chunk("owner:B"))
+        await _wait_until_in_line(queue, "background", 4)
+        await queue.release(holder)
+        await asyncio.gather(*burst, late)
+
+    asyncio.run(main())
+    owners = [grant.user for grant in asyncio.run(queue.grants()) if grant.priority == "background"]
+    assert owners.index("owner:B") <= 1, owners

@@ -11,8 +11,9 @@ streamed or not, and records each request body it got.
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.loopback import LoopbackServer, sse
 
 CALL_ID = "call_fake_0001"
 ARGUMENT_PIECES = ['{"city', '": "Par', 'is"}']
@@ -52,7 +53,7 @@ def stream_chunks() -> list[dict]:
     return chunks
 
 
-class FakeToolUpstream:
+class FakeToolUpstream(LoopbackServer):
     def __init__(self) -> None:
         self.bodies: list[dict] = []
         owner = self
@@ -104,15 +105,6 @@ class FakeToolUpstream:
                         "usage": {"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42},
                     }
                     return self._send(200, json.dumps(answer).encode())
-                payload = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in stream_chunks())
-                payload += b"data: [DONE]\n\n"
-                self._send(200, payload, "text/event-stream")
+                self._send(200, sse(stream_chunks()), "text/event-stream")
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)

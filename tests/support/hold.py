@@ -7,25 +7,30 @@ import contextlib
 import threading
 from collections.abc import Iterator
 
-from chat.queue import FairQueue
+from chat.queue import FairQueue, Priority
 
 
 @contextlib.contextmanager
-def queue_slots_held(queue_name: str, count: int) -> Iterator[None]:
+def queue_slots_held(
+    queue_name: str, count: int, *, capacity: int | None = None, priority: Priority = "person"
+) -> Iterator[None]:
     """Take ``count`` slots of a profile's real fair queue (in Redis) until the block ends.
 
     Work queued behind them (a summary's chunks, a chat turn) waits in line, however fast
-    the machine or the model, until the test leaves the block.
+    the machine or the model, until the test leaves the block. ``priority="background"``
+    holds them as a summary's running chunks would (``capacity``: the queue's slot count).
     """
     held, release = threading.Event(), threading.Event()
     failure: list[BaseException] = []
 
     async def hold() -> None:
-        queue = FairQueue(name=queue_name, capacity=count)
+        queue = FairQueue(name=queue_name, capacity=capacity or count)
         try:
             async with contextlib.AsyncExitStack() as slots:
                 for index in range(count):
-                    await slots.enter_async_context(queue.slot(f"test-hold-{index}", capacity=count))
+                    await slots.enter_async_context(
+                        queue.slot(f"test-hold-{index}", capacity=capacity or count, priority=priority)
+                    )
                 held.set()
                 await asyncio.to_thread(release.wait)
         finally:

@@ -4,7 +4,7 @@ the upload border's sniffing and zip-bomb cap, and pages read by several process
 import pytest
 from django.test import override_settings
 
-from chat.documents import formats, ingest, selectors, uploads
+from chat.documents import extraction, formats, ingest, selectors, uploads
 from chat.documents.extraction import extract_pdf_pages, ocr_options
 from chat.documents.uploads import check_upload
 from chat.errors import DocumentError
@@ -83,8 +83,14 @@ def test_docx_zip_bomb_is_refused_before_it_is_inflated():
         check_upload("bomb.docx", office.docx_zip_bomb())
 
 
-def test_scans_read_by_helper_processes_come_in_page_order():
+def test_scans_read_by_helper_processes_come_in_page_order(monkeypatch):
     import pypdfium2 as pdfium
+
+    # The product forks its helpers from the extraction worker, a fresh single-threaded process.
+    # This test's process has threads and Celery's Redis connections (other tests' stacks), which
+    # a forked child tries to close and can hang on: spawn here; the ordering logic is the same,
+    # and the forked path runs in the integration tests, through the real worker.
+    monkeypatch.setattr(extraction, "START_METHOD", "spawn")
 
     merged = pdfium.PdfDocument.new()
     for part in (pdfs.report_pdf(2), pdfs.image_text_pdf([ENGLISH, CHINESE]), pdfs.report_pdf(2)):

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("chat", "0005_document_attempts"),
+        ("chat", "0008_accounts"),
     ]
 
     operations = [

@@ -95,15 +95,30 @@ def test_disable_is_refused_for_oneself_and_pending_accounts():
 
 
 def test_a_reset_password_is_validated_and_must_be_changed():
-    person = make_user()
+    staff, person = make_user(is_staff=True), make_user()
     with pytest.raises(ChatError, match="too short"):
-        services.reset_password(person.pk, "short")
-    generated = services.reset_password(person.pk)
+        services.reset_password(staff, person.pk, "short")
+    generated = services.reset_password(staff, person.pk)
     person.refresh_from_db()
     assert len(generated) >= 12 and person.check_password(generated)
     assert services.must_change_password(person)
     services.password_changed(person)
     assert not services.must_change_password(person)
+
+
+def test_only_a_superuser_resets_or_disables_a_superuser():
+    """Staff without the superuser flag cannot take over (or lock out) the Django admin's superuser."""
+    staff = make_user(is_staff=True)
+    admin, other_admin = make_user(is_staff=True, is_superuser=True), make_user(is_staff=True, is_superuser=True)
+    with pytest.raises(ChatError, match="Only a superuser"):
+        services.set_enabled(staff, admin.pk, False)
+    with pytest.raises(ChatError, match="Only a superuser"):
+        services.reset_password(staff, admin.pk)
+    admin.refresh_from_db()
+    assert admin.is_active and admin.check_password(admin.raw_password)
+    assert not services.must_change_password(admin)
+    assert services.reset_password(other_admin, admin.pk)  # a superuser may
+    services.set_enabled(other_admin, admin.pk, False)
 
 
 def test_turn_quota_counts_each_turn_and_refuses_the_one_over():

@@ -4,6 +4,7 @@ tests/integration/test_accounts.py."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -14,8 +15,9 @@ from django.utils import timezone
 from chat.accounts import services, signup
 from chat.accounts.quotas import AccountDisabled, QuotaExceeded, account_of, add_tokens, check_quota
 from chat.conversations.services import answer_tokens
+from chat.conversations.turns import TurnRunner
 from chat.errors import ChatError
-from chat.models import Account, DailyUsage, Invite, SignupSettings
+from chat.models import Account, Conversation, DailyUsage, Invite, Message, SignupSettings
 from tests.support.client import make_user
 
 PASSWORD = "a-Long-pass-2026"
@@ -172,3 +174,22 @@ def test_answer_tokens_count_the_whole_prompt_and_estimate_a_stopped_answer():
     assert answer_tokens("x", "", {"prompt_tokens": 10, "cached_tokens": 30, "output_tokens": 5}) == 45
     assert answer_tokens("x" * 400, "y" * 40, {}) == 110
     assert answer_tokens("", "", None) == 0
+
+
+def test_an_answer_whose_conversation_was_deleted_meanwhile_still_counts_its_tokens():
+    """Deleting the conversation before its answer ends must not make the answer's tokens free:
+    the runner names the owner, as the deleted message can no longer say whose it was."""
+    person = make_user()
+    conversation = Conversation.objects.create(owner=person)
+    answer = Message.objects.create(conversation=conversation, role="assistant", status="streaming")
+    sent: list[dict] = []
+
+    async def send(event: dict) -> None:
+        sent.append(event)
+
+    runner = TurnRunner(conversation=conversation, assistant_id=answer.id, user_key=str(person.pk), send=send)
+    runner.content.append("x" * 400)  # streamed live to the page, then the conversation was deleted
+    Conversation.objects.filter(pk=conversation.pk).delete()
+    asyncio.run(runner._finish(Message.Status.STOPPED, ""))
+    assert sent[-1]["type"] == "done"
+    assert DailyUsage.objects.get(user=person, day=timezone.localdate()).tokens == answer_tokens("x" * 400, "", {})

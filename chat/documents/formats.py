@@ -2,9 +2,10 @@
 
 A section's text starts with its reference line (``§ 2 Heading``) so summaries and
 answers can cite it in place of a page number. DOCX is read by python-docx after the
-zip is checked against a cap on its uncompressed size (a zip bomb is refused, not
-inflated). HTML is parsed by BeautifulSoup (Python's own parser), never rendered: only
-its text is kept, scripts, styles and other non-text elements are dropped.
+zip is checked against a cap on its uncompressed size (a zip bomb is refused, inflated
+only in small pieces up to the cap). HTML is parsed by BeautifulSoup (Python's own
+parser), never rendered: only its text is kept, scripts, styles and other non-text
+elements are dropped.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from chat.documents.pdf_pages import clean_text
 from chat.errors import DocumentError
 
 DOCX_MAX_ENTRIES = 10_000
+DOCX_READ_BYTES = 1 << 20  # a part is inflated at most this much at a time while it is checked
 _HEADING_STYLE = re.compile(r"^(heading \d|title)$", re.IGNORECASE)
 _HTML_HEADING = re.compile(r"^h[1-6]$")
 _HTML_DROPPED = [
@@ -86,19 +88,33 @@ def is_docx(data: bytes) -> bool:
 
 
 def check_docx_archive(data: bytes) -> None:
-    """Refuse a DOCX whose parts would inflate past the cap (the sizes the zip declares;
-    Python's zip reader never reads past them)."""
+    """Refuse a DOCX whose parts would inflate past the cap: first by the sizes the zip declares, then
+    by inflating each part in small pieces, as the declared sizes can lie (Python's zip reader inflates a
+    part whole before it compares, so python-docx would swell first and find the lie after)."""
     limit = settings.DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entries = archive.infolist()
-    except (zipfile.BadZipFile, ValueError) as error:
+            if len(entries) > DOCX_MAX_ENTRIES or sum(entry.file_size for entry in entries) > limit:
+                raise _too_large(limit)
+            inflated = 0
+            for entry in entries:
+                with archive.open(entry) as part:
+                    while piece := part.read(DOCX_READ_BYTES):
+                        inflated += len(piece)
+                        if inflated > limit:
+                            raise _too_large(limit)
+    except DocumentError:
+        raise
+    except Exception as error:  # a bad CRC (a part inflating past its declared size), zlib's, encrypted parts
         raise DocumentError(_("This Word document is damaged and cannot be read.")) from error
-    if len(entries) > DOCX_MAX_ENTRIES or sum(entry.file_size for entry in entries) > limit:
-        raise DocumentError(
-            _("This Word document unpacks to more than %(mb)d MB; the limit is there to stop zip bombs.")
-            % {"mb": limit // 1_048_576}
-        )
+
+
+def _too_large(limit: int) -> DocumentError:
+    return DocumentError(
+        _("This Word document unpacks to more than %(mb)d MB; the limit is there to stop zip bombs.")
+        % {"mb": limit // 1_048_576}
+    )
 
 
 def _docx_lines(block) -> Iterator[str]:

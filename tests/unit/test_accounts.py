@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from chat.accounts import services, signup
@@ -193,3 +193,17 @@ def test_an_answer_whose_conversation_was_deleted_meanwhile_still_counts_its_tok
     asyncio.run(runner._finish(Message.Status.STOPPED, ""))
     assert sent[-1]["type"] == "done"
     assert DailyUsage.objects.get(user=person, day=timezone.localdate()).tokens == answer_tokens("x" * 400, "", {})
+
+
+def test_the_users_page_names_the_refusal_and_a_superuser_may_reset():
+    staff, admin = make_user(is_staff=True), make_user(is_staff=True, is_superuser=True)
+    page = Client(SERVER_NAME="127.0.0.1")
+    page.force_login(staff)
+    refused = page.post(f"/staff/users/{admin.pk}/password/", {"password": ""}, follow=True)
+    assert "Only a superuser can change a superuser&#x27;s account." in refused.content.decode()
+    assert "shown-secret-value" not in refused.content.decode()
+    admin.refresh_from_db()
+    assert admin.check_password(admin.raw_password)
+    page.force_login(make_user(is_staff=True, is_superuser=True))
+    shown = page.post(f"/staff/users/{admin.pk}/password/", {"password": ""})
+    assert shown.status_code == 200 and "shown-secret-value" in shown.content.decode()

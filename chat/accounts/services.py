@@ -22,6 +22,13 @@ def _user(user_id: int):
     return user
 
 
+def _may_change(staff, user) -> None:
+    """A superuser's account is changed only by a superuser: staff who reset one's password or
+    disabled it would take over (or lock out) the Django admin's every permission."""
+    if user.is_superuser and not staff.is_superuser:
+        raise ChatError(_("Only a superuser can change a superuser's account."))
+
+
 def approve(user_id: int) -> None:
     user = _user(user_id)
     Account.objects.filter(user=user).update(approval=Account.Approval.APPROVED)
@@ -44,16 +51,18 @@ def set_enabled(staff, user_id: int, enabled: bool) -> None:
     user = _user(user_id)
     if user.pk == staff.pk and not enabled:
         raise ChatError(_("You cannot disable your own account."))
+    _may_change(staff, user)
     if Account.objects.filter(user=user, approval=Account.Approval.PENDING).exists():
         raise ChatError(_("This account is waiting for approval: approve or reject it."))
     user.is_active = enabled
     user.save(update_fields=["is_active"])
 
 
-def reset_password(user_id: int, password: str = "") -> str:
+def reset_password(staff, user_id: int, password: str = "") -> str:
     """Sets ``password`` (or a generated one) and makes the person change it at their next login.
     Returns the password, to show once to the staff member."""
     user = _user(user_id)
+    _may_change(staff, user)
     password = password or secrets.token_urlsafe(12)
     try:
         validate_password(password, user)

@@ -48,6 +48,7 @@ class Run:
         self.seq = 0
         self.standing: dict | None = None
         self.runner: TurnRunner | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None  # where it runs: stop_from_thread hands stops to it
 
     def record(self, event: dict) -> None:
         self.seq += 1
@@ -154,6 +155,7 @@ class RunHub:
             send=partial(self.publish, run),
             options=options,
         )
+        run.loop = asyncio.get_running_loop()
         self._runs[key] = run
         await self.publish(run, accepted)
         run.runner.start().add_done_callback(partial(self._ended, run))
@@ -163,6 +165,14 @@ class RunHub:
         run = self._runs.get(conversation_id)
         if run is not None and run.owner_id == user_id and run.runner is not None:
             run.runner.stop(Message.Status.STOPPED)
+
+    def stop_from_thread(self, conversation_ids, user_id: object) -> None:
+        """``stop`` for a view, which runs in a thread of its own: the conversations were deleted, so their
+        answers would otherwise go on to their last token for nobody, holding a slot of the model."""
+        for key in map(str, conversation_ids):
+            run = self._runs.get(key)
+            if run is not None and run.loop is not None:
+                run.loop.call_soon_threadsafe(self.stop, key, user_id)
 
     async def publish(self, run: Run, event: dict) -> None:
         run.record(event)

@@ -43,9 +43,9 @@ def _sqlite_message_ids(terms: list[str]) -> Q:
     if long_terms:
         # Each term a quoted phrase: the person's text is never read as FTS5 syntax.
         match = " AND ".join('"' + term.replace('"', '""') + '"' for term in long_terms)
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT rowid FROM chat_message_fts WHERE chat_message_fts MATCH %s", [match])
-            condition &= Q(id__in=[row[0] for row in cursor.fetchall()])
+        # A subquery, not a list of ids: the index matches every person's messages, and a common word's
+        # rowids, each a bound variable, would pass SQLite's limit on them.
+        condition &= Q(id__in=RawSQL("SELECT rowid FROM chat_message_fts WHERE chat_message_fts MATCH %s", [match]))
     for term in terms:
         if len(term) < TRIGRAM:
             condition &= Q(content__icontains=term)

@@ -159,12 +159,23 @@ def save_progress(message_id: int, content: str, reasoning: str) -> None:
 
 
 def finish_message(
-    message_id: int, *, content: str, reasoning: str, status: str, error: str = "", stats: dict | None = None
+    message_id: int,
+    *,
+    content: str,
+    reasoning: str,
+    status: str,
+    error: str = "",
+    stats: dict | None = None,
+    owner_id: int | None = None,
 ) -> None:
+    """Saves the answer's outcome and adds its tokens to ``owner_id``'s quota (looked up when not given:
+    the runner gives it, as a conversation deleted while its answer ran has no message to look it up by,
+    and the tokens were spent all the same)."""
     Message.objects.filter(id=message_id).update(
         content=content, reasoning=reasoning, status=status, error=error, stats=stats or {}, updated_at=timezone.now()
     )
-    owner_id = Message.objects.filter(id=message_id).values_list("conversation__owner_id", flat=True).first()
+    if owner_id is None:
+        owner_id = Message.objects.filter(id=message_id).values_list("conversation__owner_id", flat=True).first()
     if owner_id is not None:
         add_tokens(owner_id, answer_tokens(content, reasoning, stats))
 

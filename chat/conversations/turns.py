@@ -320,7 +320,13 @@ class TurnRunner:
         content, reasoning = "".join(self.content), "".join(self.reasoning)
         await asyncio.shield(
             database_sync_to_async(finish_message)(
-                self.assistant_id, content=content, reasoning=reasoning, status=status, error=error, stats=stats
+                self.assistant_id,
+                content=content,
+                reasoning=reasoning,
+                status=status,
+                error=error,
+                stats=stats,
+                owner_id=self.conversation.owner_id,
             )
         )
         await self._emit({"type": "done", "status": status, "error": error, "stats": stats or {}})

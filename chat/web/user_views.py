@@ -154,7 +154,7 @@ def reset_password(request, user_id: int):
     if data is None:
         return redirect("chat:users")
     try:
-        password = services.reset_password(user_id, data["password"])
+        password = services.reset_password(request.user, user_id, data["password"])
     except ChatError as error:
         flash.error(request, str(error))
         return redirect("chat:users")

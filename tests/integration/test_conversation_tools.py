@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 
 import pytest
 from django.db import connection
@@ -70,6 +71,24 @@ def test_search_finds_a_word_from_an_old_answer_and_only_the_owners():
     # FTS5 syntax in the query is only text.
     assert found(user, 'quetzal* OR "') == []
     assert found(user, "   ") == []
+
+
+@pytest.mark.database("sqlite")
+def test_search_holds_when_more_messages_of_others_match_than_sqlite_binds():
+    """The index matches every person's messages: they stay in the database as a subquery, never one
+    bound variable each (SQLite refuses a statement past its variable limit: 'too many SQL variables')."""
+    user, other = make_user(), make_user()
+    mine = conversation_with(user, ("ubiquitous words", "yes"))
+    theirs = Conversation.objects.create(owner=other)
+    Message.objects.bulk_create(Message(conversation=theirs, role="user", content="ubiquitous") for _ in range(300))
+    connection.ensure_connection()
+    raw = connection.connection
+    limit = raw.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)
+    raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 200)  # this build's limit is higher; the test lowers it
+    try:
+        assert found(user, "ubiquitous") == [str(mine.id)]
+    finally:
+        raw.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit)
 
 
 def test_the_index_follows_create_update_and_delete():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 
 import docx
@@ -49,3 +50,28 @@ def html_page(sections: list[tuple[str, str]] = SECTIONS) -> bytes:
         f"<body><p onclick=\"alert('x')\">Introduction to the report.</p>{body}"
         "<script>var leaked = 'stolen-secret-script';</script></body></html>"
     ).encode()
+
+
+def docx_lying_about_its_size(inflated_mb: int = 200) -> bytes:
+    """A real DOCX whose word/document.xml inflates to ``inflated_mb`` MB (trailing spaces, still XML)
+    while the zip's headers declare its original, small size: a bomb that a check of the declared
+    sizes lets through (about 0.2 MB packed)."""
+    source = zipfile.ZipFile(io.BytesIO(docx_with_headings()))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename != "word/document.xml":
+                archive.writestr(info.filename, data)
+                continue
+            declared = len(data)
+            with archive.open("word/document.xml", "w", force_zip64=False) as part:
+                part.write(data)
+                block = b" " * (1024 * 1024)
+                for _ in range(inflated_mb):
+                    part.write(block)
+    packed = bytearray(buffer.getvalue())
+    actual = struct.pack("<I", declared + inflated_mb * 1024 * 1024)
+    # The uncompressed size, in the local header and in the central directory: both say the small one.
+    assert packed.count(actual) == 2
+    return bytes(packed).replace(actual, struct.pack("<I", declared))

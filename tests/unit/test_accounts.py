@@ -4,18 +4,20 @@ tests/integration/test_accounts.py."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import override_settings
+from django.test import Client, override_settings
 from django.utils import timezone
 
 from chat.accounts import services, signup
 from chat.accounts.quotas import AccountDisabled, QuotaExceeded, account_of, add_tokens, check_quota
 from chat.conversations.services import answer_tokens
+from chat.conversations.turns import TurnRunner
 from chat.errors import ChatError
-from chat.models import Account, DailyUsage, Invite, SignupSettings
+from chat.models import Account, Conversation, DailyUsage, Invite, Message, SignupSettings
 from tests.support.client import make_user
 
 PASSWORD = "a-Long-pass-2026"
@@ -95,15 +97,30 @@ def test_disable_is_refused_for_oneself_and_pending_accounts():
 
 
 def test_a_reset_password_is_validated_and_must_be_changed():
-    person = make_user()
+    staff, person = make_user(is_staff=True), make_user()
     with pytest.raises(ChatError, match="too short"):
-        services.reset_password(person.pk, "short")
-    generated = services.reset_password(person.pk)
+        services.reset_password(staff, person.pk, "short")
+    generated = services.reset_password(staff, person.pk)
     person.refresh_from_db()
     assert len(generated) >= 12 and person.check_password(generated)
     assert services.must_change_password(person)
     services.password_changed(person)
     assert not services.must_change_password(person)
+
+
+def test_only_a_superuser_resets_or_disables_a_superuser():
+    """Staff without the superuser flag cannot take over (or lock out) the Django admin's superuser."""
+    staff = make_user(is_staff=True)
+    admin, other_admin = make_user(is_staff=True, is_superuser=True), make_user(is_staff=True, is_superuser=True)
+    with pytest.raises(ChatError, match="Only a superuser"):
+        services.set_enabled(staff, admin.pk, False)
+    with pytest.raises(ChatError, match="Only a superuser"):
+        services.reset_password(staff, admin.pk)
+    admin.refresh_from_db()
+    assert admin.is_active and admin.check_password(admin.raw_password)
+    assert not services.must_change_password(admin)
+    assert services.reset_password(other_admin, admin.pk)  # a superuser may
+    services.set_enabled(other_admin, admin.pk, False)
 
 
 def test_turn_quota_counts_each_turn_and_refuses_the_one_over():
@@ -157,3 +174,36 @@ def test_answer_tokens_count_the_whole_prompt_and_estimate_a_stopped_answer():
     assert answer_tokens("x", "", {"prompt_tokens": 10, "cached_tokens": 30, "output_tokens": 5}) == 45
     assert answer_tokens("x" * 400, "y" * 40, {}) == 110
     assert answer_tokens("", "", None) == 0
+
+
+def test_an_answer_whose_conversation_was_deleted_meanwhile_still_counts_its_tokens():
+    """Deleting the conversation before its answer ends must not make the answer's tokens free:
+    the runner names the owner, as the deleted message can no longer say whose it was."""
+    person = make_user()
+    conversation = Conversation.objects.create(owner=person)
+    answer = Message.objects.create(conversation=conversation, role="assistant", status="streaming")
+    sent: list[dict] = []
+
+    async def send(event: dict) -> None:
+        sent.append(event)
+
+    runner = TurnRunner(conversation=conversation, assistant_id=answer.id, user_key=str(person.pk), send=send)
+    runner.content.append("x" * 400)  # streamed live to the page, then the conversation was deleted
+    Conversation.objects.filter(pk=conversation.pk).delete()
+    asyncio.run(runner._finish(Message.Status.STOPPED, ""))
+    assert sent[-1]["type"] == "done"
+    assert DailyUsage.objects.get(user=person, day=timezone.localdate()).tokens == answer_tokens("x" * 400, "", {})
+
+
+def test_the_users_page_names_the_refusal_and_a_superuser_may_reset():
+    staff, admin = make_user(is_staff=True), make_user(is_staff=True, is_superuser=True)
+    page = Client(SERVER_NAME="127.0.0.1")
+    page.force_login(staff)
+    refused = page.post(f"/staff/users/{admin.pk}/password/", {"password": ""}, follow=True)
+    assert "Only a superuser can change a superuser&#x27;s account." in refused.content.decode()
+    assert "shown-secret-value" not in refused.content.decode()
+    admin.refresh_from_db()
+    assert admin.check_password(admin.raw_password)
+    page.force_login(make_user(is_staff=True, is_superuser=True))
+    shown = page.post(f"/staff/users/{admin.pk}/password/", {"password": ""})
+    assert shown.status_code == 200 and "shown-secret-value" in shown.content.decode()

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 
 import pytest
+from django.test import Client
 
 from chat.conversations.frames import FrameSender, coalesce
-from chat.conversations.runs import RunHub
+from chat.conversations.runs import RunHub, hub
 from chat.errors import ChatError
 from chat.models import Conversation
+from tests.support.client import make_user
 
 FRAME_S = 0.05
 
@@ -188,5 +191,45 @@ def test_stop_from_any_page_of_the_owner_and_nobody_elses():
             assert page.events()[-1]["status"] == "stopped"
         assert stranger.frames == []
         assert hub.running(str(conversation.id)) is None
+
+    asyncio.run(scenario())
+
+
+def test_deleting_conversations_stops_their_running_answers():
+    """The delete views run in a thread of their own, not the hub's loop: the answers of the deleted
+    conversations are stopped there (one delete, and delete-many), not left writing to their last token."""
+    user = make_user()
+    conversations = [Conversation.objects.create(owner=user) for _ in range(2)]
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        runs = [asyncio.run_coroutine_threadsafe(start_scripted(hub, c), loop).result(5) for c in conversations]
+        client = Client(SERVER_NAME="127.0.0.1")
+        client.force_login(user)
+        assert client.post(f"/c/{conversations[0].id}/delete/").status_code == 302
+        assert client.post("/c/delete-many/", {"ids": [str(conversations[1].id)]}).status_code == 302
+        deadline = time.monotonic() + 5
+        while any(hub.running(str(c.id)) for c in conversations) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [hub.running(str(c.id)) for c in conversations] == [None, None]
+        assert [run.runner.stop_status for run in runs] == ["stopped", "stopped"]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_stop_from_thread_stops_only_the_owners_answer():
+    async def scenario():
+        hub = RunHub(frame_s=0)
+        conversation = Conversation(id=uuid.uuid4(), owner_id=7)
+        run = await start_scripted(hub, conversation)
+        await asyncio.to_thread(hub.stop_from_thread, [conversation.id, uuid.uuid4()], 8)  # not theirs
+        await settle()
+        assert hub.running(str(conversation.id)) is run
+        await asyncio.to_thread(hub.stop_from_thread, [conversation.id], 7)
+        await settle()
+        assert hub.running(str(conversation.id)) is None and run.runner.stop_status == "stopped"
 
     asyncio.run(scenario())

@@ -1,6 +1,9 @@
 """Scanned pages read by OCR (Tesseract, which the set-up installs), DOCX and HTML sections,
 the upload border's sniffing and zip-bomb cap, and pages read by several processes."""
 
+import time
+import tracemalloc
+
 import pytest
 from django.test import override_settings
 
@@ -114,3 +117,30 @@ def test_ocr_languages_from_the_environment_are_checked():
         assert ocr_options().languages == "eng+chi_sim"
     with override_settings(DOCUMENT_OCR_LANGUAGES="eng --user-patterns /etc/passwd"):
         assert ocr_options() is None
+
+
+def test_docx_whose_headers_lie_about_its_size_is_refused_without_inflating_it():
+    """The declared sizes are the zip's word, not its content: a part that inflates past what its headers
+    say is refused while it is read in small pieces, before python-docx would inflate it whole in the
+    web process (where check_upload runs, with no memory limit of its own)."""
+    bomb = office.docx_lying_about_its_size()
+    tracemalloc.start()
+    try:
+        with pytest.raises(DocumentError, match="damaged|unpacks to more than"):
+            check_upload("bomb.docx", bomb)
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 1024 * 1024
+
+
+def test_deeply_nested_html_is_read_in_one_pass():
+    """check_upload reads an HTML page in the web process: its cost must grow with the page, not with
+    its size times its nesting depth (30,000 nested <div>s took about 40 s of CPU there before)."""
+    depth = 30_000
+    page = ("<html><body><h1>Deep</h1>" + "<div>" * depth + "core text" + "</div>" * depth + "</body></html>").encode()
+    started = time.process_time()
+    kind, pages, _data = check_upload("deep.html", page)
+    assert (kind, pages) == (Document.Kind.HTML, 1)
+    assert formats.html_sections(formats.html_text(page)) == ["§ 1 Deep\ncore text"]
+    assert time.process_time() - started < 10  # about 0.5 s; quadratic, it was minutes

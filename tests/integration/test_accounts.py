@@ -125,7 +125,7 @@ def test_sign_up_off_is_closed_and_open_logs_in_at_once_with_password_rules():
     assert get_user_model().objects.get(username=name).is_active
 
 
-def test_invite_link_signs_up_once_whatever_the_mode_and_expires():
+def test_invite_link_signs_up_once_whatever_the_mode_and_expires(web_server):
     staff_http = login(make_user(is_staff=True))
     made = post_form(staff_http, "/staff/users/", "/staff/users/invites/new/", {"note": "for Li"})
     assert made.status_code == 201 and made.headers["Cache-Control"] == "no-store"
@@ -142,6 +142,10 @@ def test_invite_link_signs_up_once_whatever_the_mode_and_expires():
     Invite.objects.filter(pk=invite.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
     with anonymous("zh-hans") as http:
         assert "这个邀请链接已过期。" in http.get(f"/signup/invite/{token}/").text
+    # The web server's access log (var/log/web.log under `make run`) saw these requests, not their tokens.
+    logged = web_server.log_path.read_text()
+    assert "/signup/invite/[redacted]/" in logged
+    assert path not in logged and f"/signup/invite/{token}/" not in logged
 
 
 def test_sign_up_attempts_are_limited_per_address():

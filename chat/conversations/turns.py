@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -255,43 +256,51 @@ class TurnRunner:
 
     async def _stream(self, payload: dict, started: float) -> dict:
         first_token_at = None
-        last_progress = 0.0
+        self._last_progress = 0.0
         stats: dict = {}
-        async for batch in self.client.stream_chat(payload):
-            texts: list[str] = []
-            thoughts: list[str] = []
-            for chunk in batch:
-                progress = chunk.get("prompt_progress")
-                if progress:
-                    now = time.monotonic()
-                    done = progress.get("processed") == progress.get("total")
-                    if now - last_progress >= PROGRESS_INTERVAL_S or done:
-                        last_progress = now
-                        await self._emit(
-                            {"type": "progress", "processed": progress.get("processed"), "total": progress.get("total")}
-                        )
-                for choice in chunk.get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    if delta.get("reasoning_content"):
-                        thoughts.append(delta["reasoning_content"])
-                    if delta.get("content"):
-                        texts.append(delta["content"])
-                if chunk.get("timings"):
-                    stats = _stats(chunk["timings"], chunk.get("usage"))
-            if thoughts:
-                thought = "".join(thoughts)
-                self.reasoning.append(thought)
-                await self._emit({"type": "reasoning", "text": thought})
-            if texts:
-                await self._show("".join(texts))
-            if (texts or thoughts) and first_token_at is None:
-                first_token_at = time.monotonic()
-            self._maybe_save()
+        # A Stop can land while this task awaits a page or the database rather than the network: the
+        # stream is closed there and then (not when the generator is collected), which is what frees
+        # llama-server's slot at once.
+        async with aclosing(self.client.stream_chat(payload)) as batches:
+            async for batch in batches:
+                if await self._take(batch, stats) and first_token_at is None:
+                    first_token_at = time.monotonic()
+                self._maybe_save()
         if self.citations:
             await self._show(self.citations.finish(), checked=True)
         if first_token_at is not None:
             stats["ttft_ms"] = round((first_token_at - started) * 1000, 1)
         return stats
+
+    async def _take(self, batch: list[dict], stats: dict) -> bool:
+        """One network read's chunks: progress, reasoning and text go to the pages; True if any text came."""
+        texts: list[str] = []
+        thoughts: list[str] = []
+        for chunk in batch:
+            progress = chunk.get("prompt_progress")
+            if progress:
+                now = time.monotonic()
+                done = progress.get("processed") == progress.get("total")
+                if now - self._last_progress >= PROGRESS_INTERVAL_S or done:
+                    self._last_progress = now
+                    await self._emit(
+                        {"type": "progress", "processed": progress.get("processed"), "total": progress.get("total")}
+                    )
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                if delta.get("reasoning_content"):
+                    thoughts.append(delta["reasoning_content"])
+                if delta.get("content"):
+                    texts.append(delta["content"])
+            if chunk.get("timings"):
+                stats.update(_stats(chunk["timings"], chunk.get("usage")))
+        if thoughts:
+            thought = "".join(thoughts)
+            self.reasoning.append(thought)
+            await self._emit({"type": "reasoning", "text": thought})
+        if texts:
+            await self._show("".join(texts))
+        return bool(texts or thoughts)
 
     async def _show(self, text: str, *, checked: bool = False) -> None:
         """Text of the answer, its page citations checked first when it uses documents."""

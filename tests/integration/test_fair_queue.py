@@ -185,17 +185,20 @@ def test_a_persons_place_in_line_counts_only_people(queue_factory):
     async def record(position: int) -> None:
         positions.append(position)
 
+    async def chunk(owner: str) -> None:
+        await queue.release(await queue.acquire(owner, priority="background"))
+
     async def main():
         holder = await queue.acquire("bob")
-        chunks = [asyncio.create_task(queue.acquire(f"owner:{n}", priority="background")) for n in range(3)]
+        # Each chunk gives its slot back at once: which owner's turn comes first is the queue's choice.
+        chunks = [asyncio.create_task(chunk(f"owner:{n}")) for n in range(3)]
         await _wait_until_in_line(queue, "background", 3)
         person = asyncio.create_task(queue.acquire("alice", record))
         await _wait_until_in_line(queue, "person", 1)
         await asyncio.sleep(0.05)
         await queue.release(holder)
         await queue.release(await asyncio.wait_for(person, timeout=5))
-        for chunk in chunks:
-            await queue.release(await asyncio.wait_for(chunk, timeout=5))
+        await asyncio.wait_for(asyncio.gather(*chunks), timeout=5)
 
     asyncio.run(main())
     assert positions == [1], positions

@@ -92,7 +92,9 @@ def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, cele
     after = done_chunks()
     for chunk_id, kept in before.items():
         assert after[chunk_id] == kept, "a chunk done before the kill was summarized again"
-        assert kept[2] == 1
+        # One model call, or two where the first came back a copy and was asked again in other words
+        # (chat/documents/summary_review.py): which one depends on what the model wrote.
+        assert kept[2] in (1, 2)
     assert list(DocumentPage.objects.filter(document=document).values_list("number", flat=True)) == list(range(1, 17))
     level0 = list(DocumentChunk.objects.filter(document=document, level=0))
     assert len(level0) >= 3, "the test document should need several chunks"

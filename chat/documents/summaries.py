@@ -261,7 +261,12 @@ class SummaryRun:
             page_texts = await sync_to_async(_page_texts)(self.document_id, chunk.first_page, chunk.last_page)
         # CPU work over a part's pages (the whole document for the last step): off the event loop.
         text = await asyncio.to_thread(
-            with_checked_citations, result.text, chunk.first_page, chunk.last_page, page_texts
+            with_checked_citations,
+            result.text,
+            chunk.first_page,
+            chunk.last_page,
+            page_texts,
+            chunk.document.kind in Document.SECTIONED,
         )
         if not text.strip():
             text = _("(nothing to summarize in %(pages)s)") % {"pages": chunk.pages_label}

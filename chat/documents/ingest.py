@@ -110,7 +110,7 @@ def ingest(document_id) -> bool:
                 done[0] = page.number
         DocumentPage.objects.bulk_create(batch)
         if scans:
-            reading = read_scans(reader, document.owner_id, scans, _page_store(document))
+            reading = read_scans(reader, document.owner_id, scans, _page_store(document), pulse)
             read_by_model, scan_note = reading.by_model, reading.note
             read_by_ocr = sorted(read_by_ocr + reading.by_ocr)
     except Cancelled:

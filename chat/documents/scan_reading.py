@@ -16,7 +16,7 @@ import asyncio
 import base64
 import io
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,6 +42,9 @@ TRANSCRIBE_SYSTEM = (
 
 # Stores one page's text; False when the person cancelled.
 Store = Callable[[int, str], bool]
+# The run's heartbeat while a page is read (or waits for a slot); False when the person cancelled.
+Alive = Callable[[], bool]
+ALIVE_POLL_S = 0.5
 
 
 @dataclass
@@ -76,12 +79,13 @@ def read_scans(
     owner_id: int,
     scans: list[tuple[int, Path]],
     store: Store,
+    alive: Alive,
     *,
     queue: FairQueue | None = None,
 ) -> ScanReading:
     """Each scan (page number, its PNG) read by the model, page by page; those it could not read
-    by Tesseract. Raises Cancelled when ``store`` says the person stopped the document."""
-    by_model, reason = asyncio.run(_with_model(profile, owner_id, scans, store, queue))
+    by Tesseract. Raises Cancelled when the person stopped the document."""
+    by_model, reason = asyncio.run(_with_model(profile, owner_id, scans, (store, alive), queue))
     if not reason:
         return ScanReading(by_model, [], "")
     log.warning("scans read by OCR instead of %s: %s", profile.name, reason)
@@ -90,9 +94,14 @@ def read_scans(
 
 
 async def _with_model(
-    profile: ServerProfile, owner_id: int, scans: list[tuple[int, Path]], store: Store, queue: FairQueue | None
+    profile: ServerProfile,
+    owner_id: int,
+    scans: list[tuple[int, Path]],
+    run: tuple[Store, Alive],
+    queue: FairQueue | None,
 ) -> tuple[list[int], str]:
     """The pages the model read, and why it stopped ("" when it read them all)."""
+    store, alive = run
     done: list[int] = []
     queue = queue or background_queue(profile.name)
     client: LlamaClient | None = None
@@ -105,8 +114,9 @@ async def _with_model(
         if not info.vision:
             return done, _("the server it runs on does not accept images")
         for number, file in scans:
+            reading = _transcribe(client, queue, f"owner:{owner_id}", info.total_slots, file.read_bytes())
             try:
-                text = await _transcribe(client, queue, f"owner:{owner_id}", info.total_slots, file.read_bytes())
+                text = await _while_alive(reading, alive)
             except LlamaError as error:
                 return done, str(error)
             if not await sync_to_async(store)(number, text):
@@ -117,6 +127,23 @@ async def _with_model(
         await queue.aclose()
         if client is not None:
             await client.aclose()
+
+
+async def _while_alive(work: Awaitable[str], alive: Alive) -> str:
+    """The work's result, the run's heartbeat kept meanwhile (a page may wait behind people for
+    long): the stall detector must not run the document again. Cancelled when the person stops."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _pending = await asyncio.wait({task}, timeout=ALIVE_POLL_S)
+            if done:
+                return task.result()
+            if not await sync_to_async(alive)():
+                raise Cancelled()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _transcribe(client: LlamaClient, queue: FairQueue, owner: str, slots: int, png: bytes) -> str:

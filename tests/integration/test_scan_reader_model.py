@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import io
+import threading
 import uuid
 
 import pytest
@@ -19,7 +20,7 @@ from PIL import Image
 
 from chat.documents import ingest, selectors, uploads
 from chat.documents.scan_reading import TRANSCRIBE_SYSTEM
-from chat.models import Conversation, DocumentChunk
+from chat.models import Conversation, Document, DocumentChunk
 from chat.queue import FairQueue
 from monitor.models import ServerProfile
 from tests.support import pdfs
@@ -86,3 +87,37 @@ def test_the_model_reads_each_scanned_page_as_background_work():
     assert chunk.pages_label == "pp. 1–2 (read by the model)"
     # Each page took a slot of the profile's fair queue as background work: people go first.
     assert _grants(profile.name) == ["background", "background"]
+
+
+def test_a_cancel_stops_the_model_mid_page_and_keeps_nothing():
+    """The person cancels while the model is still reading a page: the run stops without waiting
+    for the page (the fake answers only once the test has seen the run end)."""
+    document_ids: list = []
+    release = threading.Event()
+    answered: list[str] = []
+
+    def cancel_and_hold(system: str, user) -> str:
+        Document.objects.filter(id=document_ids[0]).update(cancel_requested=True)
+        release.wait(30)
+        answered.append("too late")  # before the answer goes out: a run that waited for it sees this
+        return "too late"
+
+    fake = FakeSummaryUpstream(cancel_and_hold, vision=True)
+    profile = ServerProfile.objects.create(
+        name=f"vision-{uuid.uuid4().hex[:8]}",
+        remote_url=fake.url,
+        mmproj_file="mmproj-fake.gguf",
+        scan_reader=ServerProfile.ScanReader.MODEL,
+    )
+    user = make_user()
+    conversation = Conversation.objects.create(owner=user, profile=profile)
+    document = uploads.create_document(user, conversation, "scan.pdf", pdfs.image_text_pdf(PAGES))
+    document_ids.append(document.id)
+    try:
+        assert ingest.ingest(document.id) is False
+        assert len(fake.requests) == 1 and answered == []
+    finally:
+        release.set()
+        fake.close()
+    document.refresh_from_db()
+    assert document.status == Document.Status.CANCELLED and not document.pages.exists()

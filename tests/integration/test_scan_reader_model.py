@@ -34,6 +34,19 @@ MAX_EDGE = 640
 PAGE_CHARS = 500
 
 
+def scanned_upload(fake: FakeSummaryUpstream) -> Document:
+    """A two-page scan uploaded to a conversation whose profile has the fake read its scans."""
+    profile = ServerProfile.objects.create(
+        name=f"vision-{uuid.uuid4().hex[:8]}",
+        remote_url=fake.url,
+        mmproj_file="mmproj-fake.gguf",
+        scan_reader=ServerProfile.ScanReader.MODEL,
+    )
+    user = make_user()
+    conversation = Conversation.objects.create(owner=user, profile=profile)
+    return uploads.create_document(user, conversation, "scan.pdf", pdfs.image_text_pdf(PAGES))
+
+
 def _grants(name: str) -> list[str]:
     async def main() -> list[str]:
         queue = FairQueue(name=name)
@@ -62,15 +75,8 @@ def test_the_model_reads_each_scanned_page_as_background_work():
         return "harbour " * 400
 
     fake = FakeSummaryUpstream(transcribe, vision=True, slots=2)
-    profile = ServerProfile.objects.create(
-        name=f"vision-{uuid.uuid4().hex[:8]}",
-        remote_url=fake.url,
-        mmproj_file="mmproj-fake.gguf",
-        scan_reader=ServerProfile.ScanReader.MODEL,
-    )
-    user = make_user()
-    conversation = Conversation.objects.create(owner=user, profile=profile)
-    document = uploads.create_document(user, conversation, "scan.pdf", pdfs.image_text_pdf(PAGES))
+    document = scanned_upload(fake)
+    profile = document.conversation.profile
     try:
         assert ingest.ingest(document.id) is True
     finally:
@@ -103,15 +109,7 @@ def test_a_cancel_stops_the_model_mid_page_and_keeps_nothing():
         return "too late"
 
     fake = FakeSummaryUpstream(cancel_and_hold, vision=True)
-    profile = ServerProfile.objects.create(
-        name=f"vision-{uuid.uuid4().hex[:8]}",
-        remote_url=fake.url,
-        mmproj_file="mmproj-fake.gguf",
-        scan_reader=ServerProfile.ScanReader.MODEL,
-    )
-    user = make_user()
-    conversation = Conversation.objects.create(owner=user, profile=profile)
-    document = uploads.create_document(user, conversation, "scan.pdf", pdfs.image_text_pdf(PAGES))
+    document = scanned_upload(fake)
     document_ids.append(document.id)
     try:
         assert ingest.ingest(document.id) is False

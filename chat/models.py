@@ -148,6 +148,10 @@ class Document(models.Model):
     scanned_pages = models.JSONField(default=list, blank=True)
     # Those of them whose text was read by text recognition (OCR), 1-based.
     ocr_pages = models.JSONField(default=list, blank=True)
+    # Those read by the model itself (its vision projector), where the profile's admin chose so.
+    model_read_pages = models.JSONField(default=list, blank=True)
+    # Why the model did not read the scanned pages it was chosen for (Tesseract did), for the card.
+    scan_note = models.TextField(blank=True)
     # Summary language chosen by the user ("" = the document's own language).
     summary_language = models.CharField(max_length=16, blank=True)
     summary = models.TextField(blank=True)
@@ -203,7 +207,7 @@ class DocumentChunk(models.Model):
     @property
     def pages_label(self) -> str:
         """``p. 3``, ``pp. 3–9`` (``§ 3``, ``§§ 3–9`` for a DOCX's or HTML's sections), ``(OCR)`` after
-        it when any of these pages was read by text recognition."""
+        it when any of these pages was read by text recognition, ``(read by the model)`` when by the model."""
         document = self.document
         one, many = ("§", "§§") if document.kind in Document.SECTIONED else ("p.", "pp.")
         if self.first_page == self.last_page:
@@ -212,6 +216,8 @@ class DocumentChunk(models.Model):
             label = f"{many} {self.first_page}–{self.last_page}"
         if any(self.first_page <= number <= self.last_page for number in document.ocr_pages):
             label += " (OCR)"
+        if any(self.first_page <= number <= self.last_page for number in document.model_read_pages):
+            label += " " + _("(read by the model)")
         return label
 
 

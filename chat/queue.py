@@ -357,6 +357,12 @@ async def _record_overflow(error: BaseException, position: int, waited_s: float)
 _queues: dict[str, FairQueue] = {}
 
 
+def background_queue(name: str = "llama") -> FairQueue:
+    """A profile's fair queue (same slots, same line) for a worker's background work, with short
+    leases: a killed worker's slots come back soon. One per run: it closes with the run's loop."""
+    return FairQueue(name=name, lease_s=10.0)
+
+
 def get_queue(name: str = "llama") -> FairQueue:
     """The queue in front of one llama-server instance (one per server profile)."""
     queue = _queues.get(name)

@@ -59,6 +59,12 @@ class ServerProfile(models.Model):
         ON = "on", _("on")
         OFF = "off", _("off")
 
+    class ScanReader(models.TextChoices):
+        """Who reads a document's scanned pages (pages with no text layer) for this profile."""
+
+        TESSERACT = "tesseract", _("Tesseract text recognition (OCR)")
+        MODEL = "model", _("the model itself (needs a vision projector)")
+
     name = models.CharField(_("name"), max_length=64, unique=True)
     description = models.CharField(_("description"), max_length=200, blank=True)
     available_to_users = models.BooleanField(_("available to users"), default=True)
@@ -92,6 +98,13 @@ class ServerProfile(models.Model):
     draft_max = models.PositiveIntegerField(_("draft tokens (max)"), default=16)
     draft_min = models.PositiveIntegerField(_("draft tokens (min)"), default=0)
     mmproj_file = models.CharField(_("vision projector file"), max_length=255, blank=True)
+    scan_reader = models.CharField(
+        _("scanned pages are read by"),
+        max_length=16,
+        choices=ScanReader.choices,
+        default=ScanReader.TESSERACT,
+        help_text=_("The model itself can read them only where the profile has a vision projector."),
+    )
     reasoning = models.CharField(_("reasoning"), max_length=4, choices=Switch.choices, default=Switch.AUTO)
     reasoning_budget = models.IntegerField(_("reasoning budget"), default=-1, help_text=_("-1: no limit"))
     chat_template = models.CharField(

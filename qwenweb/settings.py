@@ -340,6 +340,12 @@ DOCUMENT_OCR_LANGUAGES = os.environ.get("QWENWEB_DOCUMENT_OCR_LANGUAGES", "eng+c
 DOCUMENT_OCR_DPI = env_int("QWENWEB_DOCUMENT_OCR_DPI", 300)
 # One page at most, then it is left out; below DOCUMENT_EXTRACT_STALL_S, which ends the whole reading.
 DOCUMENT_OCR_PAGE_S = env_int("QWENWEB_DOCUMENT_OCR_PAGE_S", 45)
+# Scanned pages read by the model itself (a profile with a vision projector, chosen by an admin):
+# each page goes to it as a PNG of at most this many pixels on its long edge; its transcription is
+# cut at this many characters and tokens.
+DOCUMENT_VISION_MAX_EDGE = env_int("QWENWEB_DOCUMENT_VISION_MAX_EDGE", 1280)
+DOCUMENT_VISION_PAGE_CHARS = env_int("QWENWEB_DOCUMENT_VISION_PAGE_CHARS", 12000)
+DOCUMENT_VISION_MAX_TOKENS = env_int("QWENWEB_DOCUMENT_VISION_MAX_TOKENS", 2048)
 
 # Health checks (/healthz, /monitor/health/, manage.py health): each part's timeout; beat's heartbeat interval.
 HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))

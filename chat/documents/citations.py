@@ -3,7 +3,9 @@
 Model output is hostile content: a reference to a page outside the part it came from
 is corrected when the sentence it ends matches another page of the part, else removed,
 so no invented page is ever shown. Forms handled: ``[p. 12]``, ``(pp. 3-5)``,
-``[Report.pdf, p. 3]``, ``page 12``, ``pages 3 to 5``, ``p. 3, 7-9`` and ``第12页``.
+``[Report.pdf, p. 3]``, ``page 12``, ``pages 3 to 5``, ``p. 3, 7-9`` and ``第12页``; and for a
+DOCX's or HTML's sections ``§ 4`` and ``§§ 2-5``, checked against the sections of the part
+(left alone where the checker knows no sections: a PDF may quote a law's ``§ 12``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping
 from chat.documents.overlap import shingles
 
 _NUMBERS = r"\d{1,5}(?:\s*(?:-|–|—|~|to)\s*\d{1,5})?(?:\s*(?:,|and|&)\s*\d{1,5}(?:\s*(?:-|–|—|~|to)\s*\d{1,5})?)*"
-_REFERENCE = rf"(?:(?P<word>\b(?:pp?|pg)\.|\b[Pp]ages?\b)\s*(?P<numbers>{_NUMBERS})|第\s*(?P<cjk>{_NUMBERS})\s*页)"
+_REFERENCE = rf"(?:(?P<word>\b(?:pp?|pg)\.|\b[Pp]ages?\b|§§?)\s*(?P<numbers>{_NUMBERS})|第\s*(?P<cjk>{_NUMBERS})\s*页)"
 _REFERENCE_RE = re.compile(_REFERENCE)
 # A whole bracketed citation, possibly naming its document: removed whole when nothing in it stands.
 _GROUP_RE = re.compile(
@@ -44,6 +46,8 @@ def _render_spans(spans: Spans, word: str | None) -> str:
     many = len(spans) > 1 or spans[0][0] != spans[0][1]
     if word is None:
         return f"第{text}页"
+    if word.startswith("§"):
+        return ("§§ " if many else "§ ") + text
     if word.lower().startswith("page"):
         return ("pages " if many else "page ") + text
     return ("pp. " if many else "p. ") + text
@@ -70,37 +74,56 @@ def _best_page(claim: str, page_shingles: Mapping[int, set[tuple[str, ...]]]) ->
     return scores[0][1]
 
 
-class CitationChecker:
-    """Checks every citation in a text against the pages that exist in its part."""
+class _Targets:
+    """The numbers one kind of reference (pages, or sections) may point at, and their texts."""
 
-    def __init__(self, pages: Collection[int], page_texts: Mapping[int, str] | None = None):
-        self.pages = set(pages)
-        self.page_texts = page_texts or {}
-        self._page_shingles: dict[int, set[tuple[str, ...]]] | None = None
-        self.removed = 0
-        self.corrected = 0
+    def __init__(self, numbers: Collection[int], texts: Mapping[int, str] | None):
+        self.numbers = set(numbers)
+        self.texts = texts or {}
+        self._shingles: dict[int, set[tuple[str, ...]]] | None = None
 
-    def _fixed(self, spans: Spans, text: str, end: int) -> Spans | None:
-        """The spans that stand (clipped to pages that exist), a corrected page, or None."""
+    def fixed(self, spans: Spans, text: str, end: int) -> Spans | None:
+        """The spans that stand (clipped to numbers that exist), a corrected one, or None."""
         kept = []
         for low, high in spans:
-            inside = [page for page in range(low, min(high, low + 2000) + 1) if page in self.pages]
+            inside = [number for number in range(low, min(high, low + 2000) + 1) if number in self.numbers]
             if inside:
                 kept.append((inside[0], inside[-1]))
         if kept:
             return kept
-        if self._page_shingles is None:  # once per checker: a long part's pages are many
-            self._page_shingles = {number: shingles(page, 3) for number, page in self.page_texts.items()}
-        page = _best_page(_claim_before(text, end), self._page_shingles)
+        if self._shingles is None:  # once per checker: a long part's pages are many
+            self._shingles = {number: shingles(page, 3) for number, page in self.texts.items()}
+        page = _best_page(_claim_before(text, end), self._shingles)
         return [(page, page)] if page is not None else None
+
+
+class CitationChecker:
+    """Checks every citation in a text against the pages (and ``§`` sections) that exist in its part.
+
+    Without ``sections``, ``§`` references are left as written."""
+
+    def __init__(
+        self,
+        pages: Collection[int],
+        page_texts: Mapping[int, str] | None = None,
+        sections: Collection[int] | None = None,
+        section_texts: Mapping[int, str] | None = None,
+    ):
+        self.pages = _Targets(pages, page_texts)
+        self.sections = None if sections is None else _Targets(sections, section_texts)
+        self.removed = 0
+        self.corrected = 0
 
     def _replace(self, match: re.Match, text: str, whole: Callable[[str], str]) -> str:
         word = match.group("word")
         numbers = match.group("numbers") if word else match.group("cjk")
-        spans = parse_spans(numbers)
-        if spans and all(self.pages.issuperset(range(low, high + 1)) for low, high in spans):
+        targets = self.sections if word and word.startswith("§") else self.pages
+        if targets is None:
             return match.group(0)
-        fixed = self._fixed(spans, text, match.start())
+        spans = parse_spans(numbers)
+        if spans and all(targets.numbers.issuperset(range(low, high + 1)) for low, high in spans):
+            return match.group(0)
+        fixed = targets.fixed(spans, text, match.start())
         if fixed is None:
             self.removed += 1
             return ""
@@ -126,8 +149,13 @@ class CitationChecker:
         return _PROSE_RE.sub(prose, text)
 
 
-def check_citations(text: str, pages: Collection[int], page_texts: Mapping[int, str] | None = None) -> str:
-    return CitationChecker(pages, page_texts).check(text)
+def check_citations(
+    text: str, pages: Collection[int], page_texts: Mapping[int, str] | None = None, sectioned: bool = False
+) -> str:
+    """``sectioned``: the part is a DOCX's or HTML's sections, cited as ``§ N`` (or, by a confused
+    model, as pages): both are checked against them."""
+    sections = pages if sectioned else None
+    return CitationChecker(pages, page_texts, sections, page_texts if sectioned else None).check(text)
 
 
 def pages_of_marked_text(text: str) -> dict[int, str]:
@@ -146,6 +174,7 @@ _PARTIAL_PROSE = re.compile(
     r"[\s\d,\-–—~&]*(?:(?:t|to|a|an|and)[\s\d,\-–—~&]*)*"
 )
 _PARTIAL_CJK = re.compile(r"第[\s\d,\-–—~]*")
+_PARTIAL_SECTION = re.compile(r"§§?[\s\d,\-–—~&]*(?:(?:t|to|a|an|and)[\s\d,\-–—~&]*)*")
 
 
 def _could_grow(tail: str) -> bool:
@@ -154,6 +183,8 @@ def _could_grow(tail: str) -> bool:
         return len(tail) < HOLD_BACK_CHARS * 4 and not any(char in tail for char in "])）\n")
     if tail[0] == "第":
         return bool(_PARTIAL_CJK.fullmatch(tail))
+    if tail[0] == "§":
+        return len(tail) < HOLD_BACK_CHARS and bool(_PARTIAL_SECTION.fullmatch(tail))
     return len(tail) < HOLD_BACK_CHARS and bool(_PARTIAL_PROSE.fullmatch(tail))
 
 
@@ -182,7 +213,7 @@ class CitationStream:
             char = self.pending[index]
             previous = self.pending[index - 1] if index else before
             starts_word = char.isalpha() and not (previous and previous.isalnum())
-            if (char in "[(（第" or starts_word) and _could_grow(self.pending[index:]):
+            if (char in "[(（第§" or starts_word) and _could_grow(self.pending[index:]):
                 # The space before it too: a citation removed takes its space along.
                 return len(self.pending[:index].rstrip())
         return len(self.pending)

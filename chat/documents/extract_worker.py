@@ -1,6 +1,8 @@
 """The child process that reads one document's pages, under CPU-time and memory limits.
 
-``python -m chat.documents.extract_worker PATH KIND CPU_SECONDS MEMORY_MB PROCESSES``: the
+``python -m chat.documents.extract_worker PATH KIND CPU_SECONDS MEMORY_MB PROCESSES SCAN_IMAGE_EDGE``
+(SCAN_IMAGE_EDGE 0: scans are read by OCR here; else rendered as PNG, base64 in the page's
+``image``, for the model to read in the worker, since this process never talks to the network): the
 limits are set before anything else is loaded, so a file that makes PDFium spin or swell ends
 this process only; the processes it starts (PROCESSES at most of each: pdftotext over page
 ranges, helpers reading scans), and the OCR engine they run, inherit the same limits, each
@@ -11,6 +13,7 @@ memory; killed by SIGXCPU: out of CPU time; any other death: the reader crashed.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import resource
@@ -29,6 +32,7 @@ def limit_resources(cpu_seconds: int, memory_mb: int) -> None:
 
 def main(argv: list[str]) -> int:
     path, kind, cpu_seconds, memory_mb, processes = argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5])
+    scan_image_edge = int(argv[6]) if len(argv) > 6 else 0
     limit_resources(cpu_seconds, memory_mb)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
     import django
@@ -40,8 +44,10 @@ def main(argv: list[str]) -> int:
 
     out = sys.stdout
     try:
-        for page in extract_pages(Path(path), kind, processes=processes):
+        for page in extract_pages(Path(path), kind, processes=processes, scan_image_edge=scan_image_edge):
             item = {"number": page.number, "text": page.text, "scanned": page.scanned, "ocr": page.ocr}
+            if page.image:
+                item["image"] = base64.b64encode(page.image).decode("ascii")
             out.write(json.dumps(item) + "\n")
             out.flush()
     except DocumentError as error:

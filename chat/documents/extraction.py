@@ -25,7 +25,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.documents import formats, ocr, poppler_text
-from chat.documents.pdf_pages import PageText, clean_text, open_in_helper, read_batch, read_page
+from chat.documents.pdf_pages import PageText, clean_text, open_in_helper, read_batch, read_page, render_scan
 from chat.errors import DocumentError, PasswordNeeded
 from chat.models import Document
 
@@ -129,10 +129,13 @@ def extract_pdf_pages(
     *,
     processes: int = 1,
     ocr_with: ocr.OcrOptions | None = None,
+    scan_image_edge: int = 0,
 ) -> Iterator[PageText]:
     """Every page's text in reading order; pages with images and no text are marked scanned,
     and read by OCR when ``ocr_with`` says how: by up to ``processes`` helper processes at
-    once (a file on disk only), the text layers meanwhile read here."""
+    once (a file on disk only), the text layers meanwhile read here. With ``scan_image_edge``
+    a scan is not read here but rendered (that many pixels on its long edge at most) for the
+    model to read, in the worker: this process never talks to the network."""
     if isinstance(source, Path):
         source = str(source)
     pdf = open_pdf(source, password)
@@ -142,7 +145,10 @@ def extract_pdf_pages(
         for index, text in _text_layers(pdf, source, password, processes):
             # No text from Poppler: PDFium reads the page (any text it finds, images: a scan).
             page = PageText(index + 1, text) if text else read_page(pdf, index, None)
-            if page.scanned and ocr_with is not None:
+            if page.scanned and scan_image_edge:
+                image = render_scan(pdf, index, settings.DOCUMENT_OCR_DPI, scan_image_edge)
+                page = PageText(page.number, page.text, scanned=True, image=image)
+            elif page.scanned and ocr_with is not None:
                 page = helpers.submit(index, ocr_with) if helpers else read_page(pdf, index, ocr_with)
             waiting.append(page)
             while waiting and (isinstance(waiting[0], PageText) or waiting[0].done()):
@@ -206,9 +212,11 @@ class _OcrHelpers:
             self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def extract_pages(path: Path, kind: str, *, processes: int = 1) -> Iterator[PageText]:
+def extract_pages(path: Path, kind: str, *, processes: int = 1, scan_image_edge: int = 0) -> Iterator[PageText]:
+    """``scan_image_edge``: scans are rendered for the model to read instead of read by OCR."""
     if kind == Document.Kind.PDF:
-        yield from extract_pdf_pages(path, processes=processes, ocr_with=ocr_options())
+        ocr_with = None if scan_image_edge else ocr_options()
+        yield from extract_pdf_pages(path, processes=processes, ocr_with=ocr_with, scan_image_edge=scan_image_edge)
         return
     if kind == Document.Kind.DOCX:
         sections = formats.docx_sections(path.read_bytes())

@@ -4,8 +4,11 @@ and find runs whose worker died."""
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import time
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -14,6 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from chat.documents.sandbox import Cancelled, extract_in_child
+from chat.documents.scan_reading import model_reader, read_scans
 from chat.documents.selectors import get_document, page_list
 from chat.documents.uploads import stored_file
 from chat.errors import DocumentError
@@ -75,26 +79,40 @@ def ingest(document_id) -> bool:
     path = stored_file(document)
     # Extraction is fast: a run that died half-way starts the pages again.
     DocumentPage.objects.filter(document=document).delete()
-    heartbeat(document.id, status=Document.Status.EXTRACTING, pages_done=0, error="")
+    heartbeat(document.id, status=Document.Status.EXTRACTING, pages_done=0, error="", scan_note="")
+    # The model reads the scans where the profile's admin chose so; else Tesseract, in the child.
+    reader, scan_note = model_reader(document)
     scanned: list[int] = []
     read_by_ocr: list[int] = []
+    read_by_model: list[int] = []
     batch: list[DocumentPage] = []
+    scans: list[tuple[int, Path]] = []  # rendered for the model, read after the text layers
     done = [0]  # pages stored so far, reported with each heartbeat
+    scan_dir = Path(tempfile.mkdtemp(prefix="qwenweb-scans-"))
     try:
         if not path.exists():
             raise DocumentError(_("The uploaded file is gone; upload it again."))
         pulse = Pulse(document.id)
-        for page in extract_in_child(path, document.kind, lambda: pulse(pages_done=done[0])):
+        edge = settings.DOCUMENT_VISION_MAX_EDGE if reader else 0
+        for page in extract_in_child(path, document.kind, lambda: pulse(pages_done=done[0]), edge):
             if page.scanned:
                 scanned.append(page.number)
             if page.ocr:
                 read_by_ocr.append(page.number)
+            if page.image:
+                scans.append((page.number, scan_dir / f"{page.number}.png"))
+                scans[-1][1].write_bytes(page.image)
+                continue
             batch.append(DocumentPage(document=document, number=page.number, text=page.text))
             if len(batch) >= PAGE_BATCH or page.ocr:  # an OCR page takes seconds: its progress shows at once
                 DocumentPage.objects.bulk_create(batch)
                 batch = []
                 done[0] = page.number
         DocumentPage.objects.bulk_create(batch)
+        if scans:
+            reading = read_scans(reader, document.owner_id, scans, _page_store(document), pulse)
+            read_by_model, scan_note = reading.by_model, reading.note
+            read_by_ocr = sorted(read_by_ocr + reading.by_ocr)
     except Cancelled:
         DocumentPage.objects.filter(document=document).delete()
         Document.objects.filter(id=document.id).update(status=Document.Status.CANCELLED, pages_done=0)
@@ -109,22 +127,32 @@ def ingest(document_id) -> bool:
         fail(document.id, _("This file could not be read: it may be damaged."))
         path.unlink(missing_ok=True)
         return False
+    finally:
+        shutil.rmtree(scan_dir, ignore_errors=True)
     total = DocumentPage.objects.filter(document=document).count()
+    read = {"scanned_pages": scanned, "ocr_pages": read_by_ocr, "model_read_pages": read_by_model}
     if not DocumentPage.objects.filter(document=document).exclude(text="").exists():
-        fail(document.id, no_text_message(scanned, read_by_ocr))
-        Document.objects.filter(id=document.id).update(scanned_pages=scanned, ocr_pages=read_by_ocr)
+        fail(document.id, no_text_message(scanned, read_by_ocr + read_by_model))
+        Document.objects.filter(id=document.id).update(scan_note=scan_note, **read)
         path.unlink(missing_ok=True)
         return False
     heartbeat(
-        document.id,
-        status=Document.Status.SUMMARIZING,
-        pages_done=total,
-        page_count=total,
-        scanned_pages=scanned,
-        ocr_pages=read_by_ocr,
+        document.id, status=Document.Status.SUMMARIZING, pages_done=total, page_count=total, scan_note=scan_note, **read
     )
     path.unlink(missing_ok=True)
     return True
+
+
+def _page_store(document: Document):
+    """Stores a scan's text as the model (or Tesseract) reads it, its progress shown at once."""
+    stored = [DocumentPage.objects.filter(document=document).count()]
+
+    def store(number: int, text: str) -> bool:
+        DocumentPage.objects.create(document=document, number=number, text=text)
+        stored[0] += 1
+        return heartbeat(document.id, pages_done=stored[0])
+
+    return store
 
 
 def no_text_message(scanned: list[int], read_by_ocr: list[int]) -> str:

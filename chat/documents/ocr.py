@@ -56,15 +56,19 @@ def tesseract_argv(options: OcrOptions) -> list[str]:
     ]
 
 
-def render_png(page: pdfium.PdfPage, dpi: int) -> bytes:
+def render_png(page: pdfium.PdfPage, dpi: int, max_edge: int = 0) -> bytes:
+    """The page as a grayscale PNG at ``dpi`` (smaller for a huge page, or to fit ``max_edge``
+    pixels on its long edge when given), its resolution recorded in the file."""
     width, height = page.get_size()  # in points, 72 to the inch
     scale = dpi / 72
     if width * height * scale * scale > MAX_PIXELS:
         scale = (MAX_PIXELS / max(width * height, 1)) ** 0.5
+    if max_edge and max(width, height) * scale > max_edge:
+        scale = max_edge / max(width, height)
     bitmap = page.render(scale=scale, grayscale=True)
     try:
         buffer = io.BytesIO()
-        bitmap.to_pil().save(buffer, format="PNG")
+        bitmap.to_pil().save(buffer, format="PNG", dpi=(round(scale * 72), round(scale * 72)))
         return buffer.getvalue()
     finally:
         bitmap.close()
@@ -72,12 +76,17 @@ def render_png(page: pdfium.PdfPage, dpi: int) -> bytes:
 
 def recognize(page: pdfium.PdfPage, options: OcrOptions) -> str:
     """The page's text as Tesseract reads it."""
+    return recognize_png(render_png(page, options.dpi), options)
+
+
+def recognize_png(png: bytes, options: OcrOptions) -> str:
+    """A rendered page's text as Tesseract reads it (``options.dpi``: the image's resolution)."""
     # One thread each: the worker already reads pages in several processes.
     env = {**os.environ, "OMP_THREAD_LIMIT": "1"}
     try:
         result = subprocess.run(
             tesseract_argv(options),
-            input=render_png(page, options.dpi),
+            input=png,
             capture_output=True,
             timeout=options.page_timeout_s,
             env=env,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from chat.documents.ocr import OcrFailed, OcrOptions, recognize
+from chat.documents.ocr import OcrFailed, OcrOptions, recognize, render_png
 
 log = logging.getLogger(__name__)
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
@@ -28,6 +28,7 @@ class PageText:
     text: str
     scanned: bool = False  # no text layer, but images: a scan
     ocr: bool = False  # its text was read from the image by text recognition
+    image: bytes = b""  # a scan rendered as PNG, for the model to read (``render_scan``)
 
 
 def clean_text(text: str) -> str:
@@ -93,6 +94,15 @@ def read_page(pdf: pdfium.PdfDocument, index: int, ocr: OcrOptions | None) -> Pa
             except OcrFailed as error:  # the page is left out, as a scan without OCR is
                 log.warning("page %d: text recognition failed: %s", index + 1, error)
         return PageText(index + 1, text, scanned)
+    finally:
+        page.close()
+
+
+def render_scan(pdf: pdfium.PdfDocument, index: int, dpi: int, max_edge: int) -> bytes:
+    """A scanned page as a PNG of at most ``max_edge`` pixels on its long edge, for the model to read."""
+    page = pdf[index]
+    try:
+        return render_png(page, dpi, max_edge)
     finally:
         page.close()
 

@@ -2,7 +2,7 @@
 
 Passages are ranked with BM25 (rank-bm25) over words, and over character pairs for
 Chinese, Japanese and Korean, which have no spaces between words. Every passage
-carries its page, so answers can cite it.
+carries its page (a DOCX's or HTML's section, labelled ``§ N``), so answers can cite it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,22 @@ INSTRUCTIONS = (
     "Answer the user's question using the attached document below. "
     "Cite the pages you use as (p. N). If the document does not say, say so."
 )
+SECTION_INSTRUCTIONS = (
+    "Answer the user's question using the attached document below. "
+    "Cite the sections you use as (§ N). If the document does not say, say so."
+)
+MIXED_INSTRUCTIONS = (
+    "Answer the user's question using the attached documents below. "
+    "Cite the pages you use as (p. N), and the sections of documents divided into sections as (§ N). "
+    "If the documents do not say, say so."
+)
+
+
+def instructions_for(documents: list[Document]) -> str:
+    sectioned = {document.kind in Document.SECTIONED for document in documents}
+    if sectioned == {True}:
+        return SECTION_INSTRUCTIONS
+    return MIXED_INSTRUCTIONS if sectioned == {True, False} else INSTRUCTIONS
 
 
 @dataclass(frozen=True)
@@ -34,9 +50,10 @@ class Passage:
     document: str
     page: int
     text: str
+    sectioned: bool = False
 
     def render(self) -> str:
-        return f"[{self.document}, p. {self.page}]\n{self.text}"
+        return f"[{self.document}, {'§' if self.sectioned else 'p.'} {self.page}]\n{self.text}"
 
 
 def terms(text: str) -> list[str]:
@@ -50,22 +67,22 @@ def terms(text: str) -> list[str]:
     return result
 
 
-def split_passages(document: str, page: int, text: str) -> list[Passage]:
-    """A page's paragraphs, merged or cut to about PASSAGE_CHARS each."""
-    passages: list[Passage] = []
+def split_passages(document: str, page: int, text: str, sectioned: bool = False) -> list[Passage]:
+    """A page's (or section's) paragraphs, merged or cut to about PASSAGE_CHARS each."""
+    pieces: list[str] = []
     current = ""
     for paragraph in re.split(r"\n\s*\n", text):
         paragraph = paragraph.strip()
         while len(paragraph) > PASSAGE_CHARS:
-            passages.append(Passage(document, page, paragraph[:PASSAGE_CHARS]))
+            pieces.append(paragraph[:PASSAGE_CHARS])
             paragraph = paragraph[PASSAGE_CHARS:]
         if current and len(current) + len(paragraph) > PASSAGE_CHARS:
-            passages.append(Passage(document, page, current))
+            pieces.append(current)
             current = ""
         current = f"{current}\n{paragraph}".strip()
     if current:
-        passages.append(Passage(document, page, current))
-    return passages
+        pieces.append(current)
+    return [Passage(document, page, piece, sectioned) for piece in pieces]
 
 
 def rank_passages(question: str, passages: list[Passage]) -> list[Passage]:
@@ -105,15 +122,17 @@ async def document_system_message(client: LlamaClient, conversation_id, question
     if not attached:
         return None
     exact_left = [MAX_EXACT_COUNTS]
-    head = [INSTRUCTIONS]
+    instructions = instructions_for([document for document, _pages in attached])
+    head = [instructions]
     for document, pages in attached:
-        head.append(f"\n## {document.name} ({len(pages)} pages with text)")
+        unit = "sections" if document.kind in Document.SECTIONED else "pages"
+        head.append(f"\n## {document.name} ({len(pages)} {unit} with text)")
         if document.summary:
             head.append("Summary:\n" + document.summary.strip())
     text = "\n".join(head)
     if not await _fits(client, text, budget, exact_left):
         # The summaries alone are too long: keep the instructions and the passages.
-        text = INSTRUCTIONS
+        text = instructions
     # Ranking a long document is CPU work: keep it off the event loop that streams tokens.
     ranked = await asyncio.to_thread(_ranked, question, attached)
     chosen: list[Passage] = []
@@ -130,25 +149,34 @@ def _ranked(question: str, attached: list[tuple[Document, list[tuple[int, str]]]
         passage
         for document, pages in attached
         for number, page in pages
-        for passage in split_passages(document.name, number, page)
+        for passage in split_passages(document.name, number, page, document.kind in Document.SECTIONED)
     ]
     return rank_passages(question, passages)
 
 
-def _document_pages(conversation_id) -> dict[int, str]:
-    """Every page with text of the conversation's documents (pages of the same number joined)."""
+def _document_pages(conversation_id) -> tuple[dict[int, str], dict[int, str]]:
+    """Every page with text of the conversation's paged documents, and every section of its DOCX
+    and HTML documents (those of the same number joined)."""
     pages: dict[int, str] = {}
-    for number, text in DocumentPage.objects.filter(document__conversation_id=conversation_id).values_list(
-        "number", "text"
+    sections: dict[int, str] = {}
+    for number, text, kind in DocumentPage.objects.filter(document__conversation_id=conversation_id).values_list(
+        "number", "text", "document__kind"
     ):
-        pages[number] = f"{pages.get(number, '')}\n{text}"
-    return pages
+        into = sections if kind in Document.SECTIONED else pages
+        into[number] = f"{into.get(number, '')}\n{text}"
+    return pages, sections
 
 
 async def answer_citation_checker(conversation_id) -> CitationChecker | None:
-    """What an answer's page citations are checked against: the pages its documents have."""
-    pages = await sync_to_async(_document_pages)(conversation_id)
-    return CitationChecker(pages, pages) if pages else None
+    """What an answer's citations are checked against: the pages its documents have, and their
+    sections (``§ N``). With only sectioned documents, a page citation is checked against the
+    sections too: the numbers that exist are the same."""
+    pages, sections = await sync_to_async(_document_pages)(conversation_id)
+    if not pages and not sections:
+        return None
+    if not pages:
+        return CitationChecker(sections, sections, sections, sections)
+    return CitationChecker(pages, pages, sections if sections else None, sections)
 
 
 def _render(head: str, passages: list[Passage]) -> str:

@@ -7,6 +7,7 @@ cancelled, which is asked at least every POLL_S while the child works.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import queue
@@ -33,7 +34,7 @@ class Cancelled(Exception):
     """The person asked to stop reading the document."""
 
 
-def worker_argv(path: Path, kind: str) -> list[str]:
+def worker_argv(path: Path, kind: str, scan_image_edge: int = 0) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -43,6 +44,7 @@ def worker_argv(path: Path, kind: str) -> list[str]:
         str(settings.DOCUMENT_EXTRACT_CPU_S),
         str(settings.DOCUMENT_EXTRACT_MEMORY_MB),
         str(settings.DOCUMENT_EXTRACT_PROCESSES),
+        str(scan_image_edge),
     ]
 
 
@@ -67,11 +69,14 @@ def _death_message(returncode: int, *, too_long: bool) -> str:
     return _("The file could not be read: it crashed the reader.")
 
 
-def extract_in_child(path: Path, kind: str, still_wanted: Callable[[], bool]) -> Iterator[PageText]:
-    """The document's pages, read by a limited child; DocumentError with the reason when it dies."""
+def extract_in_child(
+    path: Path, kind: str, still_wanted: Callable[[], bool], scan_image_edge: int = 0
+) -> Iterator[PageText]:
+    """The document's pages, read by a limited child; DocumentError with the reason when it dies.
+    ``scan_image_edge``: scans come back rendered (``PageText.image``) instead of read by OCR."""
     # Its own process group: ending it ends its helper processes and OCR engine with it.
     child = subprocess.Popen(
-        worker_argv(path, kind),
+        worker_argv(path, kind, scan_image_edge),
         stdout=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
@@ -106,7 +111,8 @@ def extract_in_child(path: Path, kind: str, still_wanted: Callable[[], bool]) ->
             if "error" in item:
                 raise DocumentError(str(item["error"]))
             last_page = now
-            yield PageText(int(item["number"]), str(item["text"]), bool(item["scanned"]), bool(item.get("ocr")))
+            image = base64.b64decode(item["image"]) if isinstance(item.get("image"), str) else b""
+            yield PageText(int(item["number"]), str(item["text"]), bool(item["scanned"]), bool(item.get("ocr")), image)
         if child.wait() != 0:
             raise DocumentError(_death_message(child.returncode, too_long=False))
     finally:

@@ -50,6 +50,7 @@ def document_payload(document: Document) -> dict:
         "pages_done": document.pages_done,
         "scanned_pages": document.scanned_pages,
         "ocr_pages": document.ocr_pages,
+        "model_read_pages": document.model_read_pages,
         "scanned_note": "",
         "summary": document.summary,
         "summary_language": document.summary_language,
@@ -74,13 +75,20 @@ def document_payload(document: Document) -> dict:
         },
     }
     if document.scanned_pages and document.status != Document.Status.FAILED:
-        payload["scanned_note"] = scanned_note(document.scanned_pages, document.ocr_pages)
+        payload["scanned_note"] = scanned_note(document.scanned_pages, document.ocr_pages, document.model_read_pages)
+        if document.scan_note:  # why the model did not read them, as its admin chose
+            payload["scanned_note"] = f"{document.scan_note} {payload['scanned_note']}".strip()
     return payload
 
 
-def scanned_note(scanned: list[int], read_by_ocr: list[int]) -> str:
-    """What the page says about pages without a text layer: read by OCR, or left out."""
+def scanned_note(scanned: list[int], read_by_ocr: list[int], read_by_model: list[int] = ()) -> str:
+    """What the page says about pages without a text layer: read by the model, by OCR, or left out."""
     notes = []
+    if read_by_model:
+        notes.append(
+            _("Pages %(pages)s are scanned images; their text was read by the model and may contain errors.")
+            % {"pages": page_list(read_by_model)}
+        )
     if read_by_ocr:
         notes.append(
             _(
@@ -88,7 +96,7 @@ def scanned_note(scanned: list[int], read_by_ocr: list[int]) -> str:
             )
             % {"pages": page_list(read_by_ocr)}
         )
-    left_out = [number for number in scanned if number not in set(read_by_ocr)]
+    left_out = [number for number in scanned if number not in {*read_by_ocr, *read_by_model}]
     if left_out:
         notes.append(
             _(

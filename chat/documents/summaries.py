@@ -24,6 +24,7 @@ from django.utils.translation import gettext as _
 from chat.documents.citations import pages_of_marked_text
 from chat.documents.ingest import Pulse, claim, ingest
 from chat.documents.languages import clean_language, language_name
+from chat.documents.scan_reading import streamed_text
 from chat.documents.selectors import get_document
 from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
 from chat.documents.summary_review import (
@@ -37,7 +38,7 @@ from chat.documents.summary_review import (
 )
 from chat.errors import DocumentError
 from chat.models import Document, DocumentChunk, DocumentPage
-from chat.queue import FairQueue
+from chat.queue import FairQueue, background_queue
 from monitor.public import (
     LlamaClient,
     LlamaError,
@@ -121,9 +122,8 @@ def _load(document_id) -> tuple[Document, ServerProfile | None]:
 
 
 def summary_queue(profile: str = "llama") -> FairQueue:
-    """The chat's fair queue of the profile (same slots, same line), with short leases: a killed
-    worker's slots come back soon."""
-    return FairQueue(name=profile, lease_s=10.0)
+    """The chat's fair queue of the profile, as background work."""
+    return background_queue(profile)
 
 
 class SummaryRun:
@@ -261,7 +261,12 @@ class SummaryRun:
             page_texts = await sync_to_async(_page_texts)(self.document_id, chunk.first_page, chunk.last_page)
         # CPU work over a part's pages (the whole document for the last step): off the event loop.
         text = await asyncio.to_thread(
-            with_checked_citations, result.text, chunk.first_page, chunk.last_page, page_texts
+            with_checked_citations,
+            result.text,
+            chunk.first_page,
+            chunk.last_page,
+            page_texts,
+            chunk.document.kind in Document.SECTIONED,
         )
         if not text.strip():
             text = _("(nothing to summarize in %(pages)s)") % {"pages": chunk.pages_label}
@@ -306,16 +311,12 @@ class SummaryRun:
         # Background work: people go first, and documents take turns by owner, not one turn each.
         async with self.queue.slot(f"owner:{self.owner_id}", capacity=self.budget.slots, priority="background"):
             await sync_to_async(_mark_started)(chunk.id)
-            parts: list[str] = []
-            async for batch in self.client.stream_chat(payload):
-                for item in batch:
-                    for choice in item.get("choices") or ():
-                        parts.append((choice.get("delta") or {}).get("content") or "")
+            text = await streamed_text(self.client, payload)
         # Every prompt this part has been given is the instructions whose echo is taken out.
         instructions = "\n".join((MAP_SYSTEM if chunk.level == 0 else REDUCE_SYSTEM, RETRY_SYSTEM, header))
         # Combining summaries may keep their sentences; only a part of the document itself must not be copied.
         source = chunk.text if chunk.level == 0 else ""
-        return review("".join(parts).strip(), instructions.format(language=self.language), source)
+        return review(text.strip(), instructions.format(language=self.language), source)
 
 
 def compose(final: DocumentChunk, sections: list[DocumentChunk]) -> str:

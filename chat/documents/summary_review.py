@@ -51,8 +51,10 @@ def review(output: str, instructions: str, source: str) -> Review:
     return Review(text, "")
 
 
-def with_checked_citations(text: str, first_page: int, last_page: int, page_texts: Mapping[int, str]) -> str:
-    return check_citations(text, range(first_page, last_page + 1), page_texts)
+def with_checked_citations(
+    text: str, first_page: int, last_page: int, page_texts: Mapping[int, str], sectioned: bool = False
+) -> str:
+    return check_citations(text, range(first_page, last_page + 1), page_texts, sectioned)
 
 
 def note_text(note: str, pages_label: str) -> str:

@@ -154,6 +154,10 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
         errors["chat_template_jinja"] = _("Give either a built-in template or a custom one, not both.")
     if not NAME_PATTERN.match(profile.name or ""):
         errors["name"] = _("Use letters, digits, dots, dashes and underscores (it becomes a model id).")
+    if profile.scan_reader == ServerProfile.ScanReader.MODEL and not profile.mmproj_file:
+        errors["scan_reader"] = _(
+            "Only a profile with a vision projector can read scanned pages itself: choose one, or Tesseract."
+        )
     if profile.is_remote:
         if profile.model_file:
             errors["model_file"] = _("A remote profile has no local model file.")

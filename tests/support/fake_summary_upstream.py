@@ -6,7 +6,9 @@ Everything else in the tests uses the real llama-server.
 
 It serves ``/props``, ``/apply-template``, ``/tokenize`` (one token a word) and streamed
 ``/v1/chat/completions``, answering each request with ``answer(system, user)`` and
-recording every (system, user) pair it got.
+recording every (system, user) pair it got. With ``vision=True`` its ``/props`` says it reads
+images, as llama-server does with a vision projector (the default 270M model has none): ``user``
+is then the message's list of parts, image included, for the answer to look at.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ def _chunk(delta: dict, finish: str | None = None) -> dict:
 
 
 class FakeSummaryUpstream(LoopbackServer):
-    def __init__(self, answer: Answer, *, n_ctx: int = 1024, slots: int = 1) -> None:
+    def __init__(self, answer: Answer, *, n_ctx: int = 1024, slots: int = 1, vision: bool = False) -> None:
         self.requests: list[tuple[str, str]] = []
         owner = self
 
@@ -45,6 +47,7 @@ class FakeSummaryUpstream(LoopbackServer):
 
             def do_GET(self):
                 props = {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": slots, "model_alias": "fake"}
+                props["modalities"] = {"vision": vision}
                 self._send(json.dumps(props).encode())
 
             def do_POST(self):

@@ -1,7 +1,9 @@
 """What the running llama-server serves: context per slot, slots, vision. Cached per served model.
 
 The key is the server and the model id a request names; a local profile's id carries its
-revision, so a changed profile is a new key. A minute's cache saves a chat's follow-ups
+revision, and every change of its launch options (``--parallel`` among them) makes a new
+revision (``save_profile``), so a reloaded profile is a new key in every process (web,
+worker) at once, with no message between them. A minute's cache saves a chat's follow-ups
 the /props round trip (bench/cpu_bench.py: props_round_trip_ms=); a server that went away
 or broke a stream is forgotten at once (``forget_serving_info``), and a remote server's
 change is seen within the minute.

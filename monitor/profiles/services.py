@@ -17,7 +17,7 @@ from monitor.llama.errors import LlamaError
 from monitor.models import ServerProfile
 from monitor.profiles.loading import reload_presets, unload_profile
 from monitor.profiles.options import profile_options
-from monitor.profiles.presets import write_preset
+from monitor.profiles.presets import current_options, write_preset
 from monitor.profiles.status import router_status, state_of
 from monitor.profiles.validation import validate_profile
 
@@ -34,14 +34,28 @@ def save_profile(profile: ServerProfile) -> bool:
     Returns True when the launch options changed.
     """
     options = [list(option) for option in profile_options(profile)] if not profile.is_remote else []
-    changed = options != profile.revision_options
-    if changed and profile.revision_options:
+    served = _served_options(profile)
+    changed = options != served
+    if changed and served:
+        # A served id (``name@revision``) always means the same launch options: what was cached
+        # about it (slots, context, in every process) stays true, and the old one can keep serving.
         profile.revision += 1
     profile.revision_options = options
     profile.save()
     if not profile.is_remote:
         write_preset()
     return changed
+
+
+def _served_options(profile: ServerProfile) -> list[list]:
+    """The options its current revision was (or would be) served with: those recorded, else, for a
+    profile never saved here (the seeded ones), those its stored fields give."""
+    if profile.revision_options or profile.pk is None or profile.is_remote:
+        return profile.revision_options
+    stored = ServerProfile.objects.filter(pk=profile.pk).first()
+    if stored is None or stored.is_remote:
+        return []
+    return [list(option) for option in current_options(stored)]
 
 
 def is_serving(profile: ServerProfile) -> bool:

@@ -6,6 +6,8 @@ so no invented page is ever shown. Forms handled: ``[p. 12]``, ``(pp. 3-5)``,
 ``[Report.pdf, p. 3]``, ``page 12``, ``pages 3 to 5``, ``p. 3, 7-9`` and ``第12页``; and for a
 DOCX's or HTML's sections ``§ 4`` and ``§§ 2-5``, checked against the sections of the part
 (left alone where the checker knows no sections: a PDF may quote a law's ``§ 12``).
+A page whose text was read from a scan can carry a mark that every citation of it then
+shows: ``(p. 3, read by OCR)``.
 """
 
 from __future__ import annotations
@@ -108,13 +110,19 @@ class CitationChecker:
         page_texts: Mapping[int, str] | None = None,
         sections: Collection[int] | None = None,
         section_texts: Mapping[int, str] | None = None,
+        page_marks: Mapping[int, str] | None = None,
     ):
         self.pages = _Targets(pages, page_texts)
+        self.page_marks = page_marks or {}
         self.sections = None if sections is None else _Targets(sections, section_texts)
         self.removed = 0
         self.corrected = 0
 
-    def _replace(self, match: re.Match, text: str, whole: Callable[[str], str]) -> str:
+    def _replace(
+        self, match: re.Match, text: str, whole: Callable[[str], str], marked: Callable[[str | None, str], str]
+    ) -> str:
+        """``whole(reference)``: the citation with another reference; ``marked(reference, mark)``:
+        with a mark too (``None``: the reference as written)."""
         word = match.group("word")
         numbers = match.group("numbers") if word else match.group("cjk")
         targets = self.sections if word and word.startswith("§") else self.pages
@@ -122,31 +130,75 @@ class CitationChecker:
             return match.group(0)
         spans = parse_spans(numbers)
         if spans and all(targets.numbers.issuperset(range(low, high + 1)) for low, high in spans):
-            return match.group(0)
+            mark = self._mark(spans, targets, match, text)
+            return marked(None, mark) if mark else match.group(0)
         fixed = targets.fixed(spans, text, match.start())
         if fixed is None:
             self.removed += 1
             return ""
         self.corrected += 1
-        return whole(_render_spans(fixed, word))
+        mark = self._mark(fixed, targets, match, text)
+        reference = _render_spans(fixed, word)
+        return marked(reference, mark) if mark else whole(reference)
+
+    def _mark(self, spans: Spans, targets: _Targets, match: re.Match, text: str) -> str:
+        """What the cited pages' marks say (``read by OCR``; ``p. 3 read by OCR`` when only some
+        of them were), unless the citation says so already."""
+        if targets is not self.pages or not self.page_marks:
+            return ""
+        cited = [n for low, high in spans for n in range(low, min(high, low + 2000) + 1) if n in targets.numbers]
+        words = []
+        for label in dict.fromkeys(self.page_marks[n] for n in cited if n in self.page_marks):
+            if label in match.group(0) or text[match.end() :].lstrip(" ,(（").startswith(label):
+                continue  # the model copied the mark from its passage
+            some = [n for n in cited if self.page_marks.get(n) == label]
+            words.append(label if len(some) == len(cited) else f"{_render_spans(_as_spans(some), 'p.')} {label}")
+        return "; ".join(words)
 
     def check(self, text: str) -> str:
         """The text with every citation to a page outside the part corrected or removed."""
 
         def group(match: re.Match) -> str:
             space = match.group(0)[: match.start("open") - match.start()]
+            written = text[match.end("before") : match.start("after")]
 
             def whole(reference: str) -> str:
                 return f"{space}{match['open']}{match['before']}{reference}{match['after']}{match['close']}"
 
-            return self._replace(match, text, whole)
+            return self._replace(match, text, whole, lambda reference, mark: whole(f"{reference or written}, {mark}"))
 
         def prose(match: re.Match) -> str:
             lead = match.group(0)[: match.start("word" if match.group("word") else "cjk") - match.start()]
-            return self._replace(match, text, lambda reference: lead + reference)
+            written = match.group(0)[len(lead) :]
+            # Inside brackets it was a group's (marked there), or a mark's own words.
+            bracketed = _inside_brackets(text, match.start())
+            return self._replace(
+                match,
+                text,
+                lambda reference: lead + reference,
+                lambda reference, mark: lead + (reference or written) + ("" if bracketed else f" ({mark})"),
+            )
 
         text = _GROUP_RE.sub(group, text)
         return _PROSE_RE.sub(prose, text)
+
+
+def _inside_brackets(text: str, position: int) -> bool:
+    """Whether ``position`` is after an opening bracket on its line that is not closed before it."""
+    line = text[text.rfind("\n", 0, position) + 1 : position]
+    opened = max(line.rfind(char) for char in "[(（")
+    return opened >= 0 and opened > max(line.rfind(char) for char in "])）")
+
+
+def _as_spans(numbers: list[int]) -> Spans:
+    """Sorted page numbers as runs: [3, 4, 5, 9] -> [(3, 5), (9, 9)]."""
+    spans: Spans = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], number)
+        else:
+            spans.append((number, number))
+    return spans
 
 
 def check_citations(

@@ -2,7 +2,9 @@
 
 Passages are ranked with BM25 (rank-bm25) over words, and over character pairs for
 Chinese, Japanese and Korean, which have no spaces between words. Every passage
-carries its page (a DOCX's or HTML's section, labelled ``§ N``), so answers can cite it.
+carries its page (a DOCX's or HTML's section, labelled ``§ N``), so answers can cite it,
+and says when that page's text was read from a scan (by OCR, or by the model), as the
+answer's citations of such a page then say too.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
+from django.utils.translation import gettext as _
 from rank_bm25 import BM25Okapi
 
 from chat.documents.citations import CitationChecker
@@ -51,9 +54,11 @@ class Passage:
     page: int
     text: str
     sectioned: bool = False
+    read_by: str = ""  # "OCR" or "the model" for a scanned page's text, which may have reading errors
 
     def render(self) -> str:
-        return f"[{self.document}, {'§' if self.sectioned else 'p.'} {self.page}]\n{self.text}"
+        read = f", read by {self.read_by}" if self.read_by else ""
+        return f"[{self.document}, {'§' if self.sectioned else 'p.'} {self.page}{read}]\n{self.text}"
 
 
 def terms(text: str) -> list[str]:
@@ -67,7 +72,7 @@ def terms(text: str) -> list[str]:
     return result
 
 
-def split_passages(document: str, page: int, text: str, sectioned: bool = False) -> list[Passage]:
+def split_passages(document: str, page: int, text: str, sectioned: bool = False, read_by: str = "") -> list[Passage]:
     """A page's (or section's) paragraphs, merged or cut to about PASSAGE_CHARS each."""
     pieces: list[str] = []
     current = ""
@@ -82,7 +87,7 @@ def split_passages(document: str, page: int, text: str, sectioned: bool = False)
         current = f"{current}\n{paragraph}".strip()
     if current:
         pieces.append(current)
-    return [Passage(document, page, piece, sectioned) for piece in pieces]
+    return [Passage(document, page, piece, sectioned, read_by) for piece in pieces]
 
 
 def rank_passages(question: str, passages: list[Passage]) -> list[Passage]:
@@ -144,39 +149,63 @@ async def document_system_message(client: LlamaClient, conversation_id, question
     return _render(text, chosen)
 
 
+def _read_by(document: Document, number: int) -> str:
+    """Who read a scanned page's text, as the model is told ("OCR", "the model"); "" for a text layer."""
+    if number in document.ocr_pages:
+        return "OCR"
+    return "the model" if number in document.model_read_pages else ""
+
+
 def _ranked(question: str, attached: list[tuple[Document, list[tuple[int, str]]]]) -> list[Passage]:
     passages = [
         passage
         for document, pages in attached
         for number, page in pages
-        for passage in split_passages(document.name, number, page, document.kind in Document.SECTIONED)
+        for passage in split_passages(
+            document.name, number, page, document.kind in Document.SECTIONED, _read_by(document, number)
+        )
     ]
     return rank_passages(question, passages)
 
 
-def _document_pages(conversation_id) -> tuple[dict[int, str], dict[int, str]]:
-    """Every page with text of the conversation's paged documents, and every section of its DOCX
-    and HTML documents (those of the same number joined)."""
+def _document_pages(conversation_id) -> tuple[dict[int, str], dict[int, str], dict[int, str]]:
+    """Every page with text of the conversation's paged documents, every section of its DOCX
+    and HTML documents (those of the same number joined), and who read each scanned page."""
     pages: dict[int, str] = {}
     sections: dict[int, str] = {}
-    for number, text, kind in DocumentPage.objects.filter(document__conversation_id=conversation_id).values_list(
-        "number", "text", "document__kind"
+    readers: dict[int, set[str]] = {}
+    documents = {document.id: document for document in Document.objects.filter(conversation_id=conversation_id)}
+    for number, text, document_id in DocumentPage.objects.filter(document__in=list(documents)).values_list(
+        "number", "text", "document_id"
     ):
-        into = sections if kind in Document.SECTIONED else pages
+        document = documents[document_id]
+        sectioned = document.kind in Document.SECTIONED
+        into = sections if sectioned else pages
         into[number] = f"{into.get(number, '')}\n{text}"
-    return pages, sections
+        if not sectioned and text:
+            readers.setdefault(number, set()).add(_read_by(document, number))
+    # A page number is marked only where every document that has it agrees on who read it.
+    read_by = {number: next(iter(who)) for number, who in readers.items() if len(who) == 1 and "" not in who}
+    return pages, sections, read_by
+
+
+def _read_labels() -> dict[str, str]:
+    return {"OCR": _("read by OCR"), "the model": _("read by the model")}
 
 
 async def answer_citation_checker(conversation_id) -> CitationChecker | None:
     """What an answer's citations are checked against: the pages its documents have, and their
     sections (``§ N``). With only sectioned documents, a page citation is checked against the
-    sections too: the numbers that exist are the same."""
-    pages, sections = await sync_to_async(_document_pages)(conversation_id)
+    sections too: the numbers that exist are the same. A citation of a page read from a scan
+    is marked so (``(p. 3, read by OCR)``)."""
+    pages, sections, read_by = await sync_to_async(_document_pages)(conversation_id)
     if not pages and not sections:
         return None
     if not pages:
         return CitationChecker(sections, sections, sections, sections)
-    return CitationChecker(pages, pages, sections if sections else None, sections)
+    labels = _read_labels()
+    marks = {number: labels[who] for number, who in read_by.items()}
+    return CitationChecker(pages, pages, sections if sections else None, sections, page_marks=marks)
 
 
 def _render(head: str, passages: list[Passage]) -> str:

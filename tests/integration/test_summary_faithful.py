@@ -21,6 +21,7 @@ from chat.queue import FairQueue
 from monitor.public import LlamaClient
 from tests.support.client import make_user
 from tests.support.fake_summary_upstream import FakeSummaryUpstream
+from tests.support.turns import run_turn
 
 pytestmark = pytest.mark.usefixtures("redis_server")
 
@@ -104,7 +105,6 @@ def test_an_answer_about_a_document_never_shows_an_invented_page():
     """The answer streams through the turn runner; what the page gets and what is stored
     cite only pages the document has (a wrong page whose sentence matches is corrected)."""
     from chat.conversations.services import create_conversation, post_user_message
-    from chat.conversations.turns import TurnRunner
 
     def invent(system: str, user: str) -> str:
         return (
@@ -120,26 +120,8 @@ def test_an_answer_about_a_document_never_shows_an_invented_page():
         DocumentPage.objects.create(document=document, number=number, text=page_text(number))
     Document.objects.filter(id=document.id).update(status=Document.Status.READY)
     _question, assistant = post_user_message(conversation, "What does the report say about the budget?", None)
-    events: list[dict] = []
-
-    async def send(event: dict) -> None:
-        events.append(event)
-
-    async def main() -> None:
-        client = LlamaClient(fake.url)
-        queue = FairQueue(name=f"answer{time.monotonic_ns()}")
-        runner = TurnRunner(
-            conversation=conversation, assistant_id=assistant.id, user_key=str(user.pk), send=send, client=client
-        )
-        runner.queue = queue
-        try:
-            await runner.run()
-        finally:
-            await client.aclose()
-            await queue.aclose()
-
     try:
-        asyncio.run(main())
+        events = run_turn(fake.url, conversation, assistant.id, user)
     finally:
         fake.close()
     shown = "".join(event["text"] for event in events if event["type"] == "token")

@@ -165,14 +165,19 @@ def cjk_font(size: int):
     raise RuntimeError("no CJK font: install fonts-noto-cjk (make test does)")
 
 
-def image_text_pdf(pages: list[list[str]]) -> bytes:
-    """Image-only pages (scans, no text layer): each page's lines drawn by Pillow at 200 dpi, black on white."""
+def image_text_pdf(pages: list[list[str]], text_layer_pages: tuple[int, ...] = ()) -> bytes:
+    """Image-only pages (scans, no text layer): each page's lines drawn by Pillow at 200 dpi, black on white.
+    The pages numbered in ``text_layer_pages`` (1-based) are typed text instead (a mixed document)."""
     from PIL import ImageDraw
 
     font = cjk_font(28)  # about 10 pt: read at 300 dpi, glyphs of the height Tesseract reads best
     c, buffer = _canvas()
     width, height = A4
-    for lines in pages:
+    for number, lines in enumerate(pages, start=1):
+        if number in text_layer_pages:
+            _lines(c, lines)
+            c.showPage()
+            continue
         image = Image.new("L", (int(width / 72 * 200), int(height / 72 * 200)), 255)
         draw = ImageDraw.Draw(image)
         for row, line in enumerate(lines):

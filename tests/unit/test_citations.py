@@ -100,3 +100,39 @@ def test_a_sentence_that_only_shares_common_words_with_a_page_is_not_corrected_t
     )
     assert checker.check(f"{claim} (p. 70).") == f"{claim}."
     assert (checker.corrected, checker.removed) == (0, 1)
+
+
+OCR = {4: "read by OCR"}
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("The budget grew (p. 4).", "The budget grew (p. 4, read by OCR)."),
+        ("The budget grew [Report.pdf, p. 4].", "The budget grew [Report.pdf, p. 4, read by OCR]."),
+        ("See page 4 for the budget.", "See page 4 (read by OCR) for the budget."),
+        ("预算增加（第4页）。", "预算增加（第4页, read by OCR）。"),
+        ("Floods (p. 3).", "Floods (p. 3)."),  # a page with a text layer: no mark
+        ("Both (pp. 3-5).", "Both (pp. 3-5, p. 4 read by OCR)."),  # only the pages that were
+        ("Copied (p. 4, read by OCR).", "Copied (p. 4, read by OCR)."),  # the model copied the mark: once
+        ("Copied on p. 4 (read by OCR).", "Copied on p. 4 (read by OCR)."),
+        ("Invented (p. 40).", "Invented."),
+    ],
+)
+def test_a_citation_of_a_page_read_by_ocr_says_so(written, shown):
+    assert CitationChecker(PAGES.keys(), page_marks=OCR).check(written) == shown
+
+
+def test_a_corrected_citation_is_marked_for_the_page_it_now_names():
+    checker = CitationChecker(PAGES.keys(), PAGES, page_marks=OCR)
+    assert checker.check("The council approved a budget that grew by ten percent (p. 9).") == (
+        "The council approved a budget that grew by ten percent (p. 4, read by OCR)."
+    )
+
+
+def test_a_streamed_citation_of_a_scanned_page_is_marked_once_however_it_is_cut():
+    written = "The budget grew (p. 4). Floods come (p. 3). More on page 4."
+    for size in range(1, 12):
+        stream = CitationStream(CitationChecker(PAGES.keys(), page_marks=OCR))
+        shown = "".join(stream.feed(written[i : i + size]) for i in range(0, len(written), size)) + stream.finish()
+        assert shown == "The budget grew (p. 4, read by OCR). Floods come (p. 3). More on page 4 (read by OCR).", size

@@ -65,9 +65,9 @@ def test_section_passages_and_instructions_say_section():
 
 
 def test_an_answer_checker_knows_a_conversations_pages_and_sections_apart(monkeypatch):
-    monkeypatch.setattr(retrieval, "_document_pages", lambda _id: ({1: "a page", 2: "b page"}, {5: "a section"}))
+    monkeypatch.setattr(retrieval, "_document_pages", lambda _id: ({1: "a page", 2: "b page"}, {5: "a section"}, {}))
     checker = asyncio.run(retrieval.answer_citation_checker(None))
     assert checker.check("One (p. 5) two (§ 5) three (§ 2) four (p. 2).") == "One two (§ 5) three four (p. 2)."
-    monkeypatch.setattr(retrieval, "_document_pages", lambda _id: ({}, {1: "a section", 2: "b"}))
+    monkeypatch.setattr(retrieval, "_document_pages", lambda _id: ({}, {1: "a section", 2: "b"}, {}))
     only_sections = asyncio.run(retrieval.answer_citation_checker(None))
     assert only_sections.check("A (§ 2) b (p. 2) c (§ 3).") == "A (§ 2) b (p. 2) c."

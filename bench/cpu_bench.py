@@ -1,13 +1,15 @@
 """What the app's own processes cost the model: CPU per streamed token, per-turn overhead,
 prompt-cache reuse, and llama-server's speed at candidate thread counts, in one run.
 
-The stack is `make run`'s: Redis, llama-server, Daphne, a Celery worker, beat and the
-sampler. The CPU of every process but llama-server's is read from /proc (psutil) before
-and after streaming at least 1000 tokens through the chat WebSocket, then through the
-OpenAI gateway. Prints:
+The stack is `make run`'s own, under the generated supervisord configuration: Redis, the
+llama supervisor and llama-server, Daphne, the three Celery workers, beat, the sampler and the
+event listener, at the priorities it sets. The CPU of every process but llama-server's is read
+from /proc (psutil) before and after streaming at least 1000 tokens through the chat WebSocket,
+then through the OpenAI gateway. Prints:
 
 - `app_cpu_s_per_1k_tokens=` (chat) and `api_cpu_s_per_1k_tokens=` (gateway), with
-  `web_cpu_s_per_1k_tokens=` (Daphne alone) for each;
+  `chat_web_cpu_s_per_1k_tokens=` and `api_web_cpu_s_per_1k_tokens=` (Daphne alone), and each
+  program's share on the line before;
 - `turn_overhead_ms=`: p50 time from sending a chat message to the ``started`` event,
   which the turn sends just before its upstream request (history, profile, serving info,
   context fitting, documents, queue), for a short follow-up;
@@ -17,8 +19,8 @@ OpenAI gateway. Prints:
 - `threads_<n>_tps=`: llama-bench's generation tokens/s of the default model at the
   candidate thread counts (1..nproc), and `threads_best=`.
 
-Set QWENWEB_BENCH_PYSPY to a py-spy binary to record the web process's profile (a
-flame graph per path, in the run folder) while it streams.
+Set QWENWEB_BENCH_PYSPY to a py-spy binary to record the web process's profile (collapsed
+stacks per path, in the run folder, for flamegraph.pl or speedscope) while it streams.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support import stack  # noqa: E402
+from tests.support.supervised import Supervised, supervised_env  # noqa: E402
 
 MIN_TOKENS = 1000
 ANSWER_TOKENS = 256
@@ -47,51 +50,61 @@ IDLE_S = 10
 LOG_LINE = "Keeper %d, night %d: lamp lit at dusk, wind from the west, two ships passed, the fog horn sounded twice."
 
 
-def cpu_seconds(processes: dict[str, list[psutil.Process]]) -> dict[str, float]:
-    """User + system CPU seconds of each named group of processes, as of now."""
-    totals = {}
-    for name, group in processes.items():
-        total = 0.0
-        for process in group:
-            try:
-                times = process.cpu_times()
-                total += times.user + times.system
-            except psutil.NoSuchProcess:
-                pass
-        totals[name] = total
-    return totals
+def app_cpu(product: Supervised) -> dict[int, tuple[str, float]]:
+    """{pid: (program, user + system CPU seconds)} of every process of the app: supervisord, the
+    programs `make run` starts and their children (Celery's pool, the llama supervisor's own Python),
+    but not llama-server itself (the model: what the app's CPU is taken from)."""
+    by_pid = {pid: name for name, pid in product.pids().items()}
+    root = psutil.Process(product.process.pid)
+    found = {root.pid: (root, "supervisord")}
+    for process in root.children(recursive=True):
+        found[process.pid] = (process, "")
+    cpu = {}
+    for pid, (process, name) in found.items():
+        try:
+            if process.name().startswith("llama-"):
+                continue
+            program = name or by_pid.get(pid) or _program_of(process, by_pid)
+            times = process.cpu_times()
+            cpu[pid] = (program, times.user + times.system)
+        except psutil.NoSuchProcess:
+            pass
+    return cpu
 
 
-def app_processes(services: dict[str, stack.Service]) -> dict[str, list[psutil.Process]]:
-    groups = {}
-    for name, service in services.items():
-        root = psutil.Process(service.process.pid)
-        groups[name] = [root, *root.children(recursive=True)]
-    return groups
+def _program_of(process: psutil.Process, by_pid: dict[int, str]) -> str:
+    for parent in process.parents():
+        if parent.pid in by_pid:
+            return by_pid[parent.pid]
+    return "other"
 
 
 class CpuWindow:
-    """CPU spent by the app's processes between ``with`` and its end."""
+    """CPU spent by the app's processes between ``with`` and its end, by program."""
 
-    def __init__(self, services: dict[str, stack.Service], profile_name: str, run_dir: Path):
-        self.processes = app_processes(services)
-        self.web_pid = services["web"].process.pid
-        self.profile_path = run_dir / f"profile-{profile_name}.svg"
+    def __init__(self, product: Supervised, profile_name: str, run_dir: Path):
+        self.product = product
+        self.web_pid = product.pid_of("web")
+        self.profile_path = run_dir / f"profile-{profile_name}.txt"
         self.spent: dict[str, float] = {}
         self._spy = None
 
     def __enter__(self) -> CpuWindow:
         spy = os.environ.get("QWENWEB_BENCH_PYSPY")
         if spy:
-            argv = [spy, "record", "--pid", str(self.web_pid), "--rate", "200", "-o", str(self.profile_path)]
+            argv = [spy, "record", "--pid", str(self.web_pid), "--rate", "250", "--nonblocking", "--format", "raw"]
+            argv += ["-o", str(self.profile_path)]
             self._spy = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
-        self.before = cpu_seconds(self.processes)
+        self.before = app_cpu(self.product)
         return self
 
     def __exit__(self, *exc) -> None:
-        after = cpu_seconds(self.processes)
-        self.spent = {name: after[name] - self.before[name] for name in after}
+        after = app_cpu(self.product)
+        self.spent = {}
+        for pid, (program, seconds) in after.items():
+            earlier = self.before.get(pid, (program, 0.0))[1]  # a process born in the window counts whole
+            self.spent[program] = self.spent.get(program, 0.0) + seconds - earlier
         if self._spy is not None:
             self._spy.send_signal(2)
             self._spy.wait(30)
@@ -171,22 +184,22 @@ def round_trips() -> dict:
     return asyncio.run(timed())
 
 
-def idle_part(services, run_dir: Path) -> dict:
+def idle_part(product, run_dir: Path) -> dict:
     """What the app spends with nobody chatting: a cost per second that a per-token figure also carries."""
-    with CpuWindow(services, "idle", run_dir) as window:
+    with CpuWindow(product, "idle", run_dir) as window:
         time.sleep(IDLE_S)
     print("idle: CPU s by process: " + " ".join(f"{k}={v:.2f}" for k, v in window.spent.items()))
     return {"idle_app_cpu_pct": f"{100 * sum(window.spent.values()) / IDLE_S:.1f}"}
 
 
-def chat_part(services, run_dir: Path) -> dict:
+def chat_part(product, run_dir: Path) -> dict:
     from tests.support.client import chat_socket, login, make_user
 
     figures = {}
     with chat_socket(login(make_user())) as ws:
         chat_answer(ws, "Hello.", max_tokens=8)  # warm-up: the profile is loaded, the template measured
         tokens = 0
-        with CpuWindow(services, "chat", run_dir) as window:
+        with CpuWindow(product, "chat", run_dir) as window:
             while tokens < MIN_TOKENS:
                 tokens += chat_answer(ws, PROMPT)["stats"]["output_tokens"]
         app, web = per_1k(window, tokens)
@@ -203,7 +216,7 @@ def chat_part(services, run_dir: Path) -> dict:
     return figures
 
 
-def api_part(services, run_dir: Path) -> dict:
+def api_part(product, run_dir: Path) -> dict:
     from chat.api.keys import create_key
     from tests.support.client import base_url, make_user
 
@@ -211,7 +224,7 @@ def api_part(services, run_dir: Path) -> dict:
     with httpx.Client(base_url=base_url(), headers={"Authorization": f"Bearer {key}"}, timeout=300) as client:
         api_answer(client)  # warm-up
         tokens = 0
-        with CpuWindow(services, "api", run_dir) as window:
+        with CpuWindow(product, "api", run_dir) as window:
             while tokens < MIN_TOKENS:
                 tokens += api_answer(client)
     app, web = per_1k(window, tokens)
@@ -262,27 +275,36 @@ def threads_part() -> dict:
     return figures
 
 
+def answers(client: httpx.Client) -> bool:
+    try:
+        body = {"model": "chat-8k", "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 2}
+        return client.post("/v1/chat/completions", json=body, timeout=30).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def main() -> None:
     run_dir = stack.django_run_dir("qwenweb-bench-cpu-", parallel=2)
     figures = threads_part()  # first, alone on the box
     print(" ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
-    services = {"redis": stack.start_redis(run_dir)}
-    llama = stack.start_llama(run_dir)
-    services["web"] = stack.start_web(run_dir)
-    services["worker"] = stack.start_worker(run_dir)
-    beat_argv = [str(Path(sys.executable).parent / "celery"), "-A", "qwenweb", "beat", "--loglevel", "INFO"]
-    services["beat"] = stack.Service("beat", [*beat_argv, "--schedule", str(run_dir / "beat-schedule")], run_dir)
-    services["beat"].start()
-    services["sampler"] = stack.start_sampler(run_dir)
+    # `make run`'s own stack: supervisord with every program it starts, at the priorities it sets.
+    product = Supervised(run_dir, supervised_env(run_dir, os.environ, fresh_ports=False))
+    product.start()
     try:
-        figures.update(idle_part(services, run_dir))
+        from chat.api.keys import create_key
+        from tests.support.client import base_url, make_user
+
+        _row, key = create_key(make_user(), "cpu-bench-ready")
+        with httpx.Client(base_url=base_url(), headers={"Authorization": f"Bearer {key}"}) as client:
+            stack.wait_until(lambda: answers(client), 300, "the stack under supervisord")
+        time.sleep(5)  # the programs' start-up work done (migrations checked, first samples)
+        figures.update(idle_part(product, run_dir))
         figures.update(round_trips())
-        figures.update(chat_part(services, run_dir))
-        figures.update(api_part(services, run_dir))
+        figures.update(chat_part(product, run_dir))
+        figures.update(api_part(product, run_dir))
         figures.update(followup_part())
     finally:
-        for service in [*reversed(services.values()), llama]:
-            service.stop()
+        product.shutdown()
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
 
 

@@ -15,7 +15,7 @@ import sys
 import django
 from django.conf import settings
 
-from qwenweb import daphne_body_cap, redaction
+from qwenweb import daphne_body_cap, direct_writes, redaction
 
 
 def daphne_argv(arguments: list[str]) -> list[str]:
@@ -51,6 +51,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
     django.setup(set_prefix=False)
     daphne_body_cap.install()
+    direct_writes.install()
     redaction.install_access_log()
     mark_interrupted_answers()
     CommandLineInterface().run(daphne_argv(sys.argv[1:]))

@@ -80,7 +80,7 @@ def niced(env: dict) -> list[str]:
 
 
 BACKGROUND_NICE = 10
-QUIET = ["--without-gossip", "--without-mingle"]
+QUIET = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
 # Document reading and summaries (settings.CELERY_TASK_ROUTES): two at once, beside the default worker's two.
 DOCUMENTS_QUEUE = ["--queues", "documents", "--concurrency", "2", "--hostname", "documents@%h"]
 WATCHDOG_QUEUE = ["--queues", "watchdog", "--pool", "solo", "--hostname", "watchdog@%h"]

@@ -337,7 +337,7 @@ async def stream(
     try:
         async with _turn(call, key, limiter or get_limiter(), queue or get_queue(call.profile or "llama")):
             unrecorded = True
-            upstream = call.client.stream_raw(call.path, call.body)
+            upstream = call.client.stream_raw(call.path, call.body, pace_s=settings.API_FRAME_S)
             try:
                 try:
                     data = await upstream.__anext__()

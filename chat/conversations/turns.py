@@ -261,7 +261,7 @@ class TurnRunner:
         # A Stop can land while this task awaits a page or the database rather than the network: the
         # stream is closed there and then (not when the generator is collected), which is what frees
         # llama-server's slot at once.
-        async with aclosing(self.client.stream_chat(payload)) as batches:
+        async with aclosing(self.client.stream_chat(payload, pace_s=settings.CHAT_FRAME_S)) as batches:
             async for batch in batches:
                 if await self._take(batch, stats) and first_token_at is None:
                     first_token_at = time.monotonic()

@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import httpx
+import orjson
 from django.conf import settings
 
+from monitor.llama import wire
 from monitor.llama.errors import LlamaStreamBroken, LlamaUnavailable, rejection_from
 from monitor.llama.sse import SSEParser
 
@@ -32,6 +34,7 @@ class LlamaClient:
         # GET requests "?model=". None talks to a single-model server as is.
         self.model = model
         read_timeout = timeout or settings.LLAMA_REQUEST_TIMEOUT_S
+        self._read_timeout = read_timeout
         self._timeout = httpx.Timeout(connect=5.0, read=read_timeout, write=30.0, pool=read_timeout)
         self._clients: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
 
@@ -43,7 +46,10 @@ class LlamaClient:
             del self._clients[other]  # a finished asyncio.run(): its client went with its loop
         if client is None or client.is_closed:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self._timeout)
+            # Certificates are loaded only for an https:// server: loading them costs ~20 ms of CPU per
+            # client, and the watchdog and the sampler make clients every few seconds.
+            verify = self.base_url.startswith("https://")
+            client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self._timeout, verify=verify)
             self._clients[loop] = client
         return client
 
@@ -96,16 +102,33 @@ class LlamaClient:
         """POST an OpenAI-shaped request (model routed) and return llama-server's answer body untouched."""
         return (await self._request("POST", path, json=payload)).content
 
-    async def stream_raw(self, path: str, payload: dict) -> AsyncIterator[bytes]:
+    async def stream_raw(self, path: str, payload: dict, *, pace_s: float = 0.0) -> AsyncIterator[bytes]:
         """POST a streamed request and yield llama-server's SSE bytes as they arrive, untouched.
 
         An error status raises LlamaRejected (with llama-server's body in ``payload``)
         before anything is yielded. Whether the stream reached ``[DONE]`` is the
         caller's to see; leaving early closes the connection and frees the slot.
+        ``pace_s``: read at most once per that many seconds while the stream flows (``wire``).
         """
         kwargs = self._routed("POST", {"json": {**payload, "stream": True}})
+        async with contextlib.aclosing(self._stream_bytes(path, kwargs["json"], pace_s)) as chunks:
+            async for data in chunks:
+                yield data
+
+    async def _stream_bytes(self, path: str, body: dict, pace_s: float) -> AsyncIterator[bytes]:
+        """A streamed POST's body bytes: off the socket (``wire``) for http://, through httpx otherwise."""
+        if wire.supports(self.base_url):
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            stream = wire.WireStream(self.base_url, path, orjson.dumps(body), headers, timeout_s=self._read_timeout)
+            try:
+                await stream.open()
+                async for data in stream.body_bytes(pace_s):
+                    yield data
+            finally:
+                stream.close()
+            return
         try:
-            async with self._open_stream(path, kwargs["json"]) as response:
+            async with self._open_stream(path, body) as response:
                 async for data in response.aiter_raw():
                     yield data
         except (httpx.TransportError, httpx.StreamError) as error:
@@ -158,30 +181,28 @@ class LlamaClient:
         body = await self.post_json("/tokenize", {"content": text, "add_special": True, "parse_special": True})
         return len(body["tokens"])
 
-    async def stream_chat(self, payload: dict) -> AsyncIterator[list[dict]]:
+    async def stream_chat(self, payload: dict, *, pace_s: float = 0.0) -> AsyncIterator[list[dict]]:
         """Yield the JSON chunks of a streamed ``/v1/chat/completions`` call, in batches.
 
         A batch is every complete event of one network read: one chunk while we
         keep up with llama-server, several when we fall behind, so a busy box
         forwards fewer, larger messages instead of queueing per-token work.
         Leaving the iteration early (break, cancellation) closes the upstream
-        connection, which is how llama-server learns to free the slot.
+        connection, which is how llama-server learns to free the slot. ``pace_s``: one
+        read per that many seconds while the stream flows, so a batch is a frame's tokens.
+        Connected, then cut (the server died, the network dropped): LlamaStreamBroken.
         """
         body = {**payload, "stream": True}
         if self.model is not None:
             body["model"] = self.model
-        try:
-            async with self._open_stream("/v1/chat/completions", body) as response:
-                parser = SSEParser()
-                async for data in response.aiter_raw():
-                    batch, finished = parser.feed(data)
-                    if batch:
-                        yield batch
-                    if finished:
-                        return
-        except (httpx.TransportError, httpx.StreamError) as error:
-            # Connected, then cut: the server died or the network dropped mid-answer.
-            raise LlamaStreamBroken() from error
+        parser = SSEParser()
+        async with contextlib.aclosing(self._stream_bytes("/v1/chat/completions", body, pace_s)) as chunks:
+            async for data in chunks:
+                batch, finished = parser.feed(data)
+                if batch:
+                    yield batch
+                if finished:
+                    return
         raise LlamaStreamBroken()
 
 

@@ -101,7 +101,9 @@ def check_beat() -> list[Part]:
 def check_sampler() -> list[Part]:
     newest = _redis().lindex(LIVE_KEY, 0)
     stamp = orjson.loads(newest).get("t") if newest else None
-    return [_fresh("sampler", stamp, max(settings.MONITOR_SAMPLE_INTERVAL_S * 3, 3.0))]
+    # Every idle interval while no dashboard is open (sampler.WATCHED_KEY).
+    interval = max(settings.MONITOR_SAMPLE_INTERVAL_S, settings.MONITOR_IDLE_SAMPLE_INTERVAL_S)
+    return [_fresh("sampler", stamp, max(interval * 3, 3.0))]
 
 
 def check_llama() -> list[Part]:

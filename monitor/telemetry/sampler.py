@@ -33,6 +33,10 @@ from monitor.telemetry.gpu import NvmlSampler
 log = logging.getLogger(__name__)
 
 LIVE_KEY = "qwenweb:monitor:live"
+# Set (with a short expiry) by every open dashboard: while it exists, samples come every
+# MONITOR_SAMPLE_INTERVAL_S; with nobody watching, every MONITOR_IDLE_SAMPLE_INTERVAL_S, so a box
+# nobody watches does not spend CPU on charts that the model could use (bench/cpu_bench.py).
+WATCHED_KEY = "qwenweb:monitor:watched"
 # llama-server's /metrics names we chart, under our short names.
 LLAMA_GAUGES = {
     "llamacpp:requests_processing": "requests_processing",
@@ -288,9 +292,12 @@ def live_points(interval_s: float | None = None) -> int:
 
 
 async def run_forever(interval_s: float | None = None, *, samples: int | None = None) -> None:
-    """Sample every ``interval_s`` until cancelled (or ``samples`` times, for the benchmark)."""
+    """Sample until cancelled (or ``samples`` times, for the benchmark): every ``interval_s``
+    while a dashboard is open, every MONITOR_IDLE_SAMPLE_INTERVAL_S while none is."""
     interval_s = interval_s or settings.MONITOR_SAMPLE_INTERVAL_S
+    idle_interval_s = max(interval_s, settings.MONITOR_IDLE_SAMPLE_INTERVAL_S)
     keep = live_points(interval_s)
+    watched = True  # until the first sample says otherwise: a fresh start fills the charts' first seconds
     sampler = Sampler()
     averager = MinuteAverager()
     redis = aioredis.Redis.from_url(settings.REDIS_URL)
@@ -302,10 +309,11 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
             values = flatten(sample)
             sample["values"] = values
             try:
-                await (
+                *_stored, watched = await (
                     redis.pipeline(transaction=False)
                     .lpush(LIVE_KEY, orjson.dumps(sample))
                     .ltrim(LIVE_KEY, 0, keep - 1)
+                    .exists(WATCHED_KEY)
                     .execute()
                 )
             except Exception:  # Redis restarting: the next sample tries again
@@ -317,7 +325,7 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
                 except Exception:
                     log.warning("could not store a history row", exc_info=True)
             taken += 1
-            next_at += interval_s
+            next_at += interval_s if watched else idle_interval_s
             now = time.monotonic()
             if next_at < now:  # fell behind (a stall, a suspended machine): go on from now, no burst
                 next_at = now

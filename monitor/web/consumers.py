@@ -10,11 +10,14 @@ import redis.asyncio as aioredis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from monitor.telemetry.sampler import LIVE_KEY, live_points
+from monitor.telemetry.sampler import LIVE_KEY, WATCHED_KEY, live_points
 
 PUSH_EVERY_S = 1.0
-# The sampler writes every second: a newest sample older than this means it is not running.
-STALE_AFTER_S = 5.0
+# While a dashboard is open the sampler writes every second (it reads WATCHED_KEY, which each open
+# dashboard keeps set); it may take one idle interval to notice a page that just opened. A newest
+# sample older than that and a few seconds more means the sampler is not running.
+STALE_AFTER_S = settings.MONITOR_IDLE_SAMPLE_INTERVAL_S + 3.0
+WATCHED_FOR_S = 5
 
 
 class DashboardConsumer(AsyncJsonWebsocketConsumer):
@@ -53,11 +56,16 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         except Exception:  # Redis down: the loop below says so each second
             pass
         while True:
-            await asyncio.sleep(PUSH_EVERY_S)
             try:
-                raw = await self.redis.lindex(LIVE_KEY, 0)
+                raw, _watched = await (
+                    self.redis.pipeline(transaction=False)
+                    .lindex(LIVE_KEY, 0)
+                    .set(WATCHED_KEY, 1, ex=WATCHED_FOR_S)
+                    .execute()
+                )
             except Exception:
                 await self.send_json({"type": "stale", "reason": "redis"})
+                await asyncio.sleep(PUSH_EVERY_S)
                 continue
             sample = orjson.loads(raw) if raw else None
             if sample and sample["t"] > last_t:
@@ -67,3 +75,4 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
                 await self.send_json(
                     {"type": "stale", "reason": "sampler", "age": time.time() - last_t if last_t else None}
                 )
+            await asyncio.sleep(PUSH_EVERY_S)

@@ -1,0 +1,250 @@
+"""llama-server's streamed answers, read straight off the socket and paced to a frame clock.
+
+A streamed answer is the app's hot path: llama-server writes one event per token, and reading
+each through httpx (anyio, httpcore, h11) and handing it on cost the web process about 0.5 ms
+of CPU per token on a 2-core box, CPU taken from generation when the model's layers run on
+the CPU. This reader keeps the one HTTP/1.1 request a stream needs (``Connection: close``,
+so no pool) on a plain non-blocking socket and reads on a clock:
+
+- when nothing has come since the last read, it waits for the next bytes and hands them on
+  at once, so the first token (and the first after a pause) is never later;
+- after each hand-off it sleeps ``pace_s`` (one frame, ~16.7 ms at 60 Hz): tokens that
+  arrive meanwhile wait in the kernel and come out in one ``recv``, so a fast stream costs
+  one wake-up, one parse and one write per frame instead of per token.
+
+Only ``http://`` servers are read this way; ``LlamaClient`` keeps httpx for the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+from monitor.llama.errors import LlamaStreamBroken, LlamaUnavailable, rejection_from
+
+READ_SIZE = 256 * 1024
+MAX_HEAD_BYTES = 64 * 1024  # llama-server's status line and headers are a few hundred bytes
+MAX_ERROR_BODY = 1024 * 1024  # an error answer kept for its message
+MAX_CHUNK_LINE = 1024  # a chunk-size line: hex digits and perhaps extensions
+
+
+class _Reset(Exception):
+    """The connection closed before any answer: nothing of the request ran."""
+
+
+def supports(base_url: str) -> bool:
+    return urlsplit(base_url).scheme == "http"
+
+
+class WireStream:
+    """One streamed POST: ``open()`` sends it and reads the head; ``body()`` yields the body's bytes."""
+
+    def __init__(self, base_url: str, path: str, body: bytes, headers: dict[str, str], *, timeout_s: float):
+        parts = urlsplit(base_url)
+        self.host = parts.hostname or "127.0.0.1"
+        self.port = parts.port or 80
+        self.prefix = parts.path.rstrip("/")
+        self.path = path
+        self.body = body
+        self.headers = headers
+        self.timeout_s = timeout_s
+        self.sock: socket.socket | None = None
+        self._buffer = bytearray()
+        self._chunked = False
+        self._remaining: int | None = None  # Content-Length left, when not chunked
+        self._chunk_left = 0  # bytes of the current chunk still to come
+        self._done = False
+        self._broken = False
+
+    async def open(self, connect_timeout_s: float = 5.0) -> None:
+        """Send the request and read the answer's head; an error status raises LlamaRejected."""
+        for attempt in (1, 2):
+            try:
+                await self._open(connect_timeout_s)
+                return
+            except _Reset:
+                self.close()
+                if attempt == 2:
+                    raise LlamaUnavailable() from None
+                await asyncio.sleep(0.05)
+
+    async def _open(self, connect_timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(connect_timeout_s):
+                infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+                family, kind, proto, _name, address = infos[0]
+                self.sock = socket.socket(family, kind, proto)
+                self.sock.setblocking(False)
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                await loop.sock_connect(self.sock, address)
+        except (OSError, TimeoutError) as error:
+            self.close()
+            raise LlamaUnavailable() from error
+        head = [f"POST {self.prefix}{self.path} HTTP/1.1", f"Host: {self.host}:{self.port}"]
+        head += [f"{name}: {value}" for name, value in self.headers.items()]
+        head += ["Content-Type: application/json", f"Content-Length: {len(self.body)}", "Connection: close"]
+        try:
+            await loop.sock_sendall(self.sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + self.body)
+            status, headers = await self._read_head()
+        except (ConnectionError, BrokenPipeError) as error:
+            raise _Reset() from error
+        except OSError as error:
+            raise LlamaUnavailable() from error
+        encoding = headers.get("transfer-encoding", "").lower()
+        self._chunked = "chunked" in encoding
+        if not self._chunked and "content-length" in headers:
+            try:
+                self._remaining = int(headers["content-length"])
+            except ValueError:
+                raise LlamaStreamBroken() from None
+        if status >= 400:
+            body = bytearray()
+            async for data in self.body_bytes(pace_s=0):
+                body += data
+                if len(body) > MAX_ERROR_BODY:
+                    break
+            self.close()
+            raise rejection_from(status, bytes(body))
+
+    async def _read_head(self) -> tuple[int, dict[str, str]]:
+        while b"\r\n\r\n" not in self._buffer:
+            if len(self._buffer) > MAX_HEAD_BYTES:
+                raise LlamaStreamBroken()
+            data = await self._recv_wait()
+            if not data:
+                raise _Reset()
+            self._buffer += data
+        end = self._buffer.index(b"\r\n\r\n")
+        lines = bytes(self._buffer[:end]).decode("latin-1").split("\r\n")
+        del self._buffer[: end + 4]
+        try:
+            _version, code, *_reason = lines[0].split(" ", 2)
+            status = int(code)
+        except ValueError:
+            raise LlamaStreamBroken() from None
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return status, headers
+
+    async def _recv_wait(self) -> bytes:
+        """The next bytes, however long they take (up to the read timeout)."""
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await loop.sock_recv(self.sock, READ_SIZE)
+        except TimeoutError:
+            raise LlamaStreamBroken() from None
+
+    def _recv_now(self) -> bytes | None:
+        """What the kernel holds already, without waiting: None when nothing came."""
+        try:
+            return self.sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return None
+
+    async def body_bytes(self, pace_s: float) -> AsyncIterator[bytes]:
+        """The body, de-chunked, as it arrives; at most one hand-off per ``pace_s`` while it streams.
+
+        Raises LlamaStreamBroken when the connection breaks or the framing is wrong before the
+        body's end; ends quietly at its end.
+        """
+        try:
+            if self._buffer:  # what came with the head
+                data, self._buffer = bytes(self._buffer), bytearray()
+                out = self._take(data)
+                if out:
+                    yield out
+                if self._broken:
+                    raise LlamaStreamBroken()
+            while not self._done:
+                data = self._recv_now()
+                if data is None:
+                    data = await self._recv_wait()
+                if not data:
+                    if self._chunked or self._remaining:
+                        raise LlamaStreamBroken()
+                    return  # read until close: the close is the end
+                out = self._take(data)
+                if out:
+                    yield out
+                if self._broken:
+                    raise LlamaStreamBroken()
+                if pace_s and not self._done:
+                    await asyncio.sleep(pace_s)
+        except OSError as error:
+            raise LlamaStreamBroken() from error
+
+    def _take(self, data: bytes) -> bytes:
+        """The body bytes in ``data`` (chunk framing removed); marks the end when it comes. Bad
+        framing raises LlamaStreamBroken, after the good bytes before it are handed on."""
+        if self._broken:
+            raise LlamaStreamBroken()
+        if not self._chunked:
+            if self._remaining is not None:
+                data = data[: self._remaining]
+                self._remaining -= len(data)
+                self._done = self._remaining <= 0
+            return data
+        if self._chunk_left >= len(data) + 2 and not self._buffer:
+            # The common case mid-chunk: all of it is body (the chunk's CRLF is still to come).
+            self._chunk_left -= len(data)
+            return data
+        self._buffer += data
+        out = bytearray()
+        try:
+            self._dechunk(out)
+        except LlamaStreamBroken:
+            if not out:
+                raise
+            self._broken = True  # raised on the next read, once ``out`` is handed on
+            self._done = False
+        return bytes(out)
+
+    def _dechunk(self, out: bytearray) -> None:
+        while self._buffer:
+            if self._chunk_left:
+                if self._chunk_left > 2:
+                    piece = self._buffer[: self._chunk_left - 2]
+                    out += piece
+                    del self._buffer[: len(piece)]
+                    self._chunk_left -= len(piece)
+                    if self._chunk_left > 2:
+                        break
+                if len(self._buffer) < 2:
+                    break
+                if self._buffer[:2] != b"\r\n":
+                    raise LlamaStreamBroken()
+                del self._buffer[:2]
+                self._chunk_left = 0
+                continue
+            end = self._buffer.find(b"\r\n")
+            if end < 0:
+                if len(self._buffer) > MAX_CHUNK_LINE:
+                    raise LlamaStreamBroken()
+                break
+            line = bytes(self._buffer[:end]).split(b";", 1)[0].strip()
+            try:
+                size = int(line, 16)
+            except ValueError:
+                raise LlamaStreamBroken() from None
+            if size < 0:
+                raise LlamaStreamBroken()
+            del self._buffer[: end + 2]
+            if size == 0:  # the last chunk: trailers, if any, are not read
+                self._done = True
+                self._buffer.clear()
+                break
+            self._chunk_left = size + 2  # the chunk and its CRLF
+
+    def close(self) -> None:
+        """Closing the socket is how llama-server learns to stop and free the slot."""
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            self.sock = None

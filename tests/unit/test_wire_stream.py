@@ -1,0 +1,213 @@
+"""monitor/llama/wire.py: llama-server's streamed answers read off the socket on a frame clock.
+
+Fake upstream, named as such: a few lines of asyncio that write HTTP/1.1 the way llama-server
+does (chunked SSE) and the ways it can go wrong (an error status, a cut mid-chunk, broken chunk
+framing, a server gone before answering), with the timing each test needs. The real server's
+streams go through this reader in every chat and API integration test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from monitor.llama.client import LlamaClient
+from monitor.llama.errors import LlamaRejected, LlamaStreamBroken, LlamaUnavailable
+
+
+def event(text: str) -> bytes:
+    return b'data: {"choices":[{"delta":{"content":"%s"}}]}\n\n' % text.encode()
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+async def serve(handler):
+    """(client, server, requests seen): the fake upstream on a loopback port."""
+    seen: list[bytes] = []
+
+    async def handle(reader, writer):
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
+        )
+        seen.append(head + await reader.readexactly(length))
+        try:
+            await handler(writer)
+        except ConnectionError:
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return LlamaClient(base_url=f"http://127.0.0.1:{port}", api_key="secret", timeout=5), server, seen
+
+
+def texts(batches: list[list[dict]]) -> list[str]:
+    return ["".join(c["choices"][0]["delta"]["content"] for c in batch) for batch in batches]
+
+
+def run(handler, *, pace_s: float = 0.0, raw: bool = False):
+    async def main():
+        client, server, seen = await serve(handler)
+        got = []
+        try:
+            if raw:
+                async for data in client.stream_raw("/v1/chat/completions", {"messages": []}, pace_s=pace_s):
+                    got.append((time.monotonic(), data))
+            else:
+                async for batch in client.stream_chat({"messages": []}, pace_s=pace_s):
+                    got.append((time.monotonic(), batch))
+        finally:
+            server.close()
+        return got, seen
+
+    return asyncio.run(main())
+
+
+def test_chunks_split_anywhere_come_out_whole_and_the_request_is_sent_as_llama_server_expects():
+    body = b"".join(chunk(event(word)) for word in ("Hello", " there", "!")) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+    async def dribble(writer):
+        writer.write(HEAD)
+        for index in range(0, len(body), 7):  # chunk framing cut at every place, CRLFs included
+            writer.write(body[index : index + 7])
+            await writer.drain()
+            await asyncio.sleep(0.001)
+
+    got, seen = run(dribble)
+    assert "".join(texts([batch for _t, batch in got])) == "Hello there!"
+    request = seen[0]
+    assert request.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert b"Authorization: Bearer secret\r\n" in request and b"Connection: close\r\n" in request
+    assert request.endswith(b'{"messages":[],"stream":true}')
+
+
+def test_tokens_within_one_frame_come_in_one_read_and_the_first_is_not_held():
+    async def steady(writer):
+        writer.write(HEAD)
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        writer.write(chunk(event("first")))
+        await writer.drain()
+        for n in range(20):  # a token every 5 ms, against a 50 ms frame
+            await asyncio.sleep(0.005)
+            writer.write(chunk(event(f" {n}")))
+            await writer.drain()
+        writer.write(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+        steady.first_sent = started
+
+    got, _seen = run(steady, pace_s=0.05)
+    batches = [batch for _t, batch in got]
+    assert "".join(texts(batches)) == "first" + "".join(f" {n}" for n in range(20))
+    assert texts(batches)[0] == "first"  # the first token alone, handed on as it came
+    assert got[0][0] - steady.first_sent < 0.04
+    assert len(batches) <= 5, texts(batches)  # 21 tokens over ~100 ms in 50 ms frames, not one read each
+
+
+def test_without_a_pace_every_read_is_handed_on():
+    async def steady(writer):
+        writer.write(HEAD)
+        for n in range(5):
+            writer.write(chunk(event(str(n))))
+            await writer.drain()
+            await asyncio.sleep(0.02)
+        writer.write(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+    got, _seen = run(steady, pace_s=0)
+    assert texts([batch for _t, batch in got]) == ["0", "1", "2", "3", "4"]
+
+
+def test_an_error_status_is_the_servers_message():
+    async def refuse(writer):
+        body = b'{"error":{"code":400,"message":"the request exceeds the available context size","type":"x"}}'
+        writer.write(
+            b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        )
+        writer.write(body)
+
+    with pytest.raises(LlamaRejected) as caught:
+        run(refuse)
+    assert caught.value.status == 400 and "context size" in str(caught.value.payload)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        pytest.param(b"", id="cut-between-chunks"),
+        pytest.param(b"40\r\ndata: {", id="cut-mid-chunk"),
+        pytest.param(b"zz\r\n", id="not-a-chunk-size"),
+        pytest.param(b"5\r\nabcdeXX", id="chunk-without-its-crlf"),
+    ],
+)
+def test_a_stream_cut_or_mangled_mid_answer_is_broken_after_what_came(tail):
+    async def cut(writer):
+        writer.write(HEAD + chunk(event("kept")) + tail)
+        await writer.drain()
+
+    got = []
+
+    async def main():
+        client, server, _seen = await serve(cut)
+        try:
+            async for batch in client.stream_chat({"messages": []}):
+                got.append(batch)
+        finally:
+            server.close()
+
+    with pytest.raises(LlamaStreamBroken):
+        asyncio.run(main())
+    assert texts(got) == ["kept"]
+
+
+def test_a_server_that_closes_before_answering_is_unavailable_and_nothing_listening_too():
+    async def hang_up(writer):
+        pass
+
+    with pytest.raises(LlamaUnavailable):
+        run(hang_up)
+
+    async def nobody():
+        client = LlamaClient(base_url="http://127.0.0.1:9", api_key="", timeout=5)
+        async for _batch in client.stream_chat({"messages": []}):
+            pass
+
+    with pytest.raises(LlamaUnavailable):
+        asyncio.run(nobody())
+
+
+def test_raw_bytes_are_relayed_untouched_and_leaving_early_closes_the_connection():
+    async def endless(writer):
+        writer.write(HEAD)
+        try:
+            for n in range(2000):
+                writer.write(chunk(event(str(n))))
+                await writer.drain()
+                await asyncio.sleep(0.002)
+        except ConnectionError:
+            pass
+        endless.stopped_at = n
+
+    async def main():
+        client, server, _seen = await serve(endless)
+        first = b""
+        try:
+            async for data in client.stream_raw("/v1/chat/completions", {"messages": []}):
+                first = data
+                break
+            await asyncio.sleep(0.3)
+        finally:
+            server.close()
+        return first
+
+    first = asyncio.run(main())
+    assert first.startswith(event("0"))
+    assert endless.stopped_at < 1000  # the fake saw the connection go and stopped writing

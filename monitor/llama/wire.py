@@ -8,9 +8,10 @@ so no pool) on a plain non-blocking socket and reads on a clock:
 
 - when nothing has come since the last read, it waits for the next bytes and hands them on
   at once, so the first token (and the first after a pause) is never later;
-- after each hand-off it sleeps ``pace_s`` (one frame, ~16.7 ms at 60 Hz): tokens that
-  arrive meanwhile wait in the kernel and come out in one ``recv``, so a fast stream costs
-  one wake-up, one parse and one write per frame instead of per token.
+- after each hand-off with text in it it sleeps ``pace_s`` (one frame): tokens that arrive
+  meanwhile wait in the kernel and come out in one ``recv``, so a fast stream costs one
+  wake-up, one parse and one write per frame instead of per token. Hand-offs without text
+  (prompt progress, the role chunk) start no clock, so they never hold back the first token.
 
 Only ``http://`` servers are read this way; ``LlamaClient`` keeps httpx for the rest.
 """
@@ -29,6 +30,9 @@ READ_SIZE = 256 * 1024
 MAX_HEAD_BYTES = 64 * 1024  # llama-server's status line and headers are a few hundred bytes
 MAX_ERROR_BODY = 1024 * 1024  # an error answer kept for its message
 MAX_CHUNK_LINE = 1024  # a chunk-size line: hex digits and perhaps extensions
+# Answer text in an OpenAI-shaped event ("content" or "reasoning_content" with a string value);
+# the model's own quotes inside a string are escaped, so its text cannot make this up.
+TEXT_MARK = b'content":"'
 
 
 class _Reset(Exception):
@@ -175,7 +179,9 @@ class WireStream:
                     yield out
                 if self._broken:
                     raise LlamaStreamBroken()
-                if pace_s and not self._done:
+                if pace_s and not self._done and TEXT_MARK in out:
+                    # The clock starts with text: prompt progress and the role chunk before the first
+                    # token do not hold it back.
                     await asyncio.sleep(pace_s)
         except OSError as error:
             raise LlamaStreamBroken() from error

@@ -211,3 +211,22 @@ def test_raw_bytes_are_relayed_untouched_and_leaving_early_closes_the_connection
     first = asyncio.run(main())
     assert first.startswith(event("0"))
     assert endless.stopped_at < 1000  # the fake saw the connection go and stopped writing
+
+
+def test_prompt_progress_before_the_first_token_starts_no_clock():
+    async def progress_then_token(writer):
+        writer.write(HEAD)
+        await writer.drain()
+        await asyncio.sleep(0.02)  # the head read on its own, then the progress event
+        writer.write(chunk(b'data: {"prompt_progress":{"processed":10,"total":10}}\n\n'))
+        await writer.drain()
+        await asyncio.sleep(0.01)
+        progress_then_token.token_sent = time.monotonic()
+        writer.write(chunk(event("first")))
+        await writer.drain()
+        await asyncio.sleep(0.01)
+        writer.write(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+
+    got, _seen = run(progress_then_token, pace_s=0.5, raw=True)
+    token_at = next(at for at, data in got if b"first" in data)
+    assert token_at - progress_then_token.token_sent < 0.25  # not held for the half-second frame

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import socket
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
@@ -37,6 +38,17 @@ TEXT_MARK = b'content":"'
 
 class _Reset(Exception):
     """The connection closed before any answer: nothing of the request ran."""
+
+
+async def _address(host: str, port: int) -> tuple[int, tuple]:
+    """An IP address as it is (no thread hop for the resolver: the usual loopback or LAN address);
+    a name through the loop's resolver."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return infos[0][0], infos[0][4]
+    return (socket.AF_INET6, (host, port)) if ip.version == 6 else (socket.AF_INET, (host, port))
 
 
 def supports(base_url: str) -> bool:
@@ -79,9 +91,8 @@ class WireStream:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(connect_timeout_s):
-                infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
-                family, kind, proto, _name, address = infos[0]
-                self.sock = socket.socket(family, kind, proto)
+                family, address = await _address(self.host, self.port)
+                self.sock = socket.socket(family, socket.SOCK_STREAM)
                 self.sock.setblocking(False)
                 self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 await loop.sock_connect(self.sock, address)

@@ -30,6 +30,10 @@ def install() -> None:
             or getattr(self, "TLS", False)
             or not self.connected
             or self._writeDisconnected
+            or self.disconnecting
+            or getattr(self, "_aborting", False)
+            or (self.producer is not None and not self.streamingProducer)  # a pull producer: doWrite asks it
+            or type(self).writeSomeData is not tcp.Connection.writeSomeData  # e.g. UNIX sockets passing fds
             or self._tempDataLen
             or self.offset < len(self.dataBuffer)
         ):

@@ -48,7 +48,7 @@ class LlamaClient:
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
             # Certificates are loaded only for an https:// server: loading them costs ~20 ms of CPU per
             # client, and the watchdog and the sampler make clients every few seconds.
-            verify = self.base_url.startswith("https://")
+            verify = not wire.supports(self.base_url)  # anything but plain http:// is verified
             client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self._timeout, verify=verify)
             self._clients[loop] = client
         return client

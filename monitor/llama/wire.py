@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 from monitor.llama.errors import LlamaStreamBroken, LlamaUnavailable, rejection_from
 
 READ_SIZE = 256 * 1024
+WRITE_TIMEOUT_S = 30.0  # the request written (llama-server busy taking connections, a large image)
 MAX_HEAD_BYTES = 64 * 1024  # llama-server's status line and headers are a few hundred bytes
 MAX_ERROR_BODY = 1024 * 1024  # an error answer kept for its message
 MAX_CHUNK_LINE = 1024  # a chunk-size line: hex digits and perhaps extensions
@@ -40,19 +41,19 @@ class _Reset(Exception):
     """The connection closed before any answer: nothing of the request ran."""
 
 
-async def _address(host: str, port: int) -> tuple[int, tuple]:
+async def _addresses(host: str, port: int) -> list[tuple[int, tuple]]:
     """An IP address as it is (no thread hop for the resolver: the usual loopback or LAN address);
-    a name through the loop's resolver."""
+    a name through the loop's resolver, every address it gives, in its order."""
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        return infos[0][0], infos[0][4]
-    return (socket.AF_INET6, (host, port)) if ip.version == 6 else (socket.AF_INET, (host, port))
+        return [(info[0], info[4]) for info in infos]
+    return [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, (host, port))]
 
 
 def supports(base_url: str) -> bool:
-    return urlsplit(base_url).scheme == "http"
+    return urlsplit(base_url).scheme.lower() == "http"
 
 
 class WireStream:
@@ -83,6 +84,7 @@ class WireStream:
                 return
             except _Reset:
                 self.close()
+                self._buffer.clear()
                 if attempt == 2:
                     raise LlamaUnavailable() from None
                 await asyncio.sleep(0.05)
@@ -91,23 +93,23 @@ class WireStream:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(connect_timeout_s):
-                family, address = await _address(self.host, self.port)
-                self.sock = socket.socket(family, socket.SOCK_STREAM)
-                self.sock.setblocking(False)
-                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                await loop.sock_connect(self.sock, address)
+                await self._connect(await _addresses(self.host, self.port))
         except (OSError, TimeoutError) as error:
             self.close()
             raise LlamaUnavailable() from error
-        head = [f"POST {self.prefix}{self.path} HTTP/1.1", f"Host: {self.host}:{self.port}"]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        head = [f"POST {self.prefix}{self.path} HTTP/1.1", f"Host: {host}:{self.port}"]
         head += [f"{name}: {value}" for name, value in self.headers.items()]
         head += ["Content-Type: application/json", f"Content-Length: {len(self.body)}", "Connection: close"]
         try:
-            await loop.sock_sendall(self.sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + self.body)
+            async with asyncio.timeout(WRITE_TIMEOUT_S):
+                await loop.sock_sendall(self.sock, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + self.body)
             status, headers = await self._read_head()
         except (ConnectionError, BrokenPipeError) as error:
             raise _Reset() from error
-        except OSError as error:
+        except (OSError, TimeoutError, LlamaStreamBroken) as error:
+            # No answer began (the request not taken in time, a head too long or garbled): the
+            # server is not answering, which is not a broken answer.
             raise LlamaUnavailable() from error
         encoding = headers.get("transfer-encoding", "").lower()
         self._chunked = "chunked" in encoding
@@ -115,7 +117,10 @@ class WireStream:
             try:
                 self._remaining = int(headers["content-length"])
             except ValueError:
-                raise LlamaStreamBroken() from None
+                raise LlamaUnavailable() from None
+            if self._remaining < 0:
+                raise LlamaUnavailable()
+            self._done = self._remaining == 0
         if status >= 400:
             body = bytearray()
             async for data in self.body_bytes(pace_s=0):
@@ -124,6 +129,22 @@ class WireStream:
                     break
             self.close()
             raise rejection_from(status, bytes(body))
+
+    async def _connect(self, addresses: list[tuple[int, tuple]]) -> None:
+        """The first address that takes the connection (``localhost`` may name ::1 before 127.0.0.1)."""
+        loop = asyncio.get_running_loop()
+        error: OSError = OSError("no address")
+        for family, address in addresses:
+            self.close()
+            self.sock = socket.socket(family, socket.SOCK_STREAM)
+            self.sock.setblocking(False)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                await loop.sock_connect(self.sock, address)
+                return
+            except OSError as refused:
+                error = refused
+        raise error
 
     async def _read_head(self) -> tuple[int, dict[str, str]]:
         while b"\r\n\r\n" not in self._buffer:
@@ -177,10 +198,12 @@ class WireStream:
                     yield out
                 if self._broken:
                     raise LlamaStreamBroken()
+            loop = asyncio.get_running_loop()
             while not self._done:
                 data = self._recv_now()
                 if data is None:
                     data = await self._recv_wait()
+                read_at = loop.time()
                 if not data:
                     if self._chunked or self._remaining:
                         raise LlamaStreamBroken()
@@ -192,8 +215,10 @@ class WireStream:
                     raise LlamaStreamBroken()
                 if pace_s and not self._done and TEXT_MARK in out:
                     # The clock starts with text: prompt progress and the role chunk before the first
-                    # token do not hold it back.
-                    await asyncio.sleep(pace_s)
+                    # token do not hold it back. One frame from this read, not from the hand-off's end.
+                    wait = read_at + pace_s - loop.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
         except OSError as error:
             raise LlamaStreamBroken() from error
 

@@ -49,7 +49,9 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         last_t = 0.0
         try:
             recent = await self.redis.lrange(LIVE_KEY, 0, keep - 1)
-            samples = [orjson.loads(raw) for raw in reversed(recent)]
+            # The live window by time: samples taken while nobody watched are 5 s apart, not 1 s.
+            since = time.time() - settings.MONITOR_LIVE_SECONDS
+            samples = [sample for sample in (orjson.loads(raw) for raw in reversed(recent)) if sample["t"] >= since]
             await self.send_json({"type": "history", "samples": samples})
             if samples:
                 last_t = samples[-1]["t"]

@@ -230,3 +230,53 @@ def test_prompt_progress_before_the_first_token_starts_no_clock():
     got, _seen = run(progress_then_token, pace_s=0.5, raw=True)
     token_at = next(at for at, data in got if b"first" in data)
     assert token_at - progress_then_token.token_sent < 0.25  # not held for the half-second frame
+
+
+def test_the_next_address_is_tried_when_the_first_refuses():
+    """``localhost`` may name ::1 first while llama-server listens on 127.0.0.1 only."""
+    from monitor.llama.wire import WireStream
+
+    async def main():
+        listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        closed = socket_free_port()
+        stream = WireStream(f"http://localhost:{port}", "/x", b"{}", {}, timeout_s=5)
+        try:
+            await stream._connect([(2, ("127.0.0.1", closed)), (2, ("127.0.0.1", port))])
+            return stream.sock.getpeername()[1]
+        finally:
+            stream.close()
+            listener.close()
+
+    assert asyncio.run(main()) > 0
+
+
+def socket_free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # closed again: nothing listens there
+
+
+@pytest.mark.parametrize("length", [b"0", b"-5", b"x"])
+def test_an_empty_or_impossible_content_length_answer(length):
+    async def answer(writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %s\r\n\r\n" % length)
+        await writer.drain()
+        await asyncio.sleep(1)  # stays open: an empty body must not wait for the close
+
+    async def main():
+        client, server, _seen = await serve(answer)
+        try:
+            return [data async for data in client.stream_raw("/v1/chat/completions", {})]
+        finally:
+            server.close()
+
+    if length == b"0":
+        started = time.monotonic()
+        assert asyncio.run(main()) == []
+        assert time.monotonic() - started < 0.9
+    else:
+        with pytest.raises(LlamaUnavailable):
+            asyncio.run(main())

@@ -81,7 +81,7 @@ def test_closed_page_answer_goes_on_and_a_new_page_continues_it(context, llama):
         second.goto(url)
         answer = second.locator(LAST_ANSWER)
         # The snapshot: exactly what the closed page showed, still being written, Stop offered.
-        expect(answer.locator(".body")).to_have_text(so_far)
+        expect(answer.locator(".body")).to_have_text(so_far, use_inner_text=True)  # as shown: <br> counts
         expect(answer).to_have_attribute("data-status", "streaming")
         expect(second.locator("#stop")).to_be_visible()
     expect(answer).not_to_have_attribute("data-status", "streaming", timeout=120_000)
@@ -156,7 +156,7 @@ def test_page_whose_socket_drops_reconnects_by_itself_and_continues(context, lla
         page.wait_for_function("() => document.getElementById('chat').dataset.connected !== '1'")
         page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'", timeout=30_000)
         assert len(sockets) == 2
-        expect(answer.locator(".body")).to_have_text(text)
+        expect(answer.locator(".body")).to_have_text(text, use_inner_text=True)
         expect(answer).to_have_attribute("data-status", "streaming")
         expect(page.locator("#stop")).to_be_visible()
     page.wait_for_function(

@@ -45,13 +45,16 @@ class LlamaClient:
         for other in [other for other in self._clients if other.is_closed()]:
             del self._clients[other]  # a finished asyncio.run(): its client went with its loop
         if client is None or client.is_closed:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            headers = self._auth_headers()
             # Certificates are loaded only for an https:// server: loading them costs ~20 ms of CPU per
             # client, and the watchdog and the sampler make clients every few seconds.
             verify = not wire.supports(self.base_url)  # anything but plain http:// is verified
             client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self._timeout, verify=verify)
             self._clients[loop] = client
         return client
+
+    def _auth_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     async def aclose(self) -> None:
         for client in list(self._clients.values()):
@@ -118,7 +121,7 @@ class LlamaClient:
     async def _stream_bytes(self, path: str, body: dict, pace_s: float) -> AsyncIterator[bytes]:
         """A streamed POST's body bytes: off the socket (``wire``) for http://, through httpx otherwise."""
         if wire.supports(self.base_url):
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            headers = self._auth_headers()
             stream = wire.WireStream(self.base_url, path, orjson.dumps(body), headers, timeout_s=self._read_timeout)
             try:
                 await stream.open()

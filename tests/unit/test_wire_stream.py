@@ -15,6 +15,7 @@ import pytest
 
 from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaRejected, LlamaStreamBroken, LlamaUnavailable
+from scripts.local_services import free_port
 
 
 def event(text: str) -> bytes:
@@ -239,7 +240,7 @@ def test_the_next_address_is_tried_when_the_first_refuses():
     async def main():
         listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
         port = listener.sockets[0].getsockname()[1]
-        closed = socket_free_port()
+        closed = free_port()  # nothing listens there
         stream = WireStream(f"http://localhost:{port}", "/x", b"{}", {}, timeout_s=5)
         try:
             await stream._connect([(2, ("127.0.0.1", closed)), (2, ("127.0.0.1", port))])
@@ -249,14 +250,6 @@ def test_the_next_address_is_tried_when_the_first_refuses():
             listener.close()
 
     assert asyncio.run(main()) > 0
-
-
-def socket_free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]  # closed again: nothing listens there
 
 
 @pytest.mark.parametrize("length", [b"0", b"-5", b"x"])

@@ -42,14 +42,10 @@ def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
 
 @shared_task(name="monitor.tasks.watchdog", ignore_result=True)
 def watchdog() -> list[str]:
-    """Health of llama-server and its profiles; restarts what died (see monitor.router.watchdog)."""
-    return run_watchdog()
-
-
-@shared_task(name="monitor.tasks.health_beat", ignore_result=True)
-def health_beat() -> None:
-    """Beat's heartbeat: the health checks read when beat last ticked."""
+    """Health of llama-server and its profiles; restarts what died (see monitor.router.watchdog).
+    Beat schedules it, so it is also beat's heartbeat: the health checks read when it last ran."""
     record_beat_tick()
+    return run_watchdog()
 
 
 @shared_task(name="monitor.tasks.nightly_backup", ignore_result=True)

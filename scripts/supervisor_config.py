@@ -44,6 +44,8 @@ def programs(env: dict, *, with_redis: bool) -> list[Program]:
     if with_redis:
         redis_argv = [env["REDIS_SERVER_BIN"], "--bind", "127.0.0.1", "--port", env["QWENWEB_REDIS_PORT"]]
         redis_argv += ["--dir", str(Path(var_dir) / "redis"), "--save", "300", "1", "--protected-mode", "yes"]
+        # Its housekeeping twice a second, not ten times: an idle box stays idle (expired keys still read as gone).
+        redis_argv += ["--hz", "2"]
         listed.append(Program("redis", redis_argv, priority=10, startsecs=1))
     # Daphne through qwenweb.serve: the WebSocket frame size and the request-body cap come from the settings.
     web = [python, "-m", "qwenweb.serve", "--bind", env["QWENWEB_BIND"], "--port", env["QWENWEB_PORT"]]

@@ -17,6 +17,9 @@ from collections.abc import Awaitable, Callable
 log = logging.getLogger(__name__)
 Send = Callable[[dict], Awaitable[None]]
 DELTA_TYPES = frozenset({"token", "reasoning"})
+# Text that comes this close to its frame's time goes now: the upstream reader is on the same clock
+# (monitor.llama.wire), and a timer for a few hundred microseconds would cost a second wake-up per frame.
+SLACK_S = 0.003
 
 
 def coalesce(events: list[dict]) -> list[dict]:
@@ -69,7 +72,7 @@ class FrameSender:
         if is_text and self._timer is not None:
             return  # the frame's timer carries it
         wait = self._last_flush + self.frame_s - time.monotonic()
-        if not is_text or not self._sent_text or wait <= 0:
+        if not is_text or not self._sent_text or wait <= SLACK_S:
             await self.flush()
         else:
             self._timer = asyncio.get_running_loop().call_later(wait, self._on_timer)

@@ -109,6 +109,7 @@ class TurnRunner:
         queue: FairQueue | None = None,
     ):
         self.conversation = conversation
+        self.conversation_key = str(conversation.id)
         self.assistant_id = assistant_id
         self.user_key = user_key
         self.send = send
@@ -137,7 +138,7 @@ class TurnRunner:
             self.task.cancel()
 
     async def _emit(self, event: dict) -> None:
-        event.setdefault("conversation", str(self.conversation.id))
+        event.setdefault("conversation", self.conversation_key)
         event.setdefault("message", self.assistant_id)
         try:
             await self.send(event)

@@ -8,6 +8,7 @@ no longer answers, a model instance that died inside it, and the optional daily 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 
 import redis
@@ -35,7 +36,13 @@ RETRY_AFTER_FAILURE_S = 300
 
 
 def _redis() -> redis.Redis:
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    return _client(settings.REDIS_URL)
+
+
+@functools.cache
+def _client(url: str) -> redis.Redis:
+    """Kept for the worker's life: a check every few seconds reuses one connection."""
+    return redis.Redis.from_url(url, socket_timeout=5)
 
 
 def daily_restart_due(now: dt.datetime, at: str, last_done: str | None) -> bool:

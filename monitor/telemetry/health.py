@@ -3,8 +3,8 @@ worker, beat, the sampler and the llama-server router with its loaded profiles.
 
 All checks run at once, each with a short timeout, so a part that hangs (a stopped
 process, a full disk) is reported as down within ``HEALTH_TIMEOUT_S`` instead of
-holding up the answer. Beat proves it ticks through a heartbeat task it schedules
-every ``HEALTH_BEAT_INTERVAL_S`` (run by the watchdog's own worker); the sampler
+holding up the answer. Beat proves it ticks through the watchdog's check, which it schedules
+every ``WATCHDOG_INTERVAL_S`` and which stamps a heartbeat first; the sampler
 through the time of its newest live sample. Used by ``/healthz`` (ok or not, no
 detail), the staff health page and ``manage.py health``.
 """
@@ -12,6 +12,7 @@ detail), the staff health page and ``manage.py health``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -44,12 +45,17 @@ class Part:
 
 
 def _redis() -> redis.Redis:
-    timeout = settings.HEALTH_TIMEOUT_S
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout)
+    return _client(settings.REDIS_URL, settings.HEALTH_TIMEOUT_S)
+
+
+@functools.cache
+def _client(url: str, timeout: float) -> redis.Redis:
+    """Kept for the process: each check (and each watchdog run's heartbeat) reuses its connection."""
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 def record_beat_tick() -> None:
-    """Beat's heartbeat (the ``health-beat`` task): the time it last ran."""
+    """Beat's heartbeat (stamped by the watchdog task it schedules): the time it last ran."""
     _redis().set(BEAT_KEY, str(time.time()), ex=3600)
 
 
@@ -95,7 +101,7 @@ def _fresh(name: str, stamp: float | None, limit_s: float) -> Part:
 
 def check_beat() -> list[Part]:
     stamp = _redis().get(BEAT_KEY)
-    return [_fresh("beat", float(stamp) if stamp else None, settings.HEALTH_BEAT_INTERVAL_S * 2.5)]
+    return [_fresh("beat", float(stamp) if stamp else None, settings.WATCHDOG_INTERVAL_S * 2.5)]
 
 
 def check_sampler() -> list[Part]:

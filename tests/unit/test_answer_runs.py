@@ -10,7 +10,7 @@ import uuid
 import pytest
 from django.test import Client
 
-from chat.conversations.frames import FrameSender, coalesce
+from chat.conversations.frames import SLACK_S, FrameSender, coalesce
 from chat.conversations.runs import RunHub, hub
 from chat.errors import ChatError
 from chat.models import Conversation
@@ -72,6 +72,24 @@ def test_first_text_goes_at_once_and_the_rest_of_a_frame_goes_in_one():
         await sender.push({"type": "done", "status": "complete", "seq": 8})
         assert [e["type"] for e in socket.events()[-2:]] == ["token", "done"]
         assert socket.events()[-2]["text"] in ("x", "wx")
+
+    asyncio.run(scenario())
+
+
+def test_text_at_its_frames_time_goes_without_a_timer_of_its_own():
+    """The upstream reader wakes on the same clock: text that comes a hair before the frame's end
+    goes then, not after a second wake-up for the few hundred microseconds left."""
+
+    async def scenario():
+        socket = Socket()
+        sender = FrameSender(socket.send, FRAME_S)
+        await sender.push({"type": "token", "text": "a", "seq": 1})
+        sender._last_flush = time.monotonic() - FRAME_S + SLACK_S / 2  # the frame ends in SLACK_S / 2
+        await sender.push({"type": "token", "text": "b", "seq": 2})
+        assert [e["text"] for e in socket.events()] == ["a", "b"] and sender._timer is None
+        await sender.push({"type": "token", "text": "c", "seq": 3})  # early in the next frame: waits
+        assert sender._timer is not None and len(socket.frames) == 2
+        sender.close()
 
     asyncio.run(scenario())
 

@@ -5,41 +5,47 @@ messages, login lockout or HTML to protect. Each of Django's own middleware runs
 worker thread when the request is async (``MiddlewareMixin.__acall__``: two thread hops each),
 so the pages' stack cost every API call about twenty hand-offs between threads before its view
 ran: time an agent waits for its first token and CPU taken from the model on a small box
-(bench/cpu_bench.py, bench/api_bench.py). This handler keeps what the API's answers need: the
-caller's language for its error messages, and ``nosniff``.
+(bench/cpu_bench.py, bench/api_bench.py). This handler keeps what the API's answers need
+(``ApiMiddleware``): the host check, the caller's language, the security headers.
 """
 
 from __future__ import annotations
 
-from django.conf import settings
+from asgiref.sync import markcoroutinefunction
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
+from django.middleware.security import SecurityMiddleware
 from django.utils import translation
 from django.utils.cache import patch_vary_headers
 
 from qwenweb.body_limit import API_PREFIX, request_language
 
 
-class ApiLanguage:
-    """The caller's language (its Accept-Language, as LocaleMiddleware reads it) for the whole answer,
-    a streamed one too; and the headers a JSON answer carries."""
+class ApiMiddleware:
+    """What the pages' stack did that an API answer needs, without a thread hop: the host checked
+    against ALLOWED_HOSTS, the caller's language (its Accept-Language, as LocaleMiddleware reads it)
+    for the whole answer, a streamed one too, Django's security headers and HTTPS redirect (its
+    SecurityMiddleware's own hooks: header logic only, called in place), a JSON answer's length."""
 
     sync_capable = False
     async_capable = True
 
     def __init__(self, get_response):
         self.get_response = get_response
+        self.security = SecurityMiddleware(get_response)
+        markcoroutinefunction(self)
 
     async def __call__(self, request):
+        request.get_host()  # DisallowedHost (400) for a name the box does not answer to
         language = request_language(request.headers.get("Cookie", ""), request.headers.get("Accept-Language", ""))
         translation.activate(language)  # this request's context only (asgiref Local), as LocaleMiddleware does
         request.LANGUAGE_CODE = language
-        response = await self.get_response(request)
+        response = self.security.process_request(request) or await self.get_response(request)
         response.headers.setdefault("Content-Language", language)
         patch_vary_headers(response, ("Accept-Language",))
-        if settings.SECURE_CONTENT_TYPE_NOSNIFF:
-            response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        return response
+        if not response.streaming and not response.has_header("Content-Length"):
+            response.headers["Content-Length"] = str(len(response.content))
+        return self.security.process_response(request, response)
 
 
 class ApiHandler(ASGIHandler):
@@ -48,7 +54,7 @@ class ApiHandler(ASGIHandler):
         self._template_response_middleware = []
         self._exception_middleware = []
         inner = convert_exception_to_response(self._get_response_async)
-        self._middleware_chain = convert_exception_to_response(ApiLanguage(inner))
+        self._middleware_chain = convert_exception_to_response(ApiMiddleware(inner))
 
 
 class ByPath:

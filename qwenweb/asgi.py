@@ -5,6 +5,22 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
 django_asgi_app = get_asgi_application()
 
+from django.core.handlers.asgi import ASGIHandler  # noqa: E402
+from django.core.signals import request_finished  # noqa: E402
+from django.db import connections  # noqa: E402
+
+
+def close_request_connections(sender, **_kwargs) -> None:
+    """An HTTP request's sync work runs in a thread of its own (Django's ThreadSensitiveContext), which
+    ends with it: its database connection is closed, not kept (DB_CONN_MAX_AGE keeps those of the chat
+    sockets' one database thread, the workers' and the sampler's). Only for this server's requests:
+    Django's test client keeps its connection for the test's transaction."""
+    if isinstance(sender, type) and issubclass(sender, ASGIHandler):
+        connections.close_all()
+
+
+request_finished.connect(close_request_connections)
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 

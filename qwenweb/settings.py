@@ -209,8 +209,6 @@ CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# Idle workers wait this long in Redis's BRPOP (kombu: 1 s): a queued task still starts at once.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"polling_interval": env_int("QWENWEB_BROKER_WAIT_S", 10)}
 # Documents (extraction, OCR, summaries: minutes each) have a worker of their own (supervisord
 # program "documents"), so downloads and profile loads never wait behind a long PDF.
 DOCUMENTS_QUEUE = "documents"

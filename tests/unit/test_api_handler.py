@@ -2,15 +2,21 @@
 per request), the caller's language and nosniff kept; every other path keeps the pages' stack."""
 
 import asyncio
+import threading
 
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
+from django.db import connections
+from django.db.backends.signals import connection_created
+from django.test import Client
 
 from qwenweb.asgi import application
 
 
-def request(path: str, language: str = "en", cookie: str = "") -> tuple[httpx.Response, int]:
+def request(
+    path: str, language: str = "en", cookie: str = "", key: str = "", host: str = "127.0.0.1"
+) -> tuple[httpx.Response, int]:
     """``path`` through the project's ASGI application; the answer and the thread hops it took."""
     hops = 0
     original = SyncToAsync.__call__
@@ -23,7 +29,9 @@ def request(path: str, language: str = "en", cookie: str = "") -> tuple[httpx.Re
     async def call() -> httpx.Response:
         transport = httpx.ASGITransport(app=application)
         headers = {"Accept-Language": language, "Cookie": cookie}
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        async with httpx.AsyncClient(transport=transport, base_url=f"http://{host}") as client:
             return await client.get(path, headers=headers)
 
     SyncToAsync.__call__ = counted
@@ -49,6 +57,11 @@ def test_an_api_error_comes_in_the_callers_language_without_the_pages_headers(la
         assert header not in response.headers
 
 
+def test_the_api_answers_only_the_names_the_box_answers_to():
+    assert request("/v1/models", host="rebound.example")[0].status_code == 400  # ALLOWED_HOSTS, as for pages
+    assert request("/v1/models", host="localhost")[0].status_code == 401
+
+
 def test_the_api_takes_a_fraction_of_the_pages_thread_hops():
     _page, page_hops = request("/login/")
     answer, api_hops = request("/v1/models")
@@ -56,3 +69,27 @@ def test_the_api_takes_a_fraction_of_the_pages_thread_hops():
     # Django's request signals still run their receivers in a thread (3 hops); no middleware does
     # (a page, through the same application: 11).
     assert api_hops <= 3 and page_hops > 2 * api_hops
+
+
+def test_a_requests_database_connection_is_closed_in_its_own_thread(monkeypatch):
+    """SQLite connections are kept per thread (DB_CONN_MAX_AGE), but an HTTP request's thread ends
+    with it: its connection is closed there. Django's test client keeps its test's connection."""
+    closed_in: list[threading.Thread] = []
+    opened = []
+    close_all = connections.close_all
+    monkeypatch.setattr(connections, "close_all", lambda: (closed_in.append(threading.current_thread()), close_all()))
+
+    def created(connection, **_kwargs):
+        opened.append(connection)
+
+    connection_created.connect(created)
+    try:
+        answer, _hops = request("/v1/models", key="qw-abcdefgh_not-a-real-secret")  # looked up, then refused
+    finally:
+        connection_created.disconnect(created)
+    assert answer.status_code == 401 and answer.json()["error"]["code"] == "invalid_api_key"
+    assert closed_in and threading.main_thread() not in closed_in
+    assert opened and all(wrapper.connection is None for wrapper in opened)
+    closed_in.clear()
+    assert Client().get("/login/", HTTP_HOST="127.0.0.1").status_code == 200
+    assert closed_in == []

@@ -1,8 +1,6 @@
-"""The OpenAI-compatible gateway: check a request, take the key's place and a turn in the
-fair queue, relay llama-server's answer, count the usage.
-
-Streams are relayed as llama-server's own SSE bytes, never decoded per token: a
-``StreamTally`` only looks for the end marker and the last event carrying usage.
+"""The OpenAI-compatible gateway: check a request, take the key's place and a turn in the fair queue,
+relay llama-server's answer, count the usage. Streams are relayed as llama-server's own SSE bytes,
+never decoded per token: a ``StreamTally`` only looks for the end marker and the last event with usage.
 """
 
 from __future__ import annotations
@@ -206,9 +204,15 @@ async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter, queue: FairQ
             capacity = (await serving_info(call.client)).total_slots
         except LlamaError as error:
             raise _from_llama(error) from error
-        await stack.enter_async_context(queue.slot(str(key.owner_id), None, capacity, priority="person"))
-        if call.server_profile is not None:
-            call.client = await current_client(call.server_profile)  # a change may have gone live meanwhile
+        waited = False
+
+        async def in_line(_position: int) -> None:
+            nonlocal waited
+            waited = True
+
+        await stack.enter_async_context(queue.slot(str(key.owner_id), in_line, capacity, priority="person"))
+        if call.server_profile is not None and waited:  # a change may have gone live meanwhile
+            call.client = await current_client(call.server_profile)
         yield
 
 

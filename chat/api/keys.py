@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -107,11 +108,16 @@ async def authenticate(authorization: str | None) -> CallerKey:
 
 async def record_usage(key: CallerKey, prompt_tokens: int, completion_tokens: int) -> None:
     """One request's figures, added to the key's and to its owner's daily usage (F expressions:
-    concurrent requests add up)."""
-    await sync_to_async(add_tokens)(key.owner_id, max(prompt_tokens, 0) + max(completion_tokens, 0))
-    await ApiKey.objects.filter(pk=key.id).aupdate(
+    concurrent requests add up), in one transaction and one hop to a database thread."""
+    await sync_to_async(_record_usage)(key, max(prompt_tokens, 0), max(completion_tokens, 0))
+
+
+@transaction.atomic
+def _record_usage(key: CallerKey, prompt_tokens: int, completion_tokens: int) -> None:
+    add_tokens(key.owner_id, prompt_tokens + completion_tokens)
+    ApiKey.objects.filter(pk=key.id).update(
         requests=F("requests") + 1,
-        prompt_tokens=F("prompt_tokens") + max(prompt_tokens, 0),
-        completion_tokens=F("completion_tokens") + max(completion_tokens, 0),
+        prompt_tokens=F("prompt_tokens") + prompt_tokens,
+        completion_tokens=F("completion_tokens") + completion_tokens,
         last_used_at=timezone.now(),
     )

@@ -71,9 +71,11 @@ async def _prompt_tokens(client: LlamaClient, messages: list[dict], budget: int,
     """(tokens or an upper bound, exact?)"""
     fixed, per_message = await _template_overhead(client, template_key)
     images = _image_count(messages) * IMAGE_TOKENS
-    # Twice the measured template bytes: room for roles, system prompts, tool blocks.
+    # Twice the measured template bytes: room for roles, system prompts, tool blocks. A bound, so
+    # a conversation whose bound fits is sent without a round trip (it used to need half the budget:
+    # from a few turns on, every follow-up paid for rendering its whole prompt on llama-server).
     quick_bound = 2 * (fixed + per_message * len(messages)) + _content_bytes(messages) + images
-    if quick_bound <= budget // 2:
+    if quick_bound <= budget:
         return quick_bound, False
     rendered = await client.apply_template(messages)
     upper = len(rendered.encode()) + images

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import base64
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from chat.errors import NotFound
-from chat.models import Conversation, Message
-from monitor.public import user_profiles
+from chat.models import Conversation, Document, Message
+from monitor.public import ServerProfile, conversation_profile, user_profiles
 
 
 def list_conversations(user) -> list[Conversation]:
@@ -35,6 +36,23 @@ def history_before(assistant_id: int) -> list[Message]:
     conversation_id = Message.objects.filter(id=assistant_id).values_list("conversation_id", flat=True)
     return list(
         Message.objects.filter(conversation_id__in=conversation_id, id__lt=assistant_id).order_by("created_at", "id")
+    )
+
+
+@dataclass
+class TurnInputs:
+    history: list[Message]
+    profile: ServerProfile | None  # the profile answering the conversation, when asked for
+    has_documents: bool
+
+
+def turn_inputs(assistant_id: int, conversation: Conversation, *, with_profile: bool) -> TurnInputs:
+    """What a turn reads before its request, in one trip to a database thread: the history, the
+    profile (``with_profile``) and whether documents are attached (their passages are read only then)."""
+    return TurnInputs(
+        history=history_before(assistant_id),
+        profile=conversation_profile(conversation.profile_id) if with_profile else None,
+        has_documents=Document.objects.filter(conversation_id=conversation.id).exists(),
     )
 
 

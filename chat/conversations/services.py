@@ -108,10 +108,12 @@ def post_user_message(
     return user_message, assistant
 
 
+@transaction.atomic
 def post_to_conversation(
     user, conversation_id, text: str, image, profile_name: str | None = None
 ) -> tuple[Conversation, Message, Message]:
-    """The user's message to their conversation, or to a new one when no id is given."""
+    """The user's message to their conversation, or to a new one when no id is given. One transaction:
+    the turn is counted with its messages or not at all, and the box's database commits once per turn."""
     check_turn_allowed(user)
     if conversation_id:
         conversation = get_conversation(user, conversation_id)

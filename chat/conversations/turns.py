@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 
 from chat.conversations.context import documents_budget, fit_messages, with_system_prompt
 from chat.conversations.presets import sampling_fields
-from chat.conversations.selectors import history_before, image_data_url
+from chat.conversations.selectors import image_data_url, turn_inputs
 from chat.conversations.services import finish_message, save_progress
 from chat.documents.citations import CitationStream
 from chat.documents.retrieval import answer_citation_checker, document_system_message
@@ -34,7 +34,6 @@ from monitor.public import (
     LlamaUnavailable,
     LoadFailed,
     ServerProfile,
-    conversation_profile,
     current_client,
     forget_serving_info,
     needs_loading,
@@ -126,6 +125,7 @@ class TurnRunner:
         self._save_task: asyncio.Task | None = None
         self._last_save = 0.0
         self.capacity: int | None = None
+        self.waited = False  # stood in the queue behind others (the profile is read again after)
 
     def start(self) -> asyncio.Task:
         self.task = asyncio.create_task(self.run())
@@ -153,7 +153,7 @@ class TurnRunner:
             if notice:
                 await self._emit({"type": "notice", "text": notice})
             async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity, priority="person"):
-                if self.profile is not None:
+                if self.profile is not None and self.waited:
                     self.client = await current_client(self.profile)  # a change may have gone live meanwhile
                 log.debug(
                     "turn %s: prepared in %.1f ms, queued %.1f ms",
@@ -193,21 +193,22 @@ class TurnRunner:
         else:
             await self._finish(Message.Status.COMPLETE, "", stats)
 
-    async def _connect(self) -> None:
+    async def _connect(self, profile: ServerProfile) -> None:
         """Bind the client and queue to the conversation's profile, loading it if it is not."""
-        profile = await database_sync_to_async(conversation_profile)(self.conversation.profile_id)
         if await needs_loading(profile):
             await self._emit({"type": "notice", "text": _("Loading %(name)s…") % {"name": profile.name}})
         self.profile, self.client = await ready_client(profile)
         self.queue = self.queue or get_queue(profile.name)
 
     async def _prepare(self) -> tuple[dict, str]:
-        history = await database_sync_to_async(history_before)(self.assistant_id)
-        messages = build_messages(history)
+        inputs = await database_sync_to_async(turn_inputs)(
+            self.assistant_id, self.conversation, with_profile=self.client is None
+        )
+        messages = build_messages(inputs.history)
         if not messages or messages[-1]["role"] != "user":
             raise ChatError(_("There is no question to answer."))
-        if self.client is None:
-            await self._connect()
+        if inputs.profile is not None:
+            await self._connect(inputs.profile)
         self.queue = self.queue or get_queue()
         info = await serving_info(self.client)
         self.capacity = info.total_slots
@@ -217,7 +218,8 @@ class TurnRunner:
                     "The model serving this chat cannot read images (it has no vision projector). Remove the image, or ask an admin for a profile that takes images."
                 )
             )
-        messages = await self._with_documents(messages, info.n_ctx)
+        if inputs.has_documents:
+            messages = await self._with_documents(messages, info.n_ctx)
         messages = with_system_prompt(messages, self.conversation.system_prompt)
         fitted = await fit_messages(self.client, messages, info.n_ctx, info.template_key)
         notice = ""
@@ -253,6 +255,7 @@ class TurnRunner:
         return [{"role": "system", "content": system}, *messages] if system else messages
 
     async def _on_queue_position(self, position: int) -> None:
+        self.waited = True
         await self._emit({"type": "queued", "position": position})
 
     async def _stream(self, payload: dict, started: float) -> dict:

@@ -1,7 +1,8 @@
 """Turns a person may start: at most CHAT_TURNS_IN_FLIGHT answers being written or queued at
-once, CHAT_TURNS_PER_MINUTE a minute, and their daily quotas (``chat.accounts.quotas``, last,
-as it counts the turn). Checked before anything of the turn is written,
-tokenized or ranked; each refusal names the limit.
+once, CHAT_TURNS_PER_MINUTE a minute (``check_turn_allowed``, before the turn's transaction: its
+Redis counter never runs under the database's write lock), and their daily quotas
+(``chat.accounts.quotas.check_quota``, first in the transaction that writes the turn, as it counts
+it). Checked before anything of the turn is tokenized or ranked; each refusal names the limit.
 
 In flight is counted from the database (an answer is 'streaming' from the moment it is
 accepted, queued or not, until it ends), so every web process sees the same count; the
@@ -13,7 +14,6 @@ from __future__ import annotations
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from chat.accounts.quotas import check_quota
 from chat.errors import ChatError
 from chat.models import Message
 from chat.redis_clients import count_in_window
@@ -30,7 +30,7 @@ def turns_in_flight(user) -> int:
 
 
 def check_turn_allowed(user) -> None:
-    """TurnLimited when this person may not start another answer now."""
+    """TurnLimited when this person may not start another answer now (their quota aside)."""
     limit = settings.CHAT_TURNS_IN_FLIGHT
     if turns_in_flight(user) >= limit:
         raise TurnLimited(
@@ -42,4 +42,3 @@ def check_turn_allowed(user) -> None:
         raise TurnLimited(
             _("You can start at most %(count)d answers a minute; wait a moment and send again.") % {"count": per_minute}
         )
-    check_quota(user.pk)

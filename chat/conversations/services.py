@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from chat.accounts.quotas import add_tokens
+from chat.accounts.quotas import add_tokens, check_quota
 from chat.conversations.limits import check_turn_allowed
 from chat.conversations.presets import PRESETS, SYSTEM_PROMPT_MAX_CHARS
 from chat.conversations.selectors import get_conversation
@@ -108,20 +108,21 @@ def post_user_message(
     return user_message, assistant
 
 
-@transaction.atomic
 def post_to_conversation(
     user, conversation_id, text: str, image, profile_name: str | None = None
 ) -> tuple[Conversation, Message, Message]:
-    """The user's message to their conversation, or to a new one when no id is given. One transaction:
-    the turn is counted with its messages or not at all, and the box's database commits once per turn."""
+    """The user's message to their conversation, or to a new one when no id is given: the turn counted
+    against the quota and its rows written in one transaction (the other limits checked before it)."""
     check_turn_allowed(user)
-    if conversation_id:
-        conversation = get_conversation(user, conversation_id)
-    else:
-        conversation = create_conversation(user)
-    if profile_name:
-        choose_profile(conversation, profile_name)
-    user_message, assistant = post_user_message(conversation, text, image)
+    with transaction.atomic():
+        check_quota(user.pk)
+        if conversation_id:
+            conversation = get_conversation(user, conversation_id)
+        else:
+            conversation = create_conversation(user)
+        if profile_name:
+            choose_profile(conversation, profile_name)
+        user_message, assistant = post_user_message(conversation, text, image)
     return conversation, user_message, assistant
 
 
@@ -138,21 +139,22 @@ def choose_profile(conversation: Conversation, profile_name: str) -> None:
         conversation.save(update_fields=["profile", "updated_at"])
 
 
-@transaction.atomic
 def prepare_regenerate(conversation: Conversation) -> Message:
-    """Replace the last assistant answer with a fresh one that will stream."""
+    """Replace the last assistant answer with a fresh one that will stream (limits as for a new message)."""
     check_turn_allowed(conversation.owner)
-    last = conversation.messages.order_by("-created_at", "-id").first()
-    if last is None:
-        raise ChatError(_("There is nothing to regenerate yet."))
-    if last.role == Message.Role.ASSISTANT:
-        if last.status == Message.Status.STREAMING:
-            raise ChatError(_("An answer is still being written."))
-        last.delete()
-    assistant = Message.objects.create(
-        conversation=conversation, role=Message.Role.ASSISTANT, status=Message.Status.STREAMING
-    )
-    conversation.save(update_fields=["updated_at"])
+    with transaction.atomic():
+        check_quota(conversation.owner_id)
+        last = conversation.messages.order_by("-created_at", "-id").first()
+        if last is None:
+            raise ChatError(_("There is nothing to regenerate yet."))
+        if last.role == Message.Role.ASSISTANT:
+            if last.status == Message.Status.STREAMING:
+                raise ChatError(_("An answer is still being written."))
+            last.delete()
+        assistant = Message.objects.create(
+            conversation=conversation, role=Message.Role.ASSISTANT, status=Message.Status.STREAMING
+        )
+        conversation.save(update_fields=["updated_at"])
     return assistant
 
 

@@ -125,7 +125,6 @@ class TurnRunner:
         self._save_task: asyncio.Task | None = None
         self._last_save = 0.0
         self.capacity: int | None = None
-        self.waited = False  # stood in the queue behind others (the profile is read again after)
 
     def start(self) -> asyncio.Task:
         self.task = asyncio.create_task(self.run())
@@ -153,7 +152,7 @@ class TurnRunner:
             if notice:
                 await self._emit({"type": "notice", "text": notice})
             async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity, priority="person"):
-                if self.profile is not None and self.waited:
+                if self.profile is not None:
                     self.client = await current_client(self.profile)  # a change may have gone live meanwhile
                 log.debug(
                     "turn %s: prepared in %.1f ms, queued %.1f ms",
@@ -255,7 +254,6 @@ class TurnRunner:
         return [{"role": "system", "content": system}, *messages] if system else messages
 
     async def _on_queue_position(self, position: int) -> None:
-        self.waited = True
         await self._emit({"type": "queued", "position": position})
 
     async def _stream(self, payload: dict, started: float) -> dict:

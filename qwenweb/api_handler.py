@@ -6,7 +6,7 @@ worker thread when the request is async (``MiddlewareMixin.__acall__``: two thre
 so the pages' stack cost every API call about twenty hand-offs between threads before its view
 ran: time an agent waits for its first token and CPU taken from the model on a small box
 (bench/cpu_bench.py, bench/api_bench.py). This handler keeps what the API's answers need
-(``ApiMiddleware``): the host check, the caller's language, the security headers.
+(``ApiMiddleware``): the host check, the caller's language, the security headers and policy.
 """
 
 from __future__ import annotations
@@ -14,18 +14,21 @@ from __future__ import annotations
 from asgiref.sync import markcoroutinefunction
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.exception import convert_exception_to_response
+from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.utils import translation
 from django.utils.cache import patch_vary_headers
 
 from qwenweb.body_limit import API_PREFIX, request_language
+from qwenweb.csp import ContentSecurityPolicyMiddleware
 
 
 class ApiMiddleware:
     """What the pages' stack did that an API answer needs, without a thread hop: the host checked
     against ALLOWED_HOSTS, the caller's language (its Accept-Language, as LocaleMiddleware reads it)
-    for the whole answer, a streamed one too, Django's security headers and HTTPS redirect (its
-    SecurityMiddleware's own hooks: header logic only, called in place), a JSON answer's length."""
+    for the whole answer, a streamed one too, Django's security headers, HTTPS redirect and frame
+    options (its middleware's own hooks: header logic only, called in place), a JSON answer's length.
+    The content security policy, as on every response, wraps it (``qwenweb.csp``, async already)."""
 
     sync_capable = False
     async_capable = True
@@ -33,6 +36,7 @@ class ApiMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
         self.security = SecurityMiddleware(get_response)
+        self.frames = XFrameOptionsMiddleware(get_response)
         markcoroutinefunction(self)
 
     async def __call__(self, request):
@@ -45,7 +49,7 @@ class ApiMiddleware:
         patch_vary_headers(response, ("Accept-Language",))
         if not response.streaming and not response.has_header("Content-Length"):
             response.headers["Content-Length"] = str(len(response.content))
-        return self.security.process_response(request, response)
+        return self.frames.process_response(request, self.security.process_response(request, response))
 
 
 class ApiHandler(ASGIHandler):
@@ -54,7 +58,8 @@ class ApiHandler(ASGIHandler):
         self._template_response_middleware = []
         self._exception_middleware = []
         inner = convert_exception_to_response(self._get_response_async)
-        self._middleware_chain = convert_exception_to_response(ApiMiddleware(inner))
+        api = convert_exception_to_response(ApiMiddleware(inner))
+        self._middleware_chain = convert_exception_to_response(ContentSecurityPolicyMiddleware(api))
 
 
 class ByPath:

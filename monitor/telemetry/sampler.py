@@ -37,6 +37,9 @@ LIVE_KEY = "qwenweb:monitor:live"
 # MONITOR_SAMPLE_INTERVAL_S; with nobody watching, every MONITOR_IDLE_SAMPLE_INTERVAL_S, so a box
 # nobody watches does not spend CPU on charts that the model could use (bench/cpu_bench.py).
 WATCHED_KEY = "qwenweb:monitor:watched"
+# A dashboard that opens while nobody watched pushes here: the idle sampler waits on it (BLPOP), so
+# the page's live charts start at once instead of after up to one idle interval.
+WAKE_KEY = "qwenweb:monitor:wake"
 # llama-server's /metrics names we chart, under our short names.
 LLAMA_GAUGES = {
     "llamacpp:requests_processing": "requests_processing",
@@ -329,10 +332,24 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
             now = time.monotonic()
             if next_at < now:  # fell behind (a stall, a suspended machine): go on from now, no burst
                 next_at = now
-            await asyncio.sleep(max(0.0, next_at - now))
+            if watched:
+                await asyncio.sleep(next_at - now)
+            elif await _woken(redis, next_at - now):
+                next_at = time.monotonic()
     finally:
         sampler.nvml.close()
         await redis.aclose()
+
+
+async def _woken(redis: aioredis.Redis, wait_s: float) -> bool:
+    """Wait ``wait_s``, or less when a dashboard opens (True then)."""
+    if wait_s <= 0:
+        return False
+    try:
+        return await redis.blpop([WAKE_KEY], timeout=wait_s) is not None
+    except Exception:  # Redis restarting: wait the time out
+        await asyncio.sleep(wait_s)
+        return False
 
 
 def one_sample() -> dict:

@@ -10,12 +10,12 @@ import redis.asyncio as aioredis
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from monitor.telemetry.sampler import LIVE_KEY, WATCHED_KEY, live_points
+from monitor.telemetry.sampler import LIVE_KEY, WAKE_KEY, WATCHED_KEY, live_points
 
 PUSH_EVERY_S = 1.0
 # While a dashboard is open the sampler writes every second (it reads WATCHED_KEY, which each open
-# dashboard keeps set); it may take one idle interval to notice a page that just opened. A newest
-# sample older than that and a few seconds more means the sampler is not running.
+# dashboard keeps set); the first page to open wakes it (WAKE_KEY). A newest sample older than one
+# idle interval and a few seconds more means the sampler is not running.
 STALE_AFTER_S = settings.MONITOR_IDLE_SAMPLE_INTERVAL_S + 3.0
 WATCHED_FOR_S = 5
 
@@ -49,7 +49,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         last_t = 0.0
         try:
             recent = await self.redis.lrange(LIVE_KEY, 0, keep - 1)
-            # The live window by time: samples taken while nobody watched are 5 s apart, not 1 s.
+            # The live window by time: samples taken while nobody watched are an idle interval apart, not 1 s.
             since = time.time() - settings.MONITOR_LIVE_SECONDS
             samples = [sample for sample in (orjson.loads(raw) for raw in reversed(recent)) if sample["t"] >= since]
             await self.send_json({"type": "history", "samples": samples})
@@ -59,12 +59,14 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             pass
         while True:
             try:
-                raw, _watched = await (
+                raw, watched_before = await (
                     self.redis.pipeline(transaction=False)
                     .lindex(LIVE_KEY, 0)
-                    .set(WATCHED_KEY, 1, ex=WATCHED_FOR_S)
+                    .set(WATCHED_KEY, 1, ex=WATCHED_FOR_S, get=True)
                     .execute()
                 )
+                if watched_before is None:  # nobody watched: the sampler waits out its idle interval
+                    await self.redis.pipeline(transaction=False).rpush(WAKE_KEY, 1).expire(WAKE_KEY, 60).execute()
             except Exception:
                 await self.send_json({"type": "stale", "reason": "redis"})
                 await asyncio.sleep(PUSH_EVERY_S)

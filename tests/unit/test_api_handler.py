@@ -7,6 +7,7 @@ import threading
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
+from django.conf import settings
 from django.db import connections
 from django.db.backends.signals import connection_created
 from django.test import Client
@@ -52,9 +53,10 @@ def test_an_api_error_comes_in_the_callers_language_without_the_pages_headers(la
     assert "Accept-Language" in response.headers["Vary"]
     if expected == "zh-hans":
         assert "API" in response.json()["error"]["message"] and "密钥" in response.json()["error"]["message"]
-    # The pages' middleware did not run: no CSP, no frame options, no session or CSRF cookie.
-    for header in ("Content-Security-Policy", "X-Frame-Options", "Set-Cookie"):
-        assert header not in response.headers
+    # The policy every response carries (tests/integration/test_request_limits.py), no session or CSRF cookie.
+    assert response.headers["Content-Security-Policy"] == settings.CONTENT_SECURITY_POLICY
+    assert response.headers["X-Frame-Options"] == "DENY" and response.headers["Referrer-Policy"] == "same-origin"
+    assert "Set-Cookie" not in response.headers
 
 
 def test_the_api_answers_only_the_names_the_box_answers_to():

@@ -3,8 +3,8 @@
 The API's views are async and authenticate each call by its key: no session, CSRF token,
 messages, login lockout or HTML to protect. Each of Django's own middleware runs its hooks in a
 worker thread when the request is async (``MiddlewareMixin.__acall__``: two thread hops each),
-so the pages' stack cost every API call about twenty hand-offs between threads before its view
-ran: time an agent waits for its first token and CPU taken from the model on a small box
+so the pages' stack cost every API call eleven hand-offs between threads (three now: Django's
+request signals): time an agent waits for its first token and CPU taken from the model on a small box
 (bench/cpu_bench.py, bench/api_bench.py). This handler keeps what the API's answers need
 (``ApiMiddleware``): the host check, the caller's language, the security headers and policy.
 """

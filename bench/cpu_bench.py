@@ -284,13 +284,6 @@ def answers(client: httpx.Client) -> bool:
         return False
 
 
-def wait_for_first_watchdog_check() -> None:
-    """Beat schedules the watchdog's check, which stamps beat's heartbeat first (monitor.telemetry.health)."""
-    from monitor.telemetry.health import BEAT_KEY, _redis
-
-    stack.wait_until(lambda: _redis().get(BEAT_KEY) is not None, 120, "the watchdog's first check")
-
-
 def main() -> None:
     run_dir = stack.django_run_dir("qwenweb-bench-cpu-", parallel=2)
     figures = threads_part()  # first, alone on the box
@@ -309,7 +302,6 @@ def main() -> None:
         # The programs' start-up work done (migrations checked, first samples), and every periodic
         # task of a minute or less run once: a worker's first task pays for imports and first
         # queries, once per start (it had landed in the chat window, then in the gateway's).
-        wait_for_first_watchdog_check()
         time.sleep(max(5.0, started + WARM_UP_S - time.monotonic()))
         figures.update(idle_part(product, run_dir))
         figures.update(round_trips())

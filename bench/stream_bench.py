@@ -190,14 +190,14 @@ def concurrent_part(results: dict) -> None:
     elapsed = time.perf_counter() - t0
     for ws in sockets + holder_sockets:
         ws.close()
-    delivered = sum(
-        1 for o in outcomes if o["status"] == "complete" and Message.objects.get(id=o["message"]).content == o["text"]
-    )
+    delivered = 0
     for o in outcomes:  # what was not delivered: a refusal's text, or what was streamed beside what was stored
         stored = (
             Message.objects.filter(id=o["message"]).values_list("content", flat=True).first() if o["status"] else None
         )
-        if o["status"] != "complete" or stored != o["text"]:
+        if o["status"] == "complete" and stored == o["text"]:
+            delivered += 1
+        else:
             print(
                 f"not delivered: person {o['person']} {o['status'] or o['message']!r}: {o['text'][-60:]!r} {stored!r}"
             )

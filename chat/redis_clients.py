@@ -37,12 +37,20 @@ class LoopRedis:
 _sync_clients: dict[str, redis.Redis] = {}
 
 
+SYNC_TIMEOUT_S = 5.0
+
+
 def sync_client(url: str | None = None) -> redis.Redis:
-    """A blocking client for sync code (services called from threads); thread-safe, one per URL."""
+    """A blocking client for sync code (services called from threads); thread-safe, one per URL.
+    Its calls are short (counters, scripts) and run in the database thread that chat sockets and
+    API calls share: a Redis that stops answering raises after SYNC_TIMEOUT_S, it never holds that
+    thread for good."""
     url = url or settings.REDIS_URL
     client = _sync_clients.get(url)
     if client is None:
-        client = _sync_clients[url] = redis.Redis.from_url(url)
+        client = _sync_clients[url] = redis.Redis.from_url(
+            url, socket_timeout=SYNC_TIMEOUT_S, socket_connect_timeout=SYNC_TIMEOUT_S
+        )
     return client
 
 

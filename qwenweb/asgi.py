@@ -11,11 +11,12 @@ from django.db import connections  # noqa: E402
 
 
 def close_request_connections(sender, **_kwargs) -> None:
-    """An HTTP request's sync work runs in a thread of its own (Django's ThreadSensitiveContext), which
-    ends with it: its database connection is closed, not kept (DB_CONN_MAX_AGE keeps those of the chat
-    sockets' one database thread, the workers' and the sampler's). Only for this server's requests:
-    Django's test client keeps its connection for the test's transaction."""
-    if isinstance(sender, type) and issubclass(sender, ASGIHandler):
+    """A page request's sync work runs in a thread of its own (Django's ThreadSensitiveContext), which
+    ends with it: its database connection is closed, not kept (DB_CONN_MAX_AGE keeps those of the one
+    database thread the chat sockets and the API share, the workers' and the sampler's). Only for the
+    pages' handler: the API's runs in that shared thread, and Django's test client keeps its
+    connection for the test's transaction."""
+    if sender is ASGIHandler:
         connections.close_all()
 
 

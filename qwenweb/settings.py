@@ -157,7 +157,7 @@ TEMPLATES = [
 SQLITE_PATH = VAR_DIR / "db.sqlite3"
 DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{SQLITE_PATH}", conn_health_checks=True)}
 # SQLite connections are kept per thread: opening one cost ~1 ms of CPU on every partial-answer save,
-# sample and check. A database server's are per request (ASGI runs each in a thread of its own).
+# sample and check. A database server's are closed at the end of each request (and API call).
 IS_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 600 if IS_SQLITE else 0)
 if IS_SQLITE:

@@ -40,6 +40,10 @@ def effective_limits(account: Account | None) -> tuple[int, int]:
 
 
 def _get_or_create(model, **fields):
+    """The row, read; made in a transaction of its own only when missing (once a day, per person)."""
+    row = model.objects.filter(**fields).first()
+    if row is not None:
+        return row
     try:
         with transaction.atomic():
             return model.objects.get_or_create(**fields)[0]

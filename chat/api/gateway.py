@@ -1,18 +1,20 @@
 """The OpenAI-compatible gateway: check a request, take the key's place and a turn in the fair queue,
 relay llama-server's answer, count the usage. Streams are relayed as llama-server's own SSE bytes,
-never decoded per token: a ``StreamTally`` only looks for the end marker and the last event with usage.
+never decoded per token: a ``StreamTally`` (``chat.api.relay``) only looks for the end marker and
+the last event with usage.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 import orjson
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import transaction
 from django.utils.translation import gettext as _
 
 from chat.accounts.quotas import AccountDisabled, QuotaExceeded, check_quota
@@ -20,6 +22,7 @@ from chat.api import keys, request_fields
 from chat.api.errors import ApiError
 from chat.api.keys import CallerKey
 from chat.api.limits import KeyLimiter, OverLimit, TooManyRequests, get_limiter
+from chat.api.relay import StreamTally, drop_cache_figures, usage_of
 from chat.queue import FairQueue, get_queue
 from monitor.public import (
     LlamaClient,
@@ -30,6 +33,7 @@ from monitor.public import (
     ProfileUnavailable,
     ServerProfile,
     current_client,
+    find_profile,
     forget_serving_info,
     ready_client,
     serving_info,
@@ -62,11 +66,16 @@ class ApiCall:
 
 
 async def admit(authorization: str | None, *, limiter: KeyLimiter | None = None) -> CallerKey:
-    """The caller's key (401 when missing, wrong or revoked), counted against its requests per minute (429)."""
-    key = await keys.authenticate(authorization)
+    """The caller's key (401 when missing, wrong or revoked), counted against its requests per minute
+    (429), in one hop to a database thread."""
+    return await sync_to_async(_admit)(keys.bearer_key(authorization), limiter or get_limiter())
+
+
+def _admit(bearer_key: str, limiter: KeyLimiter) -> CallerKey:
+    key = keys.caller_of(bearer_key)
     limit = settings.API_KEY_RPM
     try:
-        await (limiter or get_limiter()).count_request(key.id, limit)
+        limiter.count_request(key.id, limit)
     except TooManyRequests as error:
         raise ApiError(
             429,
@@ -79,14 +88,37 @@ async def admit(authorization: str | None, *, limiter: KeyLimiter | None = None)
     return key
 
 
-async def start_turn(key: CallerKey) -> None:
-    """The owner's daily quotas, the same check as a chat turn's (429 named in OpenAI's shape); counts the turn."""
+async def open_call(
+    authorization: str | None, endpoint: str, read_body: Callable[[], bytes], *, limiter: KeyLimiter | None = None
+) -> tuple[CallerKey, ApiCall]:
+    """A completion's key admitted (``admit``), its owner's daily quotas counted (429 named in
+    OpenAI's shape, before any model is loaded for someone over them), the request parsed and
+    checked (400) and the profile its ``model`` names found (404), in one hop to a database thread;
+    then that profile loaded when it is not (503 when it cannot be). ``read_body`` gives the
+    request's body: read only for a caller who passed the key, rate and quota checks."""
+    key, body, profile = await sync_to_async(_open_call)(
+        keys.bearer_key(authorization), endpoint, read_body, limiter or get_limiter()
+    )
+    return key, await _ready_call(endpoint, body, profile)
+
+
+def _open_call(
+    bearer_key: str, endpoint: str, read_body: Callable[[], bytes], limiter: KeyLimiter
+) -> tuple[CallerKey, dict, ServerProfile]:
+    key = _admit(bearer_key, limiter)
     try:
-        await sync_to_async(check_quota)(key.owner_id)
+        with transaction.atomic():  # the quota's reads and writes in one transaction (one commit)
+            check_quota(key.owner_id)
     except QuotaExceeded as error:
         raise ApiError(429, str(error), type="insufficient_quota", code=error.code) from error
     except AccountDisabled as error:
         raise ApiError(401, str(error), code="account_disabled") from error
+    body = parse_body(read_body())
+    check_parameters(endpoint, body)
+    try:
+        return key, body, find_profile(body["model"], for_users=True)
+    except ProfileUnavailable as error:
+        raise _not_found(body["model"]) from error
 
 
 def _bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
@@ -142,18 +174,14 @@ def _not_found(model: str) -> ApiError:
     )
 
 
-async def prepare(endpoint: str, raw: bytes) -> ApiCall:
-    """Parse and check a request and find the profile its ``model`` names (404 when none is available)."""
-    body = parse_body(raw)
-    check_parameters(endpoint, body)
+async def _ready_call(endpoint: str, body: dict, profile: ServerProfile) -> ApiCall:
+    """The call for a checked request, its profile's live revision loaded first when it is local."""
     try:
-        profile, client = await ready_client(body["model"], for_users=True)
+        profile, client = await ready_client(profile)
     except LoadFailed as error:
         # The reason (paths, llama-server's log) is for admins, on the profile's page and timeline.
         message = _("The model '%(model)s' could not be loaded right now.") % {"model": body["model"][:100]}
         raise ApiError(503, message, type="server_error", code="model_not_loaded") from error
-    except ProfileUnavailable as error:
-        raise _not_found(body["model"]) from error
     except LlamaError as error:  # the local llama-server is down
         raise _from_llama(error) from error
     return ApiCall(
@@ -210,18 +238,6 @@ async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter, queue: FairQ
         yield
 
 
-def usage_of(answer: dict) -> tuple[int, int]:
-    """(prompt, output) tokens from an answer's ``usage``, else its llama.cpp ``timings``."""
-    usage = answer.get("usage")
-    if isinstance(usage, dict):
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    timings = answer.get("timings")
-    if isinstance(timings, dict):
-        prompt = int(timings.get("prompt_n") or 0) + int(timings.get("cache_n") or 0)
-        return prompt, int(timings.get("predicted_n") or 0)
-    return 0, 0
-
-
 async def complete(
     call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None, queue: FairQueue | None = None
 ) -> bytes:
@@ -242,82 +258,6 @@ async def complete(
         finally:
             await asyncio.shield(keys.record_usage(key, prompt_tokens, completion_tokens))
     return content
-
-
-def drop_cache_figures(answer: dict) -> bool:
-    """Remove what tells how much of the prompt was already cached (another caller's prefix may be
-    what was cached): llama-server's ``timings`` and ``tokens_cached``, and ``usage``'s
-    ``cached_tokens``. True when something was removed."""
-    removed = answer.pop("timings", None) is not None
-    removed |= answer.pop("tokens_cached", None) is not None
-    usage = answer.get("usage")
-    if isinstance(usage, dict):
-        removed |= usage.pop("prompt_tokens_details", None) is not None
-    return removed
-
-
-def without_cache_figures(event: bytes) -> bytes:
-    """An SSE event with its ``data:`` JSON's cache figures removed (unchanged when it has none or is not JSON)."""
-    lines = event.split(b"\n")
-    for index, line in enumerate(lines):
-        if line.startswith(b"data:"):
-            try:
-                chunk = orjson.loads(line[5:])
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(chunk, dict) and drop_cache_figures(chunk):
-                lines[index] = b"data: " + orjson.dumps(chunk)
-    return b"\n".join(lines)
-
-
-# What makes an event more than bytes to pass on: figures to strip and count, the end, an error.
-# A model's text cannot forge them: inside a JSON string its quotes are escaped.
-_MARKS = (b'"timings"', b'"usage"', b"[DONE]", b'"error"')
-
-
-class StreamTally:
-    """Watches relayed SSE bytes: whether ``[DONE]`` or an error event came, and the last event with figures.
-
-    Only splits events and searches bytes; the events with figures (the last ones) are decoded
-    and re-encoded without the cache figures (``drop_cache_figures``): the only per-event work
-    is one search.
-    """
-
-    def __init__(self) -> None:
-        self._partial = b""
-        self._figures = b""
-        self.events = 0
-        self.finished = False  # [DONE] or an error event from llama-server
-
-    def feed(self, data: bytes) -> bytes:
-        """The whole events completed by ``data``, ready to relay (a partial event waits for its end)."""
-        if not self._partial and data.endswith(b"\n\n") and not any(mark in data for mark in _MARKS):
-            # The per-token read: whole events, nothing to rewrite or watch for. Relayed as it came.
-            self.events += data.count(b"\n\n")
-            return data
-        *events, self._partial = (self._partial + data).split(b"\n\n")
-        for index, event in enumerate(events):
-            self.events += 1
-            if b'"timings"' in event or b'"usage"' in event:
-                self._figures = event
-                events[index] = without_cache_figures(event)
-            elif event.startswith(b"data: [DONE]") or event.startswith(b'data: {"error"'):
-                self.finished = True
-        return b"".join(event + b"\n\n" for event in events)
-
-    def close(self) -> bytes:
-        """The last event when the stream ended without its blank line."""
-        return self.feed(b"\n\n") if self._partial.strip() else b""
-
-    def usage(self) -> tuple[int, int]:
-        """(prompt, output) tokens; when the stream was cut before its figures, output counts its events."""
-        for line in self._figures.split(b"\n"):
-            if line.startswith(b"data:"):
-                try:
-                    return usage_of(orjson.loads(line[5:]))
-                except (orjson.JSONDecodeError, TypeError, ValueError):
-                    break
-        return 0, self.events
 
 
 async def stream(

@@ -81,21 +81,27 @@ def _unauthorized(message: str) -> ApiError:
     return ApiError(401, message, code="invalid_api_key")
 
 
-async def authenticate(authorization: str | None) -> CallerKey:
-    """The key in an ``Authorization: Bearer`` header; ApiError 401 when missing, wrong or revoked."""
+def bearer_key(authorization: str | None) -> str:
+    """The key an ``Authorization`` header carries; ApiError 401 when it carries none (no database read)."""
     scheme, _sep, key = (authorization or "").partition(" ")
     key = key.strip()
     if scheme.lower() != "bearer" or not key:
         raise _unauthorized(
             _("No API key given: send it as 'Authorization: Bearer qw-…'. Create one on the API keys page.")
         )
+    return key
+
+
+def caller_of(key: str) -> CallerKey:
+    """The key's row, checked; ApiError 401 when it is wrong or revoked, or its owner disabled
+    (synchronous: the gateway's one database hop per call does more for the same request)."""
     prefix, _sep, secret = key.removeprefix(KEY_PREFIX).partition("_")
     row = None
     if key.startswith(KEY_PREFIX) and secret and len(prefix) == 8:
         row = (
-            await ApiKey.objects.filter(prefix=prefix)
+            ApiKey.objects.filter(prefix=prefix)
             .values("id", "owner_id", "key_hash", "concurrency_limit", "revoked_at", "owner__is_active")
-            .afirst()
+            .first()
         )
     if row is None or not hmac.compare_digest(row["key_hash"], _hash(key)):
         raise _unauthorized(_("Incorrect API key."))

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from chat.redis_clients import LoopRedis
+from chat.redis_clients import LoopRedis, sync_client
 
 # KEYS: the key's lease set; ARGV: ticket, limit, now_ms, lease_ms
 _TRY_HOLD = """
@@ -75,11 +75,12 @@ class KeyLimiter:
             keeper.cancel()
             await asyncio.shield(self.redis.get().zrem(self._set(key_id), ticket))
 
-    async def count_request(self, key_id: int, per_minute: int) -> None:
-        """Count one request of the key; TooManyRequests when it already made ``per_minute`` in the last minute."""
+    def count_request(self, key_id: int, per_minute: int) -> None:
+        """Count one request of the key; TooManyRequests when it already made ``per_minute`` in the last
+        minute. Synchronous: it runs in the database thread that checks the request's key and quota."""
         now = int(time.time() * 1000)
         window = f"qwenweb:apikey:{key_id}:minute"
-        wait_ms = await self.redis.get().eval(_TRY_COUNT, 1, window, uuid.uuid4().hex, per_minute, now, WINDOW_MS)
+        wait_ms = sync_client(self.redis.url).eval(_TRY_COUNT, 1, window, uuid.uuid4().hex, per_minute, now, WINDOW_MS)
         if int(wait_ms):
             raise TooManyRequests(-(-int(wait_ms) // 1000))
 

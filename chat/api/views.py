@@ -31,10 +31,11 @@ async def _relay(request: HttpRequest, endpoint: str) -> HttpResponse:
     if request.method != "POST":
         return _method_not_allowed("POST")
     try:
-        key = await gateway.admit(request.headers.get("Authorization"))
-        await gateway.start_turn(key)  # before prepare: no model is loaded for someone over their quota
-        # One byte over the limit is enough to refuse; the body is already spooled by the server.
-        call = await gateway.prepare(endpoint, request.read(settings.API_MAX_BODY_BYTES + 1))
+        # One byte over the limit is enough to refuse; the body is already spooled by the server,
+        # and is read only for a caller whose key, rate and quota pass.
+        key, call = await gateway.open_call(
+            request.headers.get("Authorization"), endpoint, lambda: request.read(settings.API_MAX_BODY_BYTES + 1)
+        )
         if not call.stream:
             return HttpResponse(await gateway.complete(call, key), content_type="application/json")
         events = gateway.stream(call, key)

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.conversations.frames import FrameSender
+from chat.conversations.selectors import TurnInputs
 from chat.conversations.turns import TurnRunner
 from chat.errors import ChatError
 from chat.models import Conversation, Message
@@ -141,9 +142,11 @@ class RunHub:
         assistant_id: int,
         options: dict,
         accepted: dict,
+        inputs: TurnInputs | None = None,
         runner_class: type[TurnRunner] = TurnRunner,
     ) -> Run:
-        """Run the answer; ``accepted`` (the new messages) goes first to every page watching."""
+        """Run the answer; ``accepted`` (the new messages) goes first to every page watching.
+        ``inputs``: what the turn reads before its request, when the caller read it already."""
         key = str(conversation.id)
         if key in self._runs:
             raise ChatError(_("Wait for the current answer to finish, or stop it."))
@@ -154,6 +157,7 @@ class RunHub:
             user_key=str(conversation.owner_id),
             send=partial(self.publish, run),
             options=options,
+            **({"inputs": inputs} if inputs is not None else {}),
         )
         run.loop = asyncio.get_running_loop()
         self._runs[key] = run

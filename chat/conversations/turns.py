@@ -20,7 +20,7 @@ from django.utils.translation import gettext as _
 
 from chat.conversations.context import documents_budget, fit_messages, with_system_prompt
 from chat.conversations.presets import sampling_fields
-from chat.conversations.selectors import image_data_url, turn_inputs
+from chat.conversations.selectors import TurnInputs, image_data_url, turn_inputs
 from chat.conversations.services import finish_message, save_progress
 from chat.documents.citations import CitationStream
 from chat.documents.retrieval import answer_citation_checker, document_system_message
@@ -106,6 +106,7 @@ class TurnRunner:
         options: dict | None = None,
         client: LlamaClient | None = None,
         queue: FairQueue | None = None,
+        inputs: TurnInputs | None = None,
     ):
         self.conversation = conversation
         self.conversation_key = str(conversation.id)
@@ -113,6 +114,7 @@ class TurnRunner:
         self.user_key = user_key
         self.send = send
         self.options = options or {}
+        self.inputs = inputs  # read with the turn's rows (one hop to the database thread), or by _prepare
         self.client = client  # None: the conversation's profile decides, when the turn runs
         self.profile: ServerProfile | None = None
         self.queue = queue
@@ -200,9 +202,12 @@ class TurnRunner:
         self.queue = self.queue or get_queue(profile.name)
 
     async def _prepare(self) -> tuple[dict, str]:
-        inputs = await database_sync_to_async(turn_inputs)(
-            self.assistant_id, self.conversation, with_profile=self.client is None
-        )
+        inputs = self.inputs if self.client is None else None  # a client given: its profile is not read
+        self.inputs = None  # the history (images too) is not kept for the whole answer
+        if inputs is None:
+            inputs = await database_sync_to_async(turn_inputs)(
+                self.assistant_id, self.conversation, with_profile=self.client is None
+            )
         messages = build_messages(inputs.history)
         if not messages or messages[-1]["role"] != "user":
             raise ChatError(_("There is no question to answer."))

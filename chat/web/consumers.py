@@ -18,7 +18,13 @@ from django.utils.translation import gettext as _
 
 from chat.conversations import images, services
 from chat.conversations.runs import hub
-from chat.conversations.selectors import conversation_history, get_conversation, message_payload
+from chat.conversations.selectors import (
+    TurnInputs,
+    conversation_history,
+    get_conversation,
+    message_payload,
+    turn_inputs,
+)
 from chat.conversations.turns import turn_options
 from chat.errors import ChatError
 
@@ -110,18 +116,18 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         options = turn_options(content.get("options"))
         conversation_id = content.get("conversation")
         with hub.claim(str(conversation_id) if conversation_id else None, self.user.pk):
-            conversation, user_message, assistant = await database_sync_to_async(services.post_to_conversation)(
+            conversation, user_message, assistant, inputs = await database_sync_to_async(_post)(
                 self.user, conversation_id, text, image, content.get("profile")
             )
             accepted = {"type": "accepted", "user_message": message_payload(user_message)}
-            await self._start(conversation, assistant, options, accepted)
+            await self._start(conversation, assistant, options, accepted, inputs)
 
     async def on_regenerate(self, content: dict) -> None:
         conversation = await database_sync_to_async(get_conversation)(self.user, content.get("conversation"))
         with hub.claim(str(conversation.id), self.user.pk):
-            assistant = await database_sync_to_async(services.prepare_regenerate)(conversation)
+            assistant, inputs = await database_sync_to_async(_regenerate)(conversation)
             accepted = {"type": "accepted", "regenerate": True}
-            await self._start(conversation, assistant, turn_options(content.get("options")), accepted)
+            await self._start(conversation, assistant, turn_options(content.get("options")), accepted, inputs)
 
     async def on_history(self, content: dict) -> None:
         """The conversation's messages as stored: a page that reconnects shows what became of its answers."""
@@ -148,11 +154,39 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Stop works from any page of the conversation's owner, not only the one that asked."""
         hub.stop(str(content.get("conversation")), self.user.pk)
 
-    async def _start(self, conversation, assistant, options: dict, accepted: dict) -> None:
+    async def _start(self, conversation, assistant, options: dict, accepted: dict, inputs: TurnInputs | None) -> None:
         hub.watch(self.frames, conversation)  # the page that asks sees the answer, whichever it showed
         accepted.update(
             conversation=str(conversation.id),
             title=conversation.display_title,
             assistant_message=message_payload(assistant),
         )
-        await hub.start(conversation=conversation, assistant_id=assistant.id, options=options, accepted=accepted)
+        await hub.start(
+            conversation=conversation, assistant_id=assistant.id, options=options, accepted=accepted, inputs=inputs
+        )
+
+
+def _post(user, conversation_id, text: str, image, profile_name) -> tuple:
+    """The message and its answer's row written, and what the turn reads before its request, in one
+    hop to the database thread: (conversation, user message, answer, TurnInputs or None)."""
+    conversation, user_message, assistant = services.post_to_conversation(
+        user, conversation_id, text, image, profile_name
+    )
+    return conversation, user_message, assistant, _inputs_or_none(assistant.id, conversation)
+
+
+def _regenerate(conversation) -> tuple:
+    """``_post`` for a regenerated answer: (answer, TurnInputs or None)."""
+    assistant = services.prepare_regenerate(conversation)
+    return assistant, _inputs_or_none(assistant.id, conversation)
+
+
+def _inputs_or_none(assistant_id: int, conversation) -> TurnInputs | None:
+    """The turn's inputs, or None when they cannot be read (no profile to answer with, the database
+    busy): the answer's row is written already, so the turn reads them again itself, and a failure
+    there ends the answer with its message, as any failure of a turn does."""
+    try:
+        return turn_inputs(assistant_id, conversation, with_profile=True)
+    except Exception:
+        log.debug("turn %s: inputs left to the turn", assistant_id, exc_info=True)
+        return None

@@ -11,7 +11,9 @@ so no pool) on a plain non-blocking socket and reads on a clock:
 - after each hand-off with text in it it sleeps ``pace_s`` (one frame): tokens that arrive
   meanwhile wait in the kernel and come out in one ``recv``, so a fast stream costs one
   wake-up, one parse and one write per frame instead of per token. Hand-offs without text
-  (prompt progress, the role chunk) start no clock, so they never hold back the first token.
+  (prompt progress, the role chunk) start no clock, so they never hold back the first token;
+- the frame's sleep ends early when llama-server closes the stream (``_pace``), so an
+  answer's last tokens and its end are never held either.
 
 Only ``http://`` servers are read this way; ``LlamaClient`` keeps httpx for the rest.
 """
@@ -32,6 +34,8 @@ WRITE_TIMEOUT_S = 30.0  # the request written (llama-server busy taking connecti
 MAX_HEAD_BYTES = 64 * 1024  # llama-server's status line and headers are a few hundred bytes
 MAX_ERROR_BODY = 1024 * 1024  # an error answer kept for its message
 MAX_CHUNK_LINE = 1024  # a chunk-size line: hex digits and perhaps extensions
+# The receive low-water mark while a frame sleeps: far above the few hundred bytes a token's event is.
+PACE_LOW_WATER = 64 * 1024
 # Answer text in an OpenAI-shaped event ("content" or "reasoning_content" with a string value);
 # the model's own quotes inside a string are escaped, so its text cannot make this up.
 TEXT_MARK = b'content":"'
@@ -75,6 +79,9 @@ class WireStream:
         self._chunk_left = 0  # bytes of the current chunk still to come
         self._done = False
         self._broken = False
+        self._low_water = 1  # the socket's SO_RCVLOWAT; None: it cannot be set here
+        self._watching: asyncio.AbstractEventLoop | None = None  # the loop watching the socket between frames
+        self._waiter: asyncio.Future | None = None
 
     async def open(self, connect_timeout_s: float = 5.0) -> None:
         """Send the request and read the answer's head; an error status raises LlamaRejected."""
@@ -171,11 +178,68 @@ class WireStream:
     async def _recv_wait(self) -> bytes:
         """The next bytes, however long they take (up to the read timeout)."""
         loop = asyncio.get_running_loop()
+        self._unwatch()  # the loop's own reader waits now
+        self._set_low_water(1)  # any byte wakes this wait (a frame's sleep sets it higher)
         try:
             async with asyncio.timeout(self.timeout_s):
                 return await loop.sock_recv(self.sock, READ_SIZE)
         except TimeoutError:
             raise LlamaStreamBroken() from None
+
+    async def _pace(self, wait_s: float) -> None:
+        """Sleep ``wait_s``, but wake at once when llama-server closes the stream (its end, or a
+        failure): the answer's last tokens and its end are never held for the rest of a frame.
+
+        While it sleeps the socket's receive low-water mark is set above what a frame brings, so the
+        tokens that arrive do not wake the reader (that is the point of the frame), but the
+        connection's end does: the kernel reports a closed or failed connection as readable
+        whatever the mark. The socket stays registered with the event loop from one frame to the
+        next (a steady stream costs no extra system call per frame). Where the mark cannot be
+        set, a plain sleep."""
+        if not self._set_low_water(PACE_LOW_WATER):
+            await asyncio.sleep(wait_s)
+            return
+        loop = asyncio.get_running_loop()
+        if self._watching is None:
+            loop.add_reader(self.sock.fileno(), self._on_readable)
+            self._watching = loop
+        self._waiter = loop.create_future()
+        timer = loop.call_later(wait_s, self._wake)
+        try:
+            await self._waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
+
+    def _on_readable(self) -> None:
+        if self._waiter is not None:
+            self._wake()
+        else:  # readable while no frame sleeps (its end came during a hand-off): stop watching, or
+            self._unwatch()  # the loop would call this again at every turn until the next frame
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _unwatch(self) -> None:
+        if self._watching is not None:
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                self._watching.remove_reader(self.sock.fileno())
+            self._watching = None
+
+    def _set_low_water(self, level: int) -> bool:
+        """Set SO_RCVLOWAT (kept between calls: set only when it changes); False where it cannot be."""
+        if self._low_water == level:
+            return True
+        if self._low_water is None or not hasattr(socket, "SO_RCVLOWAT"):
+            return False
+        try:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, level)
+        except OSError:
+            self._low_water = None  # not on this system: plain sleeps from now on
+            return False
+        self._low_water = level
+        return True
 
     def _recv_now(self) -> bytes | None:
         """What the kernel holds already, without waiting: None when nothing came."""
@@ -218,7 +282,7 @@ class WireStream:
                     # token do not hold it back. One frame from this read, not from the hand-off's end.
                     wait = read_at + pace_s - loop.time()
                     if wait > 0:
-                        await asyncio.sleep(wait)
+                        await self._pace(wait)
         except OSError as error:
             raise LlamaStreamBroken() from error
 
@@ -287,6 +351,7 @@ class WireStream:
     def close(self) -> None:
         """Closing the socket is how llama-server learns to stop and free the slot."""
         if self.sock is not None:
+            self._unwatch()
             with contextlib.suppress(OSError):
                 self.sock.close()
             self.sock = None

@@ -88,7 +88,7 @@ def test_backup_restores_onto_a_fresh_clone(data, tmp_path):
     assert (fresh / "chat_templates" / template_file(data["profile"]).name).read_text() == "{{ messages }}"
     assert (fresh / "secret_key").read_text() == (Path(os.environ["QWENWEB_VAR_DIR"]) / "secret_key").read_text()
 
-    check = "import asyncio; from chat.api.keys import authenticate; print(asyncio.run(authenticate(" + repr(
+    check = "from chat.api.keys import bearer_key, caller_of; print(caller_of(bearer_key(" + repr(
         f"Bearer {data['key']}"
     ) + ")).owner_id)"  # fmt: skip
     authenticated = manage(fresh, "shell", "-c", check)

@@ -3,7 +3,7 @@
 import orjson
 import pytest
 
-from chat.api import gateway
+from chat.api import gateway, relay
 from chat.api.errors import ApiError
 from chat.api.keys import KEY_PREFIX, create_key
 from chat.models import ApiKey
@@ -71,20 +71,20 @@ def test_stream_tally_finds_the_end_and_the_figures_across_reads():
         + event({"choices": [{"delta": {}, "finish_reason": "stop"}], "timings": {"prompt_n": 7, "cache_n": 3, "predicted_n": 2}})
         + b"data: [DONE]\n\n"
     )  # fmt: skip
-    tally = gateway.StreamTally()
+    tally = relay.StreamTally()
     for start in range(0, len(stream), 5):  # split at awkward places
         tally.feed(stream[start : start + 5])
     assert tally.finished and tally.events == 3
     assert tally.usage() == (10, 2)
 
     usage_chunk = event({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 4}})
-    tally = gateway.StreamTally()
+    tally = relay.StreamTally()
     tally.feed(usage_chunk + b"data: [DONE]\n\n")
     assert tally.usage() == (11, 4)
 
 
 def test_stream_tally_cut_short_counts_events_and_is_unfinished():
-    tally = gateway.StreamTally()
+    tally = relay.StreamTally()
     tally.feed(event({"choices": [{"delta": {"content": "a"}}]}) * 3 + b"data: {")
     assert not tally.finished and tally.usage() == (0, 3)
     tally.feed(b'"error": {"message": "boom"}}\n\n')
@@ -93,7 +93,7 @@ def test_stream_tally_cut_short_counts_events_and_is_unfinished():
 
 def test_stream_tally_relays_token_reads_as_they_came_and_rewrites_only_the_figures():
     tokens = [event({"choices": [{"delta": {"content": text}}]}) for text in ("a", ' "[DONE]', ' "error"')]
-    tally = gateway.StreamTally()
+    tally = relay.StreamTally()
     for read in (tokens[0], tokens[2]):
         assert tally.feed(read) is read  # the same bytes object: no copy, no re-encoding
     assert tally.feed(tokens[1]) == tokens[1] and not tally.finished  # a text saying [DONE] ends nothing
@@ -104,7 +104,7 @@ def test_stream_tally_relays_token_reads_as_they_came_and_rewrites_only_the_figu
 
 
 def test_stream_tally_fast_path_never_relays_half_an_event():
-    tally = gateway.StreamTally()
+    tally = relay.StreamTally()
     assert tally.feed(b'data: {"choices": []}\n\ndata: {"cho') == b'data: {"choices": []}\n\n'
     assert tally.feed(b'ices": []}\n\n') == b'data: {"choices": []}\n\n'
     assert tally.events == 2
@@ -132,17 +132,18 @@ def test_keys_are_random_and_only_their_hash_is_stored():
 
 
 def test_authenticate_checks_the_whole_key():
-    import asyncio
+    from chat.api.keys import bearer_key, caller_of, revoke_key
 
-    from chat.api.keys import authenticate, revoke_key
+    def authenticate(header):
+        return caller_of(bearer_key(header))
 
     user = make_user()
     row, key = create_key(user, "script")
-    assert asyncio.run(authenticate(f"Bearer {key}")).id == row.id
+    assert authenticate(f"Bearer {key}").id == row.id
     for header in (None, "", "Bearer", f"Token {key}", f"Bearer {key}x", f"Bearer {key[:-1]}"):
         with pytest.raises(ApiError) as refused:
-            asyncio.run(authenticate(header))
+            authenticate(header)
         assert refused.value.status == 401
     revoke_key(user, row.id)
     with pytest.raises(ApiError, match="revoked"):
-        asyncio.run(authenticate(f"Bearer {key}"))
+        authenticate(f"Bearer {key}")

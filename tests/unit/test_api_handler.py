@@ -73,25 +73,35 @@ def test_the_api_takes_a_fraction_of_the_pages_thread_hops():
     assert api_hops <= 3 and page_hops > 2 * api_hops
 
 
-def test_a_requests_database_connection_is_closed_in_its_own_thread(monkeypatch):
-    """SQLite connections are kept per thread (DB_CONN_MAX_AGE), but an HTTP request's thread ends
-    with it: its connection is closed there. Django's test client keeps its test's connection."""
+def test_api_calls_keep_the_shared_database_threads_connection_and_pages_close_their_own(monkeypatch):
+    """SQLite connections are kept per thread (DB_CONN_MAX_AGE). An API call's database steps run in
+    the one database thread the chat sockets share, and keep its connection; a page request's thread
+    ends with it, so its connection is closed there. Django's test client keeps its test's connection."""
     closed_in: list[threading.Thread] = []
-    opened = []
+    opened: list[tuple[threading.Thread, object]] = []
     close_all = connections.close_all
     monkeypatch.setattr(connections, "close_all", lambda: (closed_in.append(threading.current_thread()), close_all()))
 
     def created(connection, **_kwargs):
-        opened.append(connection)
+        opened.append((threading.current_thread(), connection))
 
     connection_created.connect(created)
     try:
-        answer, _hops = request("/v1/models", key="qw-abcdefgh_not-a-real-secret")  # looked up, then refused
+        for _call in range(3):  # each key looked up, then refused
+            answer, _hops = request("/v1/models", key="qw-abcdefgh_not-a-real-secret")
+            assert answer.status_code == 401 and answer.json()["error"]["code"] == "invalid_api_key"
+        api_opened = list(opened)
+        assert closed_in == []
+        if settings.DATABASES["default"]["CONN_MAX_AGE"]:  # kept (SQLite); a database server's: per call
+            assert len(api_opened) <= 1  # three calls, one connection at most (none: the thread had one)
+            assert all(wrapper.connection is not None for _thread, wrapper in api_opened)
+        opened.clear()
+        page, _hops = request("/login/", key="qw-abcdefgh_not-a-real-secret")
     finally:
         connection_created.disconnect(created)
-    assert answer.status_code == 401 and answer.json()["error"]["code"] == "invalid_api_key"
+    assert page.status_code == 200
     assert closed_in and threading.main_thread() not in closed_in
-    assert opened and all(wrapper.connection is None for wrapper in opened)
+    assert all(wrapper.connection is None for _thread, wrapper in opened)
     closed_in.clear()
     assert Client().get("/login/", HTTP_HOST="127.0.0.1").status_code == 200
     assert closed_in == []

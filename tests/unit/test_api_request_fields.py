@@ -4,7 +4,7 @@ import orjson
 import pytest
 from django.conf import settings
 
-from chat.api import gateway
+from chat.api import gateway, relay
 from chat.api.errors import ApiError
 
 OK = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -141,7 +141,7 @@ def test_streamed_timings_are_removed_and_still_counted():
         "usage": {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 3}},
     }
     stream = text + event(final) + event(usage) + b"data: [DONE]\n\n"
-    tally = gateway.StreamTally()
+    tally = relay.StreamTally()
     relayed = b"".join(tally.feed(stream[start : start + 7]) for start in range(0, len(stream), 7))
     assert relayed.startswith(text)  # events without figures pass through byte for byte
     assert b"cache_n" not in relayed and b'"timings"' not in relayed.replace(text, b"")
@@ -151,6 +151,6 @@ def test_streamed_timings_are_removed_and_still_counted():
 
 
 def test_a_stream_that_ends_without_its_blank_line_is_still_relayed():
-    tally = gateway.StreamTally()
+    tally = relay.StreamTally()
     assert tally.feed(b"data: [DONE]") == b""
     assert tally.close() == b"data: [DONE]\n\n" and tally.finished

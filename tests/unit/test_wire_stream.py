@@ -72,6 +72,32 @@ def run(handler, *, pace_s: float = 0.0, raw: bool = False):
     return asyncio.run(main())
 
 
+async def first_token_alone(writer) -> None:
+    """The head, read on its own, then the first token: a read of its own, which starts the frame's clock."""
+    writer.write(HEAD)
+    await writer.drain()
+    await asyncio.sleep(0.02)
+    writer.write(chunk(event("first")))
+    await writer.drain()
+
+
+def broken(handler, *, pace_s: float) -> tuple[list[tuple[float, bytes]], float]:
+    """(the reads, with their times; when LlamaStreamBroken came) of a stream that must end broken."""
+
+    async def main():
+        client, server, _seen = await serve(handler)
+        got = []
+        try:
+            with pytest.raises(LlamaStreamBroken):
+                async for data in client.stream_raw("/v1/chat/completions", {"messages": []}, pace_s=pace_s):
+                    got.append((time.monotonic(), data))
+            return got, time.monotonic()
+        finally:
+            server.close()
+
+    return asyncio.run(main())
+
+
 def test_chunks_split_anywhere_come_out_whole_and_the_request_is_sent_as_llama_server_expects():
     body = b"".join(chunk(event(word)) for word in ("Hello", " there", "!")) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
 
@@ -231,6 +257,99 @@ def test_prompt_progress_before_the_first_token_starts_no_clock():
     got, _seen = run(progress_then_token, pace_s=0.5, raw=True)
     token_at = next(at for at, data in got if b"first" in data)
     assert token_at - progress_then_token.token_sent < 0.25  # not held for the half-second frame
+
+
+def test_the_answers_end_is_not_held_for_the_rest_of_a_frame():
+    """The last tokens come within a frame of the one before; llama-server then closes the stream,
+    and that close ends the frame's sleep: the end is handed on when it comes, not a frame later."""
+
+    async def short_answer(writer):
+        await first_token_alone(writer)
+        await asyncio.sleep(0.02)
+        short_answer.end_sent = time.monotonic()
+        writer.write(chunk(event(" last")) + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+    got, _seen = run(short_answer, pace_s=3.0, raw=True)
+    body = b"".join(data for _at, data in got)
+    assert body == event("first") + event(" last") + b"data: [DONE]\n\n"
+    last_at = next(at for at, data in got if b"[DONE]" in data)
+    assert last_at - short_answer.end_sent < 1.5  # not held for the rest of the three-second frame
+
+
+def test_tokens_during_a_frame_do_not_wake_the_reader_but_a_cut_does():
+    """Many small writes inside one frame come out in one read; a stream closed mid-frame without its
+    end (llama-server gone) is seen then."""
+
+    async def cut(writer):
+        await first_token_alone(writer)
+        for n in range(10):
+            await asyncio.sleep(0.01)
+            writer.write(chunk(event(f" {n}")))
+            await writer.drain()
+        cut.cut_at = time.monotonic()
+        writer.transport.abort()  # closed with no end marker: the last chunk and [DONE] never come
+
+    got, broken_at = broken(cut, pace_s=3.0)
+    assert [data for _at, data in got][0] == event("first")
+    assert b"".join(data for _at, data in got) == event("first") + b"".join(event(f" {n}") for n in range(10))
+    assert len(got) == 2  # the ten tokens of the frame in one read, when the cut woke it
+    assert broken_at - cut.cut_at < 1.5  # not at the three-second frame's end
+
+
+def test_a_reset_mid_frame_is_seen_at_once():
+    """A connection reset (RST: llama-server killed) while a frame sleeps ends the stream as broken then."""
+    import socket
+    import struct
+
+    async def reset(writer):
+        await first_token_alone(writer)
+        await asyncio.sleep(0.05)
+        reset.reset_at = time.monotonic()
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with RST
+        writer.transport.abort()
+
+    got, broken_at = broken(reset, pace_s=3.0)
+    assert [data for _at, data in got] == [event("first")]
+    assert broken_at - reset.reset_at < 1.5  # not at the three-second frame's end
+
+
+def test_a_stream_that_ends_while_its_reader_is_busy_does_not_keep_waking_the_loop(monkeypatch):
+    """The socket stays watched between frames; when its end (or more than a frame's bytes) comes
+    while the reader is busy handing on a read, it is no longer watched until the next frame, or
+    the event loop would call the reader again at every turn until then."""
+    from monitor.llama import wire
+
+    calls = []
+    on_readable = wire.WireStream._on_readable
+    monkeypatch.setattr(wire.WireStream, "_on_readable", lambda self: (calls.append(1), on_readable(self)))
+    tail = b"".join(chunk(event(f" {n:05d}" + "x" * 200)) for n in range(500))  # past the low-water mark
+
+    async def late_end(writer):
+        await first_token_alone(writer)
+        await asyncio.sleep(0.02)
+        writer.write(chunk(event(" second")))
+        await writer.drain()
+        await asyncio.sleep(0.1)  # the reader is busy with " second" now
+        writer.write(tail + chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+    async def main():
+        client, server, _seen = await serve(late_end)
+        body = b""
+        try:
+            async for data in client.stream_raw("/v1/chat/completions", {"messages": []}, pace_s=0.05):
+                body += data
+                if b"second" in data:
+                    await asyncio.sleep(0.4)  # a slow hand-off (a client that reads slowly)
+        finally:
+            server.close()
+        return body
+
+    body = asyncio.run(main())
+    assert body.endswith(b"data: [DONE]\n\n") and b" 00499" in body
+    assert len(calls) < 20, len(calls)
 
 
 def test_the_next_address_is_tried_when_the_first_refuses():

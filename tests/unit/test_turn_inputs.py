@@ -1,0 +1,46 @@
+"""A chat message's rows and what its turn reads before its request are read in one hop to the
+database thread (chat/web/consumers.py). When those inputs cannot be read then, the turn reads
+them itself: a failure ends the answer with its message, it is never left 'streaming'."""
+
+from __future__ import annotations
+
+import asyncio
+
+from chat.conversations import turns
+from chat.conversations.turns import TurnRunner
+from chat.models import Message
+from chat.web import consumers
+from monitor.public import ProfileUnavailable
+from tests.support.client import make_user
+
+
+def test_the_messages_rows_and_the_turns_inputs_come_together(redis_server):
+    person = make_user()
+    conversation, user_message, answer, inputs = consumers._post(person, None, "Hello?", None, None)
+    assert answer.status == Message.Status.STREAMING
+    assert [message.id for message in inputs.history] == [user_message.id]
+    assert inputs.profile is not None and inputs.has_documents is False
+
+
+def test_inputs_that_cannot_be_read_with_the_message_are_left_to_the_turn(redis_server, monkeypatch):
+    def no_profile(*_args, **_kwargs):
+        raise ProfileUnavailable("No server profile named default is available.")
+
+    monkeypatch.setattr(consumers, "turn_inputs", no_profile)
+    person = make_user()
+    conversation, _user_message, answer, inputs = consumers._post(person, None, "Hello?", None, None)
+    assert inputs is None and answer.status == Message.Status.STREAMING
+
+    monkeypatch.setattr(turns, "turn_inputs", no_profile)  # the turn's own read fails the same way
+    sent: list[dict] = []
+
+    async def send(event: dict) -> None:
+        sent.append(event)
+
+    runner = TurnRunner(
+        conversation=conversation, assistant_id=answer.id, user_key=str(person.pk), send=send, inputs=inputs
+    )
+    asyncio.run(runner.run())
+    answer.refresh_from_db()
+    assert answer.status == Message.Status.ERROR and "No server profile" in answer.error
+    assert sent[-1]["type"] == "done" and "No server profile" in sent[-1]["error"]

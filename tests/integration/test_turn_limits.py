@@ -12,7 +12,7 @@ from django.conf import settings
 from chat.models import Conversation, Message
 from monitor.profiles.selectors import find_profile
 from tests.support.client import chat_socket, events_until, login, make_user, send
-from tests.support.hold import queue_slots_held
+from tests.support.hold import assert_queue_left_idle, queue_slots_held
 
 pytestmark = pytest.mark.usefixtures("web_server")
 
@@ -27,7 +27,8 @@ def rows(user) -> tuple[int, int]:
 def test_third_answer_in_flight_is_refused_before_anything_is_written(llama):
     assert settings.CHAT_TURNS_IN_FLIGHT == 2
     user, other = make_user(), make_user()
-    with queue_slots_held(find_profile(None).name, 2), chat_socket(login(user)) as ws:
+    queue = find_profile(None).name
+    with queue_slots_held(queue, 2), chat_socket(login(user)) as ws:
         accepted = []
         for index in range(2):
             send(ws, type="send", text=f"question {index}")
@@ -48,18 +49,26 @@ def test_third_answer_in_flight_is_refused_before_anything_is_written(llama):
             theirs = events_until(other_ws, "accepted")[-1]
             assert theirs["type"] == "accepted"
             send(other_ws, type="stop", conversation=theirs["conversation"])
+            assert events_until(other_ws)[-1]["status"] == "stopped"
         # One ends: the next is accepted.
         send(ws, type="stop", conversation=accepted[0]["conversation"])
         done = [e for e in events_until(ws) if e["type"] == "done"]
         assert done and done[-1]["status"] == "stopped"
         send(ws, type="send", text="now there is room")
-        assert events_until(ws, "accepted")[-1]["type"] == "accepted"
+        room = events_until(ws, "accepted")[-1]
+        assert room["type"] == "accepted"
+        # Stopped while still in line: once the hold lets go, no answer runs on into the next test.
+        for conversation in (accepted[1]["conversation"], room["conversation"]):
+            send(ws, type="stop", conversation=conversation)
+            assert events_until(ws)[-1]["status"] == "stopped"
+    assert_queue_left_idle(queue)
 
 
 def test_answers_a_minute_are_limited(llama):
     limit = settings.CHAT_TURNS_PER_MINUTE
     user = make_user()
-    with queue_slots_held(find_profile(None).name, 2), chat_socket(login(user)) as ws:
+    queue = find_profile(None).name
+    with queue_slots_held(queue, 2), chat_socket(login(user)) as ws:
         refused = None
         for index in range(2 * limit + 1):
             send(ws, type="send", text=f"question {index}")
@@ -76,3 +85,4 @@ def test_answers_a_minute_are_limited(llama):
     assert refused[0] >= limit
     assert refused[1] == f"You can start at most {limit} answers a minute; wait a moment and send again."
     assert rows(user) == before
+    assert_queue_left_idle(queue)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Iterator
 
 from chat.queue import FairQueue, Priority
+
+HOLD_WAIT_S = 30  # how long a hold waits for work that a test left in the queue
 
 
 @contextlib.contextmanager
@@ -25,12 +28,18 @@ def queue_slots_held(
 
     async def hold() -> None:
         queue = FairQueue(name=queue_name, capacity=capacity or count)
+
+        async def take(slots: contextlib.AsyncExitStack) -> None:
+            for index in range(count):
+                await slots.enter_async_context(
+                    queue.slot(f"test-hold-{index}", capacity=capacity or count, priority=priority)
+                )
+
         try:
             async with contextlib.AsyncExitStack() as slots:
-                for index in range(count):
-                    await slots.enter_async_context(
-                        queue.slot(f"test-hold-{index}", capacity=capacity or count, priority=priority)
-                    )
+                # Given up after a while (leaving the line): a hold that waited on forever would
+                # keep its thread, and the test run, from ever ending.
+                await asyncio.wait_for(take(slots), HOLD_WAIT_S)
                 held.set()
                 await asyncio.to_thread(release.wait)
         finally:
@@ -45,14 +54,50 @@ def queue_slots_held(
 
     thread = threading.Thread(target=run, name=f"hold-{queue_name}", daemon=True)
     thread.start()
-    assert held.wait(30), "could not take the queue's slots"
-    if failure:
-        raise failure[0]
     try:
+        assert held.wait(HOLD_WAIT_S + 30), "the queue's holder never answered"
+        if failure:
+            if isinstance(failure[0], asyncio.TimeoutError):
+                raise AssertionError(f"could not take the queue's slots: {_holders(queue_name)}")
+            raise failure[0]
         yield
     finally:
         release.set()
         thread.join(30)
+
+
+def _holders(queue_name: str) -> str:
+    """Who holds the queue's slots now, from its grant log (for a failure's message)."""
+
+    async def read() -> str:
+        queue = FairQueue(name=queue_name)
+        try:
+            active = await queue.active_count()
+            grants = await queue.redis.get().lrange(queue._log_key, 0, 4)
+            return f"{active} held; last grants: {[g.decode() for g in grants]}"
+        finally:
+            await queue.aclose()
+
+    return asyncio.run(read())
+
+
+def assert_queue_left_idle(queue_name: str, settle_s: float = 1.0) -> None:
+    """Nothing a test started still holds or waits for the queue's slots once its hold is let go.
+
+    A turn left waiting behind a hold takes the slots a moment after (the queue is polled
+    every 50 ms) and keeps them for as long as the model writes: the next test's hold would
+    wait on it. Call after the test's own hold (which took every slot) has ended.
+    """
+    time.sleep(settle_s)
+
+    async def active() -> int:
+        queue = FairQueue(name=queue_name)
+        try:
+            return await queue.active_count()
+        finally:
+            await queue.aclose()
+
+    assert asyncio.run(active()) == 0, f"the test left work in the queue: {_holders(queue_name)}"
 
 
 @contextlib.contextmanager

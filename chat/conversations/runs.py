@@ -157,7 +157,7 @@ class RunHub:
             user_key=str(conversation.owner_id),
             send=partial(self.publish, run),
             options=options,
-            **({"inputs": inputs} if inputs is not None else {}),
+            inputs=inputs,
         )
         run.loop = asyncio.get_running_loop()
         self._runs[key] = run

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from chat.queue import FairQueue, Priority
 
@@ -66,19 +66,26 @@ def queue_slots_held(
         thread.join(30)
 
 
-def _holders(queue_name: str) -> str:
-    """Who holds the queue's slots now, from its grant log (for a failure's message)."""
+def _read_queue(queue_name: str, read: Callable[[FairQueue], Awaitable]):
+    """``read(queue)`` on a connection of its own, from sync test code."""
 
-    async def read() -> str:
+    async def run():
         queue = FairQueue(name=queue_name)
         try:
-            active = await queue.active_count()
-            grants = await queue.redis.get().lrange(queue._log_key, 0, 4)
-            return f"{active} held; last grants: {[g.decode() for g in grants]}"
+            return await read(queue)
         finally:
             await queue.aclose()
 
-    return asyncio.run(read())
+    return asyncio.run(run())
+
+
+def _holders(queue_name: str) -> str:
+    """Who holds the queue's slots now, from its grant log (for a failure's message)."""
+
+    async def read(queue: FairQueue) -> str:
+        return f"{await queue.active_count()} held; last grants: {(await queue.grants(5))!r}"
+
+    return _read_queue(queue_name, read)
 
 
 def assert_queue_left_idle(queue_name: str, settle_s: float = 1.0) -> None:
@@ -89,15 +96,8 @@ def assert_queue_left_idle(queue_name: str, settle_s: float = 1.0) -> None:
     wait on it. Call after the test's own hold (which took every slot) has ended.
     """
     time.sleep(settle_s)
-
-    async def active() -> int:
-        queue = FairQueue(name=queue_name)
-        try:
-            return await queue.active_count()
-        finally:
-            await queue.aclose()
-
-    assert asyncio.run(active()) == 0, f"the test left work in the queue: {_holders(queue_name)}"
+    active = _read_queue(queue_name, FairQueue.active_count)
+    assert active == 0, f"the test left work in the queue: {_holders(queue_name)}"
 
 
 @contextlib.contextmanager

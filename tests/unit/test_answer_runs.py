@@ -110,7 +110,7 @@ def test_a_held_sender_delivers_its_opening_before_what_came_meanwhile():
 class ScriptedRunner:
     """A TurnRunner's outside: emits the tokens it is given as the test releases them."""
 
-    def __init__(self, *, conversation, assistant_id, user_key, send, options):
+    def __init__(self, *, conversation, assistant_id, user_key, send, options, inputs=None):
         self.send = send
         self.tokens: asyncio.Queue = asyncio.Queue()
         self.task: asyncio.Task | None = None

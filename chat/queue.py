@@ -231,11 +231,16 @@ class FairQueue:
         if priority not in PRIORITIES:
             raise ValueError(f"unknown queue priority {priority!r}")
         ticket = uuid.uuid4().hex
-        await self.redis.get().rpush(self._wait_key(user, priority), ticket)
         last_position = None
         waited_from = time.monotonic()
         task = asyncio.current_task()
         try:
+            # Seen as it joins: another process's poll must not take it for a dead waiter's
+            # before its own first poll.
+            async with self.redis.get().pipeline(transaction=True) as pipe:
+                pipe.zadd(self._seen_key, {ticket: int(time.time() * 1000)})
+                pipe.rpush(self._wait_key(user, priority), ticket)
+                await pipe.execute()
             while True:
                 position = await self._try_acquire(ticket, user, priority, capacity)
                 if task is not None and task.cancelling():

@@ -127,6 +127,43 @@ def test_waiter_that_stops_polling_is_dropped(queue_factory):
     asyncio.run(main())
 
 
+def test_a_new_waiter_keeps_its_place_before_its_first_poll(queue_factory):
+    """A ticket just put in line is not taken for a dead waiter's before it first polls (CI saw a
+    summary's chunk lose its place: another process's poll dropped it in that gap)."""
+    queue = queue_factory(capacity=1, poll_s=0.01)
+    slow = queue_factory(capacity=1, poll_s=0.01)
+    slow.prefix = queue.prefix  # a second process in front of the same slots
+    first_poll = asyncio.Event()
+    polled = slow._try_acquire
+
+    async def late_first_poll(*args, **kwargs):
+        await first_poll.wait()  # the gap between joining the line and the first poll
+        return await polled(*args, **kwargs)
+
+    slow._try_acquire = late_first_poll
+
+    async def main():
+        holder = await queue.acquire("A")
+        ahead = asyncio.create_task(queue.acquire("B"))  # B stands in line, polling
+        await _wait_until_in_line(queue, "person", 1)
+        late = asyncio.create_task(slow.acquire("B"))  # B's second request joins behind it
+        await _wait_until_in_line(queue, "person", 2)
+        ahead.cancel()  # the late request is now the head of B's line
+        with pytest.raises(asyncio.CancelledError):
+            await ahead
+        other = asyncio.create_task(queue.acquire("C"))  # C's polls look over the line's head
+        users = queue.prefix + "users"
+        while b"C" not in await queue.redis.get().lrange(users, 0, -1):  # C has polled
+            await asyncio.sleep(0.01)
+        first_poll.set()
+        await queue.release(holder)
+        ticket = await asyncio.wait_for(late, timeout=5)  # it was served first: B was ahead of C
+        await queue.release(ticket)
+        await queue.release(await asyncio.wait_for(other, timeout=5))
+
+    asyncio.run(main())
+
+
 async def _wait_until_in_line(queue: FairQueue, priority: str, count: int) -> None:
     for _attempt in range(500):
         if await queue.waiting_count(priority) >= count:

@@ -5,6 +5,7 @@ held where a page must open before the answer starts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -114,15 +115,17 @@ def test_two_pages_show_one_stream_and_stop_from_the_second_stops_both(context, 
             timeout=60_000,
         )
 
-    # Someone else cannot watch it, nor stop it.
     conversation_id = first.url.rstrip("/").rsplit("/", 1)[1]
-    with chat_socket(login(make_user())) as stranger:
-        send(stranger, type="subscribe", conversation=conversation_id)
-        refused = json.loads(stranger.recv(timeout=10))
-        assert refused["type"] == "error" and "does not exist" in refused["message"]
-        send(stranger, type="stop", conversation=conversation_id)
-
+    with contextlib.ExitStack() as kept_open:
+        # Paused at once: the answer is still being written (the stranger's log-in takes seconds).
         with llama_paused(llama):
+            # Someone else cannot watch it, nor stop it.
+            stranger = kept_open.enter_context(chat_socket(login(make_user())))
+            send(stranger, type="subscribe", conversation=conversation_id)
+            refused = json.loads(stranger.recv(timeout=10))
+            assert refused["type"] == "error" and "does not exist" in refused["message"]
+            send(stranger, type="stop", conversation=conversation_id)
+
             agreed_text(first, second)
             expect(first.locator(LAST_ANSWER)).to_have_attribute("data-status", "streaming")
             second.click("#stop")

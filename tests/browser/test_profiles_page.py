@@ -12,6 +12,7 @@ from playwright.sync_api import expect
 from monitor.models import Event, ServerProfile
 from monitor.profiles.presets import live_id
 from tests.support.client import base_url, make_user
+from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 TEMPLATE_PATH = "monitor/chat_templates/gemma3.jinja"
@@ -69,8 +70,11 @@ def test_admin_creates_loads_chats_and_changes_context(browser, llama):
         person.select_option("#profile", "browser-4k")
         person.fill("#prompt", "Say hello.")
         person.click("#send")
-        expect(person.locator(".message.assistant").last).to_contain_text(re.compile(r"\w"), timeout=60_000)
-        person.click("#stop")
+        answer = person.locator(".message.assistant").last
+        expect(answer).to_contain_text(re.compile(r"\w"), timeout=60_000)
+        # Stopped if still being written (a short answer may already have ended).
+        person.evaluate("() => { const stop = document.getElementById('stop'); if (!stop.hidden) stop.click(); }")
+        expect(answer).to_have_attribute("data-status", re.compile("^(complete|stopped)$"), timeout=30_000)
         expect(person.locator("#send")).to_be_enabled(timeout=30_000)
         conversation = ServerProfile.objects.get(name="browser-4k").conversations.get()
         assert conversation.owner.username == person.locator(".who").inner_text()
@@ -85,6 +89,8 @@ def test_admin_creates_loads_chats_and_changes_context(browser, llama):
         profile = ServerProfile.objects.get(name="browser-4k")
         assert profile.live_revision == 2 and profile.revision == 2
         assert n_ctx(llama, "browser-4k") == 3072
-        assert Event.objects.filter(profile="browser-4k", kind="profile_loaded", details__revision=2).exists()
+        # Written once the old revision has drained and been unloaded, a moment after the page shows it.
+        loaded = Event.objects.filter(profile="browser-4k", kind="profile_loaded", details__revision=2)
+        wait_until(loaded.exists, 60, "revision 2's profile_loaded event")
     finally:
         ServerProfile.objects.filter(name="browser-4k").delete()

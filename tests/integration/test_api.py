@@ -436,7 +436,10 @@ def test_api_requests_wait_in_the_fair_queue(owner_key, llama):
     thread = threading.Thread(target=third)
     thread.start()
     try:
-        time.sleep(1.0)
+        deadline = time.monotonic() + 30
+        while asyncio.run(FairQueue(name=MODEL).waiting_count()) < 1:  # it reached the line
+            assert time.monotonic() < deadline and not started.is_set(), "the third request never waited"
+            time.sleep(0.05)
         assert not started.is_set() and asyncio.run(FairQueue(name=MODEL).waiting_count()) == 1
     finally:
         for client, response, _lines in (first, second):

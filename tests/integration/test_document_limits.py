@@ -59,10 +59,10 @@ def test_a_reader_that_crashes_fails_its_document_only(llama):
 
 
 def assert_cancelled_within_a_second(http, body: dict) -> Document:
-    """Cancel, and see the document cancelled within a second (plus the HTTP call and a poll)."""
+    """Cancel, and see the document cancelled within a second (plus the HTTP call and a short poll)."""
     asked = time.monotonic()
     assert post(http, body["urls"]["cancel"]).status_code == 200
-    document = wait_for(body["id"], {"cancelled", "failed", "ready"}, timeout=10)
+    document = wait_for(body["id"], {"cancelled", "failed", "ready"}, timeout=10, poll_s=0.05)
     took = time.monotonic() - asked
     assert document.status == "cancelled"
     assert took < 1.5, f"cancel took {took:.2f} s"

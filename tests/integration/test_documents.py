@@ -29,7 +29,7 @@ def post(http, url: str, **fields):
     return http.post(url, data=fields, headers={"X-CSRFToken": token, "Referer": base_url() + "/"})
 
 
-def wait_for(document_id, statuses, timeout=300, check=None) -> Document:
+def wait_for(document_id, statuses, timeout=300, check=None, poll_s=0.3) -> Document:
     deadline = time.monotonic() + timeout
     while True:
         document = Document.objects.get(id=document_id)
@@ -38,7 +38,7 @@ def wait_for(document_id, statuses, timeout=300, check=None) -> Document:
         if check:
             check(document)
         assert time.monotonic() < deadline, f"still {document.status}: {document.error}"
-        time.sleep(0.3)
+        time.sleep(poll_s)
 
 
 def long_report(pages: int) -> bytes:

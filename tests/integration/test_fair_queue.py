@@ -69,9 +69,9 @@ def test_waiters_are_told_their_place(queue_factory):
             await queue.release(ticket)
 
         waiters = [asyncio.create_task(wait("B"))]
-        await asyncio.sleep(0.05)
+        await _wait_until_in_line(queue, "person", 1)
         waiters.append(asyncio.create_task(wait("C")))
-        await asyncio.sleep(0.1)
+        await _wait_until_in_line(queue, "person", 2)
         await queue.release(holder)
         await asyncio.gather(*waiters)
 
@@ -86,7 +86,7 @@ def test_cancelled_waiter_leaves_the_line(queue_factory):
     async def main():
         holder = await queue.acquire("A")
         waiter = asyncio.create_task(queue.acquire("B"))
-        await asyncio.sleep(0.05)
+        await _wait_until_in_line(queue, "person", 1)
         assert await queue.waiting_count() == 1
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -124,7 +124,7 @@ def test_tokens_within_one_frame_come_in_one_read_and_the_first_is_not_held():
         started = time.monotonic()
         writer.write(chunk(event("first")))
         await writer.drain()
-        for n in range(20):  # a token every 5 ms, against a 50 ms frame
+        for n in range(20):  # a token every 5 ms, against a 200 ms frame
             await asyncio.sleep(0.005)
             writer.write(chunk(event(f" {n}")))
             await writer.drain()
@@ -132,12 +132,13 @@ def test_tokens_within_one_frame_come_in_one_read_and_the_first_is_not_held():
         await writer.drain()
         steady.first_sent = started
 
-    got, _seen = run(steady, pace_s=0.05)
+    got, _seen = run(steady, pace_s=0.2)
     batches = [batch for _t, batch in got]
     assert "".join(texts(batches)) == "first" + "".join(f" {n}" for n in range(20))
     assert texts(batches)[0] == "first"  # the first token alone, handed on as it came
-    assert got[0][0] - steady.first_sent < 0.04
-    assert len(batches) <= 5, texts(batches)  # 21 tokens over ~100 ms in 50 ms frames, not one read each
+    assert got[0][0] - steady.first_sent < 0.1  # not held for a frame
+    # 21 tokens over 100-200 ms (a busy box's sleeps run long) in 200 ms frames, not one read each.
+    assert len(batches) <= 4, texts(batches)
 
 
 def test_without_a_pace_every_read_is_handed_on():

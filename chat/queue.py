@@ -10,7 +10,8 @@ finishes, the next one waits). Within a class, waiting requests are served
 round-robin by user (for background work: by the documents' owner), so one user's
 burst cannot starve another. A person's place in line counts only people.
 Slots are leases that the holder refreshes; a crashed holder's slot comes back when
-its lease runs out, and a waiter that stops polling is dropped from the line.
+its lease runs out, and a waiter that stops polling is dropped from the line (if its
+process comes back, the waiter joins again at the end).
 Every grant is written to a short log (``grants``) so the order of service can be
 read back afterwards.
 """
@@ -139,10 +140,6 @@ return 1
 PositionCallback = Callable[[int], Awaitable[None]]
 
 
-class QueueTicketLost(Exception):
-    """The ticket vanished from the line (dropped as stale); the caller should retry."""
-
-
 @dataclass(frozen=True)
 class Grant:
     """One slot handed out, as the queue logged it."""
@@ -235,12 +232,7 @@ class FairQueue:
         waited_from = time.monotonic()
         task = asyncio.current_task()
         try:
-            # Seen as it joins: another process's poll must not take it for a dead waiter's
-            # before its own first poll.
-            async with self.redis.get().pipeline(transaction=True) as pipe:
-                pipe.zadd(self._seen_key, {ticket: int(time.time() * 1000)})
-                pipe.rpush(self._wait_key(user, priority), ticket)
-                await pipe.execute()
+            await self._join(ticket, user, priority)
             while True:
                 position = await self._try_acquire(ticket, user, priority, capacity)
                 if task is not None and task.cancelling():
@@ -250,22 +242,29 @@ class FairQueue:
                 if position == 0:
                     return ticket
                 if position < 0:
-                    raise QueueTicketLost()
+                    # Dropped as a dead waiter's: this process did not poll for stale_s (its loop
+                    # was stuck). It is alive after all: back in line, at the end, and on the timeline.
+                    _record_left_line(True, last_position or 1, time.monotonic() - waited_from)
+                    await self._join(ticket, user, priority)
+                    continue
                 if position != last_position:
                     last_position = position
                     if on_position:
                         await on_position(position)
                 await asyncio.sleep(self.poll_s)
-        except BaseException as error:
+        except BaseException:
             await asyncio.shield(self._cancel(ticket, user, priority))
             if last_position is not None:  # it stood in line behind others and left without a slot
-                # Recorded beside, not awaited here: leaving the line stays exactly as it was.
-                record = asyncio.get_running_loop().create_task(
-                    _record_overflow(error, last_position, time.monotonic() - waited_from)
-                )
-                recording.add(record)
-                record.add_done_callback(recording.discard)
+                _record_left_line(False, last_position, time.monotonic() - waited_from)
             raise
+
+    async def _join(self, ticket: str, user: str, priority: Priority) -> None:
+        """Put the ticket at the end of its user's line, seen as it joins: another process's
+        poll must not take it for a dead waiter's before its own first poll."""
+        async with self.redis.get().pipeline(transaction=True) as pipe:
+            pipe.zadd(self._seen_key, {ticket: int(time.time() * 1000)})
+            pipe.rpush(self._wait_key(user, priority), ticket)
+            await pipe.execute()
 
     async def _cancel(self, ticket: str, user: str, priority: Priority) -> None:
         await self.redis.get().eval(
@@ -345,9 +344,16 @@ class FairQueue:
 recording: set[asyncio.Task] = set()
 
 
-async def _record_overflow(error: BaseException, position: int, waited_s: float) -> None:
-    """Put a request that left the line without a slot on the dashboard's timeline."""
-    if isinstance(error, QueueTicketLost):
+def _record_left_line(lost: bool, position: int, waited_s: float) -> None:
+    """Recorded beside, not awaited: leaving (or re-joining) the line stays exactly as it was."""
+    record = asyncio.get_running_loop().create_task(_record_overflow(lost, position, waited_s))
+    recording.add(record)
+    record.add_done_callback(recording.discard)
+
+
+async def _record_overflow(lost: bool, position: int, waited_s: float) -> None:
+    """Put a request that left the line without a slot (or lost its place in it) on the dashboard's timeline."""
+    if lost:
         message = _("A request lost its place in the queue (position %(position)d) after %(seconds).0f s.")
     else:
         message = _("A request gave up waiting in the queue at position %(position)d after %(seconds).0f s.")

@@ -5,7 +5,9 @@ import time
 
 import pytest
 
+from chat import queue as fair_queue
 from chat.queue import FairQueue
+from monitor.models import Event
 
 
 @pytest.fixture
@@ -162,6 +164,42 @@ def test_a_new_waiter_keeps_its_place_before_its_first_poll(queue_factory):
         await queue.release(await asyncio.wait_for(other, timeout=5))
 
     asyncio.run(main())
+
+
+def test_a_waiter_dropped_while_stuck_joins_the_line_again(queue_factory):
+    """A waiter whose process stopped polling is dropped; if it comes back it is not failed
+    (nothing could retry it): it joins again at the end of the line and is served."""
+    queue = queue_factory(capacity=1, poll_s=0.01, stale_s=0.2)
+    stuck = queue_factory(capacity=1, poll_s=1.0)  # polls once a second: stale for the others
+    stuck.prefix = queue.prefix
+    served: list[str] = []
+
+    async def wait(line: FairQueue, user: str) -> None:
+        ticket = await line.acquire(user)
+        served.append(user)
+        await line.release(ticket)
+
+    async def main():
+        holder = await queue.acquire("A")
+        late = asyncio.create_task(wait(stuck, "B"))
+        await _wait_until_in_line(queue, "person", 1)
+        other = asyncio.create_task(wait(queue, "C"))  # its polls drop B's ticket as a dead waiter's
+        b_line = queue._wait_key("B", "person")
+        for _attempt in range(500):
+            if not await queue.redis.get().llen(b_line):
+                break  # dropped; B joins again at its next poll, behind C
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("B's ticket was never dropped")
+        await queue.release(holder)
+        await asyncio.wait_for(asyncio.gather(late, other), timeout=10)
+        await asyncio.gather(*fair_queue.recording)
+
+    since = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    asyncio.run(main())
+    assert served == ["C", "B"]
+    lost = Event.objects.filter(id__gt=since, kind=Event.Kind.QUEUE_OVERFLOW).values_list("message", flat=True)
+    assert any(message.startswith("A request lost its place in the queue (position 1)") for message in lost), lost
 
 
 async def _wait_until_in_line(queue: FairQueue, priority: str, count: int) -> None:

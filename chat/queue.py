@@ -129,10 +129,13 @@ end
 return ahead + 1
 """
 
-# KEYS: users-list, seen-zset, wait-list; ARGV: ticket, user
+# KEYS: users-list, seen-zset, wait-list, active-zset, background-active-zset; ARGV: ticket, user
+# (A slot granted to a waiter that was leaving, its reply in flight, is given back with it.)
 _CANCEL = """
 redis.call('LREM', KEYS[3], 0, ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
 if redis.call('LLEN', KEYS[3]) == 0 then redis.call('LREM', KEYS[1], 0, ARGV[2]) end
 return 1
 """
@@ -268,7 +271,15 @@ class FairQueue:
 
     async def _cancel(self, ticket: str, user: str, priority: Priority) -> None:
         await self.redis.get().eval(
-            _CANCEL, 3, self._users_key(priority), self._seen_key, self._wait_key(user, priority), ticket, user
+            _CANCEL,
+            5,
+            self._users_key(priority),
+            self._seen_key,
+            self._wait_key(user, priority),
+            self._active_key,
+            self._background_active_key,
+            ticket,
+            user,
         )
 
     async def refresh(self, ticket: str) -> None:

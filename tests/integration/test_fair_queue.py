@@ -99,6 +99,29 @@ def test_cancelled_waiter_leaves_the_line(queue_factory):
     asyncio.run(main())
 
 
+def test_a_slot_granted_as_the_waiter_is_cancelled_is_given_back(queue_factory):
+    """The poll that grants the slot is the one a cancellation lands in (a person pressed Stop
+    while queued): the waiter leaves without the slot, and the slot is free at once, not at the
+    end of a lease nobody refreshes."""
+    queue = queue_factory(capacity=1, poll_s=0.01)
+    polled = queue._try_acquire
+
+    async def cancelled_while_granted(*args, **kwargs):
+        position = await polled(*args, **kwargs)
+        asyncio.current_task().cancel()  # the reply is in; the task was cancelled meanwhile
+        return position
+
+    queue._try_acquire = cancelled_while_granted
+
+    async def main():
+        with pytest.raises(asyncio.CancelledError):
+            await queue.acquire("A")
+        assert await queue.active_count() == 0
+        assert [grant.user for grant in await queue.grants()] == ["A"]  # it was granted, then given back
+
+    asyncio.run(main())
+
+
 def test_slot_of_a_dead_holder_comes_back_after_its_lease(queue_factory):
     queue = queue_factory(capacity=1, poll_s=0.01, lease_s=0.3)
 

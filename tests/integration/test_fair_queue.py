@@ -2,6 +2,7 @@
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -177,9 +178,11 @@ def test_a_new_waiter_keeps_its_place_before_its_first_poll(queue_factory):
         with pytest.raises(asyncio.CancelledError):
             await ahead
         other = asyncio.create_task(queue.acquire("C"))  # C's polls look over the line's head
-        users = queue.prefix + "users"
-        while b"C" not in await queue.redis.get().lrange(users, 0, -1):  # C has polled
-            await asyncio.sleep(0.01)
+
+        async def c_polled() -> bool:
+            return b"C" in await queue.redis.get().lrange(queue.prefix + "users", 0, -1)
+
+        await _eventually(c_polled, "C never polled")
         first_poll.set()
         await queue.release(holder)
         ticket = await asyncio.wait_for(late, timeout=5)  # it was served first: B was ahead of C
@@ -207,13 +210,11 @@ def test_a_waiter_dropped_while_stuck_joins_the_line_again(queue_factory):
         late = asyncio.create_task(wait(stuck, "B"))
         await _wait_until_in_line(queue, "person", 1)
         other = asyncio.create_task(wait(queue, "C"))  # its polls drop B's ticket as a dead waiter's
-        b_line = queue._wait_key("B", "person")
-        for _attempt in range(500):
-            if not await queue.redis.get().llen(b_line):
-                break  # dropped; B joins again at its next poll, behind C
-            await asyncio.sleep(0.01)
-        else:
-            raise AssertionError("B's ticket was never dropped")
+
+        async def dropped() -> bool:  # B joins again at its next poll, behind C
+            return not await queue.redis.get().llen(queue._wait_key("B", "person"))
+
+        await _eventually(dropped, "B's ticket was never dropped")
         await queue.release(holder)
         await asyncio.wait_for(asyncio.gather(late, other), timeout=10)
         await asyncio.gather(*fair_queue.recording)
@@ -225,12 +226,19 @@ def test_a_waiter_dropped_while_stuck_joins_the_line_again(queue_factory):
     assert any(message.startswith("A request lost its place in the queue (position 1)") for message in lost), lost
 
 
-async def _wait_until_in_line(queue: FairQueue, priority: str, count: int) -> None:
+async def _eventually(check: Callable[[], Awaitable[bool]], failure: str) -> None:
     for _attempt in range(500):
-        if await queue.waiting_count(priority) >= count:
+        if await check():
             return
         await asyncio.sleep(0.01)
-    raise AssertionError(f"{count} {priority} request(s) never stood in line")
+    raise AssertionError(failure)
+
+
+async def _wait_until_in_line(queue: FairQueue, priority: str, count: int) -> None:
+    async def in_line() -> bool:
+        return await queue.waiting_count(priority) >= count
+
+    await _eventually(in_line, f"{count} {priority} request(s) never stood in line")
 
 
 def test_a_person_takes_the_next_slot_before_background_work_on_one_slot(queue_factory):

@@ -9,7 +9,6 @@ work and releases itself, and the order of service is read from the queue's own 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -18,38 +17,26 @@ import httpx
 import pytest
 from asgiref.sync import async_to_sync
 
-from chat.queue import FairQueue
 from monitor.profiles.loading import load_profile
 from monitor.profiles.selectors import find_profile
 from monitor.profiles.services import save_and_apply
 from tests.integration.test_documents import long_report, wait_for
 from tests.support.client import chat_socket, events_until, login, make_user, send, upload_document
-from tests.support.hold import queue_slots_held
+from tests.support.hold import queue_slots_held, read_queue
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 
 
-def queue_state(name: str, read):
-    async def main():
-        queue = FairQueue(name=name, capacity=2)
-        try:
-            return await read(queue)
-        finally:
-            await queue.aclose()
-
-    return asyncio.run(main())
-
-
 def wait_for_waiting_chunk(name: str) -> None:
     deadline = time.monotonic() + 120
-    while queue_state(name, lambda queue: queue.waiting_count("background")) < 1:
+    while read_queue(name, lambda queue: queue.waiting_count("background")) < 1:
         assert time.monotonic() < deadline, "the summary's next chunk never stood in line"
         time.sleep(0.2)
 
 
 def grants_of(name: str, user) -> list[str]:
     """The order in which this person's turn ('person') and their document's chunks ('chunk') got a slot."""
-    grants = queue_state(name, lambda queue: queue.grants())
+    grants = read_queue(name, lambda queue: queue.grants())
     kinds = {(str(user.pk), "person"): "person", (f"owner:{user.pk}", "background"): "chunk"}
     return [kinds[grant.user, grant.priority] for grant in grants if (grant.user, grant.priority) in kinds]
 
@@ -83,7 +70,7 @@ def summary_waiting_behind(name: str, ws_user, holds: contextlib.ExitStack, rele
             # waits while the turn runs. (Where the chunk's slot went to the person, the chunk may
             # take it back as soon as this short turn ends: that is no longer a race to check.)
             assert "chunk" not in granted
-            assert queue_state(name, lambda queue: queue.waiting_count("background")) >= 1
+            assert read_queue(name, lambda queue: queue.waiting_count("background")) >= 1
         done = events_until(ws)[-1]
         assert done["type"] == "done" and done["status"] == "complete", done
     holds.close()

@@ -66,7 +66,7 @@ def queue_slots_held(
         thread.join(30)
 
 
-def _read_queue(queue_name: str, read: Callable[[FairQueue], Awaitable]):
+def read_queue(queue_name: str, read: Callable[[FairQueue], Awaitable]):
     """``read(queue)`` on a connection of its own, from sync test code."""
 
     async def run():
@@ -85,7 +85,7 @@ def _holders(queue_name: str) -> str:
     async def read(queue: FairQueue) -> str:
         return f"{await queue.active_count()} held; last grants: {(await queue.grants(5))!r}"
 
-    return _read_queue(queue_name, read)
+    return read_queue(queue_name, read)
 
 
 def assert_queue_left_idle(queue_name: str, settle_s: float = 1.0) -> None:
@@ -96,7 +96,7 @@ def assert_queue_left_idle(queue_name: str, settle_s: float = 1.0) -> None:
     wait on it. Call after the test's own hold (which took every slot) has ended.
     """
     time.sleep(settle_s)
-    active = _read_queue(queue_name, FairQueue.active_count)
+    active = read_queue(queue_name, FairQueue.active_count)
     assert active == 0, f"the test left work in the queue: {_holders(queue_name)}"
 
 

@@ -22,7 +22,6 @@ def close_request_connections(sender, **_kwargs) -> None:
 
 request_finished.connect(close_request_connections)
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
@@ -31,12 +30,13 @@ from qwenweb.api_handler import ApiHandler, ByPath  # noqa: E402
 from qwenweb.body_limit import RequestBodyLimit  # noqa: E402
 from qwenweb.origin import SameOriginValidator  # noqa: E402
 from qwenweb.socket_language import SocketLanguage  # noqa: E402
+from qwenweb.socket_session import SocketAuthStack  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": RequestBodyLimit(ByPath(ApiHandler(), django_asgi_app)),
         "websocket": SameOriginValidator(
-            AuthMiddlewareStack(SocketLanguage(URLRouter(websocket_urlpatterns + monitor_websocket_urlpatterns)))
+            SocketAuthStack(SocketLanguage(URLRouter(websocket_urlpatterns + monitor_websocket_urlpatterns)))
         ),
     }
 )

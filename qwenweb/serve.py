@@ -15,7 +15,7 @@ import sys
 import django
 from django.conf import settings
 
-from qwenweb import daphne_body_cap, direct_writes, redaction
+from qwenweb import daphne_body_cap, direct_writes, lazy_debug_args, redaction
 
 
 def daphne_argv(arguments: list[str]) -> list[str]:
@@ -52,6 +52,7 @@ def main() -> None:
     django.setup(set_prefix=False)
     daphne_body_cap.install()
     direct_writes.install()
+    lazy_debug_args.install()
     redaction.install_access_log()
     mark_interrupted_answers()
     CommandLineInterface().run(daphne_argv(sys.argv[1:]))

@@ -35,6 +35,8 @@ from monitor.profiles.presets import preset_path, write_preset
 log = logging.getLogger(__name__)
 LOG_ROTATE_BYTES = 20 * 1024 * 1024
 QUICK_EXIT_S = 10.0
+# llama-server's exit wakes the supervisor at once (SIGCHLD); it also looks this often, should a signal be lost.
+CHILD_CHECK_S = 5.0
 
 
 def run_dir() -> Path:
@@ -185,10 +187,23 @@ class RouterSupervisor:
         self.restart_requested = True
         self._wake.set()
 
-    def run(self) -> None:
+    def _on_child(self, signum, frame) -> None:
+        self._wake.set()
+
+    def _install_signals(self) -> None:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGUSR1, self._on_restart)
+        signal.signal(signal.SIGCHLD, self._on_child)
+
+    def _wait(self) -> None:
+        """Until llama-server exits or a stop or restart is asked: a signal wakes it, no polling."""
+        while self.process.poll() is None and not self.stopping and not self.restart_requested:
+            self._wake.wait(CHILD_CHECK_S)
+            self._wake.clear()
+
+    def run(self) -> None:
+        self._install_signals()
         supervisor_pid_path().write_text(str(os.getpid()))
         stop_orphaned_router(self.binary)
         reason = ""
@@ -203,9 +218,7 @@ class RouterSupervisor:
                     )
                 else:
                     timeline.record(Event.Kind.SERVER_STARTED, _("llama-server started."), pid=self.process.pid)
-                while self.process.poll() is None and not self.stopping and not self.restart_requested:
-                    self._wake.wait(0.5)
-                    self._wake.clear()
+                self._wait()
                 if self.stopping:
                     break
                 if self.restart_requested:

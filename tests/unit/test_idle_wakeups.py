@@ -1,0 +1,63 @@
+"""What wakes the background processes while nobody works: CPU a small box takes from generation
+(bench/cpu_bench.py, ``idle_app_cpu_pct``). A Celery worker's event loop, on the app's broker
+transport (qwenweb/broker.py), sleeps ten seconds or more between timers; the llama supervisor
+learns of llama-server's exit from SIGCHLD instead of polling for it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from types import SimpleNamespace
+
+import pytest
+from kombu import Connection
+from kombu.asynchronous import Hub
+from kombu.transport import redis as kombu_redis
+
+from monitor.router import supervisor
+from qwenweb import broker
+from qwenweb.celery import app
+
+
+def _live_timers(transport_class) -> dict[str, float]:
+    """{timer: seconds until it first fires} once ``transport_class`` joins an event loop."""
+    transport = transport_class(Connection("redis://127.0.0.1:1/0"))
+    hub = Hub()
+    transport.register_with_event_loop(SimpleNamespace(client=SimpleNamespace(transport_options={})), hub)
+    now = time.monotonic()
+    return {entry.fun.__name__: eta - now for eta, _priority, entry in hub.timer.queue if not entry.canceled}
+
+
+def test_the_workers_use_the_quiet_transport():
+    connection = app.connection_for_read()
+    assert connection.transport_cls == "qwenweb.broker:Transport"
+    assert isinstance(connection.transport, broker.Transport)
+    assert connection.transport.brpop_timeout == broker.BRPOP_TIMEOUT_S == 10
+
+
+def test_an_idle_workers_loop_sleeps_ten_seconds_between_timers():
+    kombus = _live_timers(kombu_redis.Transport)
+    assert min(kombus.values()) < 1.5  # kombu's own: a binding check every second
+    ours = _live_timers(broker.Transport)
+    assert min(ours.values()) > 9, ours
+    assert ours["maybe_refresh_binding_expiry"] == pytest.approx(broker.BINDING_CHECK_S, abs=1)
+    assert set(ours) == set(kombus)  # every check still runs (health, restore, re-auth, bindings)
+
+
+def test_the_llama_supervisor_wakes_when_llama_server_exits(monkeypatch):
+    monkeypatch.setattr(supervisor, "CHILD_CHECK_S", 30.0)  # its look after a lost signal: too late to pass
+    watcher = supervisor.RouterSupervisor("/bin/false")
+    saved = {
+        number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
+    }
+    try:
+        watcher._install_signals()
+        watcher.process = subprocess.Popen(["sleep", "0.3"])
+        started = time.monotonic()
+        watcher._wait()
+        assert watcher.process.returncode == 0
+        assert time.monotonic() - started < 20
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)

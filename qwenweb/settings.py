@@ -205,7 +205,7 @@ CHANNEL_LAYERS = {
     }
 }
 CELERY_BROKER_URL = REDIS_URL
-# kombu's Redis transport, waking idle workers every 10 s instead of every second (qwenweb.broker).
+# kombu's Redis transport, waking idle workers every 3 s instead of every second (qwenweb.broker).
 CELERY_BROKER_TRANSPORT = "qwenweb.broker:Transport"
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True

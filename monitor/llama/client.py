@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -240,24 +238,3 @@ def run_with_client(work: Callable[[LlamaClient], Awaitable[T]], **client_option
             await client.aclose()
 
     return asyncio.run(main())
-
-
-_kept = threading.local()
-
-
-def run_with_kept_client(work: Callable[[LlamaClient], Awaitable[T]], **client_options: Any) -> T:
-    """``run_with_client`` for work a long-lived process repeats every few seconds (the watchdog):
-    on an event loop and a client this thread keeps between runs, so its connection to llama-server
-    stays open. A new loop, client and connection each time cost about 20 ms of CPU, more than the
-    check itself, every 15 s on a box whose CPU the model needs. Made again in a forked child, and
-    when the server's address or key changes; a kept connection the server closed is retried once
-    (``LlamaClient._request``)."""
-    key = (os.getpid(), settings.LLAMA_SERVER_URL, settings.LLAMA_API_KEY, tuple(sorted(client_options.items())))
-    kept = getattr(_kept, "value", None)
-    if kept is None or kept[0] != key:
-        if kept is not None and kept[0][0] == key[0]:  # this process's old one: closed, not left to leak
-            kept[1].run(kept[2].aclose())
-            kept[1].close()
-        kept = (key, asyncio.Runner(), LlamaClient(**client_options))
-        _kept.value = kept
-    return kept[1].run(work(kept[2]))

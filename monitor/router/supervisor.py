@@ -196,6 +196,14 @@ class RouterSupervisor:
         signal.signal(signal.SIGUSR1, self._on_restart)
         signal.signal(signal.SIGCHLD, self._on_child)
 
+    def _back_off(self, seconds: float) -> None:
+        """Crash loop: wait before the next start, so a broken preset does not spin the CPU. Only a
+        stop or a restart request cuts it short: the exit's own SIGCHLD (set before ``_wait`` ever
+        waited, when llama-server died at once) is cleared first."""
+        self._wake.clear()
+        if not self.stopping:
+            self._wake.wait(seconds)
+
     def _wait(self) -> None:
         """Until llama-server exits or a stop or restart is asked: a signal wakes it, no polling."""
         while self.process.poll() is None and not self.stopping and not self.restart_requested:
@@ -235,8 +243,7 @@ class RouterSupervisor:
                 reason = _("llama-server exited with code %(code)s and was restarted.") % {"code": code}
                 quick_exits = quick_exits + 1 if time.monotonic() - started < QUICK_EXIT_S else 0
                 if quick_exits:
-                    # Crash loop: back off, so a broken preset does not spin the CPU.
-                    self._wake.wait(min(2**quick_exits, 30))
+                    self._back_off(min(2**quick_exits, 30))
         finally:
             self._stop_router()
             for path in (router_pid_path(), supervisor_pid_path()):

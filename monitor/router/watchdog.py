@@ -18,7 +18,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from monitor import timeline
-from monitor.llama.client import LlamaClient, run_with_kept_client
+from monitor.llama.client import LlamaClient, run_with_client
 from monitor.llama.errors import LlamaError
 from monitor.models import Event
 from monitor.profiles.errors import LoadFailed
@@ -112,4 +112,4 @@ async def _check(client: LlamaClient) -> list[str]:
 
 
 def run_watchdog() -> list[str]:
-    return run_with_kept_client(_check, timeout=10)
+    return run_with_client(_check, timeout=10)

@@ -190,31 +190,6 @@ def test_watchdog_reloads_a_profile_instance_that_died(llama):
     assert router_state(llama, default_id)["value"] == "loaded"
 
 
-def test_watchdog_checks_on_one_kept_connection(llama, monkeypatch):
-    """The check every 15 s reuses its loop, client and connection (no new ones each time: CPU the model needs)."""
-    from urllib.parse import urlsplit
-
-    from django.conf import settings
-
-    from monitor.llama import client as llama_client
-    from monitor.tasks import watchdog
-
-    wait_for(llama.healthy, 60, "the default profile")
-    port = urlsplit(settings.LLAMA_SERVER_URL).port
-    monkeypatch.setattr(llama_client._kept, "value", None, raising=False)  # this test's checks start afresh
-
-    def open_to_llama() -> set[int]:
-        connections = psutil.Process().net_connections("tcp")
-        return {c.laddr.port for c in connections if c.raddr and c.raddr.port == port and c.status == "ESTABLISHED"}
-
-    before = open_to_llama()
-    assert watchdog() == ["ok"]
-    kept = open_to_llama() - before
-    assert len(kept) == 1, kept  # the check's connection is still open after it
-    assert watchdog() == ["ok"]
-    assert open_to_llama() - before == kept  # and the next check used it, not a new one
-
-
 def test_watchdog_restarts_a_router_that_stopped_answering(llama):
     from monitor.tasks import watchdog
 

@@ -62,3 +62,27 @@ def test_the_llama_supervisor_wakes_when_llama_server_exits(monkeypatch):
     finally:
         for number, handler in saved.items():
             signal.signal(number, handler)
+
+
+def test_a_crash_loops_back_off_is_not_cut_short_by_the_exit_itself():
+    """llama-server dying at once (a broken preset) sets the wake-up before the supervisor waits for it."""
+    watcher = supervisor.RouterSupervisor("/bin/false")
+    saved = {
+        number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
+    }
+    try:
+        watcher._install_signals()
+        watcher.process = subprocess.Popen(["/bin/false"])
+        watcher.process.wait()  # exited, and reaped: as a poll() that finds it dead
+        time.sleep(0.2)  # its SIGCHLD has been handled
+        watcher._wait()
+        started = time.monotonic()
+        watcher._back_off(1.0)
+        assert time.monotonic() - started >= 0.95
+        watcher.stopping = True
+        started = time.monotonic()
+        watcher._back_off(30.0)  # a stop asked for: no back-off at all
+        assert time.monotonic() - started < 1
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)

@@ -14,7 +14,9 @@ from qwenweb import lazy_debug_args
 
 def test_the_frame_log_arguments_are_built_only_when_written(monkeypatch):
     lazy_debug_args.install()
-    lazy_debug_args.install()  # twice: still one layer
+    installed = protocol.hltype
+    lazy_debug_args.install()
+    assert protocol.hltype is installed  # a second install changes nothing
     styled = []
     real_hl = util.hl
     monkeypatch.setattr(util, "hl", lambda text, **kwargs: styled.append(text) or real_hl(text, **kwargs))

@@ -16,6 +16,11 @@ that does not expire; for one that does (Celery's remote-control queue), kombu r
 table every 20 minutes or more, and a table lives an hour at least, so a check a minute late is
 never too late. A connection that stops answering is still found by kombu's own health check
 (``brpop_timeout`` plus ``health_check_interval``).
+
+Only a worker's event loop pops for 3 s. Code that reads a reply queue synchronously (the health
+check's ``control.ping`` in the web process, ``manage.py health``) keeps kombu's 1 s: its channel
+is closed when the reply window ends, and a close first waits for the outstanding pop, so a 3 s
+pop made the check overrun its own time limit and show live workers as down.
 """
 
 from __future__ import annotations
@@ -28,12 +33,21 @@ BRPOP_TIMEOUT_S = 3
 BINDING_CHECK_S = 60
 
 
+class Channel(redis.Channel):
+    def _brpop_start(self, timeout=None):
+        if timeout is None and self.connection.on_event_loop:
+            timeout = BRPOP_TIMEOUT_S
+        return super()._brpop_start(timeout)
+
+
 class Transport(redis.Transport):
     """kombu's Redis transport with the waits above (Celery's ``broker_transport``)."""
 
-    brpop_timeout = BRPOP_TIMEOUT_S
+    Channel = Channel
+    on_event_loop = False  # a worker's consumer: True once it joins the worker's event loop
 
     def register_with_event_loop(self, connection, loop):
+        self.on_event_loop = True
         super().register_with_event_loop(connection, loop)
         cycle = self.cycle
         timer = getattr(cycle, "_binding_expiry_tref", None)

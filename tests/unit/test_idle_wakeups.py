@@ -26,6 +26,7 @@ def _live_timers(transport_class) -> dict[str, float]:
     transport = transport_class(Connection("redis://127.0.0.1:1/0"))
     hub = Hub()
     transport.register_with_event_loop(SimpleNamespace(client=SimpleNamespace(transport_options={})), hub)
+    assert getattr(transport, "on_event_loop", True)
     now = time.monotonic()
     return {entry.fun.__name__: eta - now for eta, _priority, entry in hub.timer.queue if not entry.canceled}
 
@@ -34,7 +35,21 @@ def test_the_workers_use_the_quiet_transport():
     connection = app.connection_for_read()
     assert connection.transport_cls == "qwenweb.broker:Transport"
     assert isinstance(connection.transport, broker.Transport)
-    assert connection.transport.brpop_timeout == broker.BRPOP_TIMEOUT_S == 3
+    assert connection.transport.Channel is broker.Channel
+
+
+def test_only_a_workers_event_loop_pops_for_3_s(monkeypatch):
+    """A synchronous reader (the health check's ping) keeps kombu's 1 s pop: closing its channel waits for it."""
+    asked = []
+    monkeypatch.setattr(kombu_redis.Channel, "_brpop_start", lambda self, timeout=None: asked.append(timeout))
+    channel = object.__new__(broker.Channel)
+    channel.connection = broker.Transport(Connection("redis://127.0.0.1:1/0"))
+    channel._brpop_start()
+    channel.connection.register_with_event_loop(SimpleNamespace(client=SimpleNamespace(transport_options={})), Hub())
+    channel._brpop_start()
+    channel._brpop_start(timeout=0.5)  # an explicit wait is kept
+    assert asked == [None, broker.BRPOP_TIMEOUT_S, 0.5] and broker.BRPOP_TIMEOUT_S == 3
+    assert channel.connection.brpop_timeout == 1  # kombu's, for everything else (and its health check)
 
 
 def test_an_idle_workers_loop_has_no_timer_more_often_than_every_ten_seconds():

@@ -49,9 +49,6 @@ class Transport(redis.Transport):
     def register_with_event_loop(self, connection, loop):
         self.on_event_loop = True
         super().register_with_event_loop(connection, loop)
-        cycle = self.cycle
-        timer = getattr(cycle, "_binding_expiry_tref", None)
-        check = getattr(cycle, "maybe_refresh_binding_expiry", None)
-        if timer is not None and check is not None:  # a kombu without the check: nothing to slow down
-            timer.cancel()
-            cycle._binding_expiry_tref = loop.call_repeatedly(BINDING_CHECK_S, check)
+        cycle = self.cycle  # kombu pinned (requirements.txt); tests/unit/test_idle_wakeups.py reads its timers
+        cycle._binding_expiry_tref.cancel()
+        cycle._binding_expiry_tref = loop.call_repeatedly(BINDING_CHECK_S, cycle.maybe_refresh_binding_expiry)

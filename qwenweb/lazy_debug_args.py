@@ -38,8 +38,10 @@ class Deferred:
 
 
 def _deferred(name: str):
+    formats = getattr(util, name)
+
     def helper(*args, **kwargs) -> Deferred:
-        return Deferred(getattr(util, name), args, kwargs)
+        return Deferred(formats, args, kwargs)
 
     helper.__name__ = name
     return helper

@@ -1,14 +1,14 @@
 """What wakes the background processes while nobody works: CPU a small box takes from generation
 (bench/cpu_bench.py, ``idle_app_cpu_pct``). A Celery worker's event loop, on the app's broker
 transport (qwenweb/broker.py), has no timer more often than every ten seconds (its Redis pop returns
-every 3 s); the llama supervisor
-learns of llama-server's exit from SIGCHLD instead of polling for it."""
+every 3 s); the llama supervisor learns of llama-server's exit from SIGCHLD instead of polling for it."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -61,43 +61,39 @@ def test_an_idle_workers_loop_has_no_timer_more_often_than_every_ten_seconds():
     assert set(ours) == set(kombus)  # every check still runs (health, restore, re-auth, bindings)
 
 
-def test_the_llama_supervisor_wakes_when_llama_server_exits(monkeypatch):
+@pytest.fixture
+def watcher() -> Iterator[supervisor.RouterSupervisor]:
+    """A supervisor with its signal handlers installed in this process (the test's own put back after)."""
+    numbers = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
+    saved = {number: signal.getsignal(number) for number in numbers}
+    watching = supervisor.RouterSupervisor("/bin/false")
+    watching._install_signals()
+    try:
+        yield watching
+    finally:
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+
+
+def test_the_llama_supervisor_wakes_when_llama_server_exits(watcher, monkeypatch):
     monkeypatch.setattr(supervisor, "CHILD_CHECK_S", 30.0)  # its look after a lost signal: too late to pass
-    watcher = supervisor.RouterSupervisor("/bin/false")
-    saved = {
-        number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
-    }
-    try:
-        watcher._install_signals()
-        watcher.process = subprocess.Popen(["sleep", "0.3"])
-        started = time.monotonic()
-        watcher._wait()
-        assert watcher.process.returncode == 0
-        assert time.monotonic() - started < 20
-    finally:
-        for number, handler in saved.items():
-            signal.signal(number, handler)
+    watcher.process = subprocess.Popen(["sleep", "0.3"])
+    started = time.monotonic()
+    watcher._wait()
+    assert watcher.process.returncode == 0
+    assert time.monotonic() - started < 20
 
 
-def test_a_crash_loops_back_off_is_not_cut_short_by_the_exit_itself():
+def test_a_crash_loops_back_off_is_not_cut_short_by_the_exit_itself(watcher):
     """llama-server dying at once (a broken preset) sets the wake-up before the supervisor waits for it."""
-    watcher = supervisor.RouterSupervisor("/bin/false")
-    saved = {
-        number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
-    }
-    try:
-        watcher._install_signals()
-        watcher.process = subprocess.Popen(["/bin/false"])
-        watcher.process.wait()  # exited, and reaped: as a poll() that finds it dead
-        time.sleep(0.2)  # its SIGCHLD has been handled
-        watcher._wait()
-        started = time.monotonic()
-        watcher._back_off(1.0)
-        assert time.monotonic() - started >= 0.95
-        watcher.stopping = True
-        started = time.monotonic()
-        watcher._back_off(30.0)  # a stop asked for: no back-off at all
-        assert time.monotonic() - started < 1
-    finally:
-        for number, handler in saved.items():
-            signal.signal(number, handler)
+    watcher.process = subprocess.Popen(["/bin/false"])
+    watcher.process.wait()  # exited, and reaped: as a poll() that finds it dead
+    time.sleep(0.2)  # its SIGCHLD has been handled
+    watcher._wait()
+    started = time.monotonic()
+    watcher._back_off(1.0)
+    assert time.monotonic() - started >= 0.95
+    watcher.stopping = True
+    started = time.monotonic()
+    watcher._back_off(30.0)  # a stop asked for: no back-off at all
+    assert time.monotonic() - started < 1

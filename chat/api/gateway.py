@@ -232,9 +232,16 @@ async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter, queue: FairQ
             capacity = (await serving_info(call.client)).total_slots
         except LlamaError as error:
             raise _from_llama(error) from error
-        await stack.enter_async_context(queue.slot(str(key.owner_id), None, capacity, priority="person"))
-        if call.server_profile is not None:
-            call.client = await current_client(call.server_profile)  # a change may have gone live meanwhile
+        waited = False
+
+        async def in_line(_position: int) -> None:
+            nonlocal waited
+            waited = True
+
+        await stack.enter_async_context(queue.slot(str(key.owner_id), in_line, capacity, priority="person"))
+        if call.server_profile is not None and waited:
+            # A change may have gone live while it waited (without a wait, the profile was just read).
+            call.client = await current_client(call.server_profile)
         yield
 
 

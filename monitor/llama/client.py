@@ -1,4 +1,5 @@
-"""The one llama-server client: async httpx, SSE parsing, errors as our own types.
+"""The one llama-server client: requests and streams (``wire`` for http://, httpx for https://),
+SSE parsing, errors as our own types.
 
 Everything that talks to llama-server goes through ``LlamaClient``; it knows the
 base URL and API key from settings, so no other module does.
@@ -10,6 +11,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 import httpx
 import orjson
@@ -70,11 +72,15 @@ class LlamaClient:
             return {**kwargs, "json": {**kwargs["json"], "model": self.model}}
         return kwargs
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _request(self, method: str, path: str, **kwargs: Any) -> bytes:
+        """The answer's body; an error status raises LlamaRejected. ``http://`` servers are asked
+        on a plain socket (``wire.fetch``), others through httpx."""
         kwargs = self._routed(method, kwargs)
         # Every endpoint qwenweb calls changes nothing, nothing twice (loads, unloads) or costs only
         # compute (completions, embeddings): a request whose connection broke before any answer
         # (a kept-alive one the server had just closed, a router restarting) is sent once more.
+        if wire.supports(self.base_url):
+            return await self._fetch(method, path, kwargs)
         retry = True
         while True:
             try:
@@ -89,21 +95,33 @@ class LlamaClient:
                 raise LlamaUnavailable() from error
         if response.status_code >= 400:
             raise rejection_from(response.status_code, response.content)
-        return response
+        return response.content
+
+    async def _fetch(self, method: str, path: str, kwargs: dict) -> bytes:
+        if kwargs.get("params"):
+            path += "?" + urlencode(kwargs["params"])
+        body = orjson.dumps(kwargs["json"]) if "json" in kwargs else None
+        headers = self._auth_headers()
+        try:
+            return await wire.fetch(self.base_url, method, path, body, headers, timeout_s=self._read_timeout)
+        except LlamaUnavailable as error:  # refused (a router restarting): once more; a timeout is not retried
+            if not isinstance(error.__cause__, ConnectionError):
+                raise
+        await asyncio.sleep(0.1)
+        return await wire.fetch(self.base_url, method, path, body, headers, timeout_s=self._read_timeout)
 
     async def get_json(self, path: str, params: dict | None = None) -> Any:
-        return (await self._request("GET", path, **({"params": params} if params else {}))).json()
+        return orjson.loads(await self._request("GET", path, **({"params": params} if params else {})))
 
     async def get_text(self, path: str) -> str:
-        """A plain-text endpoint, e.g. ``/metrics`` (Prometheus text format)."""
-        return (await self._request("GET", path)).text
+        return (await self._request("GET", path)).decode("utf-8", errors="replace")
 
     async def post_json(self, path: str, payload: dict) -> Any:
-        return (await self._request("POST", path, json=payload)).json()
+        return orjson.loads(await self._request("POST", path, json=payload))
 
     async def post_raw(self, path: str, payload: dict) -> bytes:
         """POST an OpenAI-shaped request (model routed) and return llama-server's answer body untouched."""
-        return (await self._request("POST", path, json=payload)).content
+        return await self._request("POST", path, json=payload)
 
     async def stream_raw(self, path: str, payload: dict, *, pace_s: float = 0.0) -> AsyncIterator[bytes]:
         """POST a streamed request and yield llama-server's SSE bytes as they arrive, untouched.
@@ -168,7 +186,7 @@ class LlamaClient:
     # Router mode (llama-server started with --models-preset): one instance per profile.
     async def list_models(self, *, reload: bool = False) -> list[dict]:
         params = {"reload": "1"} if reload else {}
-        return (await self._request("GET", "/models", params=params)).json()["data"]
+        return orjson.loads(await self._request("GET", "/models", params=params))["data"]
 
     async def load_model(self, model_id: str) -> None:
         await self._request("POST", "/models/load", json={"model": model_id})

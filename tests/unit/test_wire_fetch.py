@@ -1,0 +1,99 @@
+"""LlamaClient's plain requests to an ``http://`` llama-server go over ``wire.fetch``: one request per
+connection, no pool.
+
+Fake upstream, named as such: a few lines of asyncio that answer the way llama-server does
+(Content-Length JSON, Prometheus text, an error status) and record what was asked, so the
+request line, the headers and the retry can be seen. The real server answers these requests in
+every integration test (the router's status, the sampler's metrics, the watchdog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from monitor.llama.client import LlamaClient
+from monitor.llama.errors import LlamaRejected, LlamaUnavailable
+from scripts.local_services import free_port
+
+
+async def answering(status: int, body: bytes, seen: list[bytes]):
+    async def handle(reader, writer):
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
+        )
+        seen.append(head + await reader.readexactly(length))
+        reason = b"OK" if status < 400 else b"Bad Request"
+        writer.write(b"HTTP/1.1 %d %s\r\nContent-Length: %d\r\n\r\n%s" % (status, reason, len(body), body))
+        await writer.drain()
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+def ask(status: int, body: bytes, work) -> tuple[object, list[bytes]]:
+    async def main():
+        seen: list[bytes] = []
+        server = await answering(status, body, seen)
+        port = server.sockets[0].getsockname()[1]
+        client = LlamaClient(base_url=f"http://127.0.0.1:{port}", api_key="secret", timeout=5, model="chat@1")
+        try:
+            return await work(client), seen
+        finally:
+            server.close()
+
+    return asyncio.run(main())
+
+
+def test_a_get_names_its_model_and_key_and_sends_no_body():
+    listing = b'{"data":[{"id":"chat@1","status":{"value":"loaded"}}]}'
+    models, seen = ask(200, listing, lambda client: client.list_models(reload=True))
+    assert models == [{"id": "chat@1", "status": {"value": "loaded"}}]
+    head = seen[0].decode()
+    assert head.startswith("GET /models?reload=1&model=chat%401 HTTP/1.1\r\n")
+    assert "Authorization: Bearer secret\r\n" in head
+    assert "Connection: close\r\n" in head
+    assert "Content-Length" not in head and "Content-Type" not in head
+
+
+def test_a_post_carries_its_json_with_the_model_and_the_body_comes_back_untouched():
+    answer = b'{"choices":[{"message":{"content":"Hi"}}],"timings":{"prompt_n":3}}'
+    body, seen = ask(200, answer, lambda client: client.post_raw("/v1/chat/completions", {"messages": []}))
+    assert body == answer
+    head, _, sent = seen[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"POST /v1/chat/completions HTTP/1.1\r\n")
+    assert b"Content-Type: application/json\r\n" in head
+    assert sent == b'{"messages":[],"model":"chat@1"}'
+
+
+def test_text_and_an_error_status():
+    text, _seen = ask(200, "llamacpp:requests_processing 0\n# caf\u00e9\n".encode(), lambda c: c.get_text("/metrics"))
+    assert text == "llamacpp:requests_processing 0\n# caf\u00e9\n"
+    refusal = b'{"error":{"code":400,"message":"model is not loaded","type":"invalid_request_error"}}'
+    with pytest.raises(LlamaRejected) as caught:
+        ask(400, refusal, lambda client: client.get_json("/slots"))
+    assert str(caught.value) == "model is not loaded"
+    assert caught.value.status == 400
+
+
+def test_a_refused_connection_is_tried_once_more_then_unavailable():
+    port = free_port()
+    attempts: list[float] = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        client = LlamaClient(base_url=f"http://127.0.0.1:{port}", api_key="", timeout=5)
+        real_connect = loop.sock_connect
+
+        async def counted(sock, address):
+            attempts.append(loop.time())
+            return await real_connect(sock, address)
+
+        loop.sock_connect = counted
+        await client.get_json("/health")
+
+    with pytest.raises(LlamaUnavailable):
+        asyncio.run(main())
+    assert len(attempts) == 2 and attempts[1] - attempts[0] >= 0.09

@@ -116,7 +116,6 @@ class TurnRunner:
         self.options = options or {}
         self.inputs = inputs  # read with the turn's rows (one hop to the database thread), or by _prepare
         self.client = client  # None: the conversation's profile decides, when the turn runs
-        self.waited_in_line = False
         self.profile: ServerProfile | None = None
         self.queue = queue
         self.content: list[str] = []
@@ -155,9 +154,8 @@ class TurnRunner:
             if notice:
                 await self._emit({"type": "notice", "text": notice})
             async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity, priority="person"):
-                if self.profile is not None and self.waited_in_line:
-                    # A change may have gone live while it waited (without a wait, the profile was just read).
-                    self.client = await current_client(self.profile)
+                if self.profile is not None:
+                    self.client = await current_client(self.profile)  # a change may have gone live meanwhile
                 log.debug(
                     "turn %s: prepared in %.1f ms, queued %.1f ms",
                     self.assistant_id,
@@ -261,7 +259,6 @@ class TurnRunner:
         return [{"role": "system", "content": system}, *messages] if system else messages
 
     async def _on_queue_position(self, position: int) -> None:
-        self.waited_in_line = True
         await self._emit({"type": "queued", "position": position})
 
     async def _stream(self, payload: dict, started: float) -> dict:

@@ -376,15 +376,18 @@ class WireStream:
 async def fetch(
     base_url: str, method: str, path: str, body: bytes | None, headers: dict[str, str], *, timeout_s: float
 ) -> bytes:
-    """One plain request's answer body, on a connection of its own (an error status raises LlamaRejected).
+    """One plain request's answer body, on a connection of its own (an error status raises LlamaRejected;
+    an answer cut or stalled before its end, LlamaUnavailable, as for a server that did not answer).
 
     The small requests every part of the app makes (the router's ``/models``, ``/metrics``,
-    ``/slots``, ``/health``) cost about 0.2 ms of CPU this way against 1-3 ms through httpx's pool,
-    whose kept connections llama-server drops after 5 idle seconds anyway: the watchdog and the
-    sampler ask every few seconds, the gateway and the chat before each answer."""
+    ``/slots``) cost about 0.2 ms of CPU this way against 1-3 ms through httpx's pool, whose kept
+    connections llama-server drops after 5 idle seconds: the watchdog asks every 15 s, the sampler
+    every 10 s while no dashboard is open, the gateway before each answer."""
     stream = WireStream(base_url, path, body, headers, timeout_s=timeout_s, method=method)
     try:
         await stream.open()
         return b"".join([data async for data in stream.body_bytes(pace_s=0)])
+    except LlamaStreamBroken as error:
+        raise LlamaUnavailable() from error
     finally:
         stream.close()

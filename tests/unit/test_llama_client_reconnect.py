@@ -10,6 +10,7 @@ import asyncio
 
 import pytest
 
+from monitor.llama import wire
 from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaUnavailable
 
@@ -87,7 +88,11 @@ def test_a_server_that_keeps_closing_is_unavailable_not_a_broken_answer():
         asyncio.run(stream_twice(server))
 
 
-def test_a_plain_request_on_a_closed_kept_alive_connection_is_sent_again():
+def test_a_plain_request_on_a_closed_kept_alive_connection_is_sent_again(monkeypatch):
+    # httpx's pool, which keeps connections, is what https:// servers get (an http:// one is asked on a
+    # connection of its own: tests/unit/test_wire_fetch.py); here it talks plain HTTP to the fake server.
+    monkeypatch.setattr(wire, "supports", lambda base_url: False)
+
     async def post_twice(server: ClosingServer) -> list[str]:
         listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
         port = listener.sockets[0].getsockname()[1]

@@ -33,12 +33,14 @@ async def answering(status: int, body: bytes, seen: list[bytes]):
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
 
-def ask(status: int, body: bytes, work) -> tuple[object, list[bytes]]:
+def ask(status: int, body: bytes, work, *, handler=None, timeout: float = 5) -> tuple[object, list[bytes]]:
     async def main():
         seen: list[bytes] = []
-        server = await answering(status, body, seen)
+        server = await (
+            answering(status, body, seen) if handler is None else asyncio.start_server(handler, "127.0.0.1", 0)
+        )
         port = server.sockets[0].getsockname()[1]
-        client = LlamaClient(base_url=f"http://127.0.0.1:{port}", api_key="secret", timeout=5, model="chat@1")
+        client = LlamaClient(base_url=f"http://127.0.0.1:{port}", api_key="secret", timeout=timeout, model="chat@1")
         try:
             return await work(client), seen
         finally:
@@ -97,3 +99,32 @@ def test_a_refused_connection_is_tried_once_more_then_unavailable():
     with pytest.raises(LlamaUnavailable):
         asyncio.run(main())
     assert len(attempts) == 2 and attempts[1] - attempts[0] >= 0.09
+
+
+def test_a_server_that_hangs_up_before_answering_is_asked_once_more():
+    connections: list[int] = []
+
+    async def hang_up_first(reader, writer):
+        connections.append(1)
+        await reader.readuntil(b"\r\n\r\n")
+        if len(connections) > 1:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]")
+            await writer.drain()
+        writer.close()  # the first: closed without a word (a kept connection the server had just dropped)
+
+    slots, _seen = ask(200, b"", lambda client: client.slots(), handler=hang_up_first)
+    assert slots == [] and len(connections) == 2
+
+
+@pytest.mark.parametrize("stall", [False, True])
+def test_an_answer_cut_or_stalled_before_its_end_is_unavailable(stall):
+    async def cut(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"data":')
+        await writer.drain()
+        if stall:
+            await asyncio.sleep(2)
+        writer.close()
+
+    with pytest.raises(LlamaUnavailable):
+        ask(200, b"", lambda client: client.list_models(), handler=cut, timeout=0.3)

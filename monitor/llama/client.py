@@ -47,11 +47,9 @@ class LlamaClient:
         for other in [other for other in self._clients if other.is_closed()]:
             del self._clients[other]  # a finished asyncio.run(): its client went with its loop
         if client is None or client.is_closed:
+            # Only an https:// server gets here (plain http:// goes over ``wire``): certificates verified.
             headers = self._auth_headers()
-            # Certificates are loaded only for an https:// server: loading them costs ~20 ms of CPU per
-            # client, and the watchdog and the sampler make clients every few seconds.
-            verify = not wire.supports(self.base_url)  # anything but plain http:// is verified
-            client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self._timeout, verify=verify)
+            client = httpx.AsyncClient(base_url=self.base_url, headers=headers, timeout=self._timeout)
             self._clients[loop] = client
         return client
 
@@ -114,6 +112,7 @@ class LlamaClient:
         return orjson.loads(await self._request("GET", path, **({"params": params} if params else {})))
 
     async def get_text(self, path: str) -> str:
+        """A plain-text endpoint, e.g. ``/metrics`` (Prometheus text format)."""
         return (await self._request("GET", path)).decode("utf-8", errors="replace")
 
     async def post_json(self, path: str, payload: dict) -> Any:

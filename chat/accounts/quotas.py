@@ -12,12 +12,16 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import F, FilteredRelation, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from chat.errors import ChatError
 from chat.models import Account, DailyUsage
+
+# ``Account.last_turn_at`` is stamped at most this often (seconds): the people page shows it to the
+# minute, and an agent's calls in a row need not each write it.
+LAST_TURN_RESOLUTION_S = 60
 
 
 class QuotaExceeded(ChatError):
@@ -34,9 +38,15 @@ class AccountDisabled(ChatError):
 
 def effective_limits(account: Account | None) -> tuple[int, int]:
     """(turns, tokens) a day for this account; 0 is no limit."""
-    turns = account.turns_per_day if account and account.turns_per_day is not None else settings.QUOTA_TURNS_PER_DAY
-    tokens = account.tokens_per_day if account and account.tokens_per_day is not None else settings.QUOTA_TOKENS_PER_DAY
-    return turns, tokens
+    return _limits(account.turns_per_day if account else None, account.tokens_per_day if account else None)
+
+
+def _limits(turns: int | None, tokens: int | None) -> tuple[int, int]:
+    """(turns, tokens) a day from an account's own figures (None: the default)."""
+    return (
+        settings.QUOTA_TURNS_PER_DAY if turns is None else turns,
+        settings.QUOTA_TOKENS_PER_DAY if tokens is None else tokens,
+    )
 
 
 def _get_or_create(model, **fields):
@@ -60,22 +70,51 @@ def _today_row(user_id: int) -> DailyUsage:
     return _get_or_create(DailyUsage, user_id=user_id, day=timezone.localdate())
 
 
+def _standing(user_id: int, day) -> tuple | None:
+    """(is active, account id, its turns and tokens a day, its last turn, ``day``'s usage row id, its tokens) in one
+    read (a missing account or row reads as None); None when there is no such user."""
+    rows = (
+        get_user_model()
+        .objects.filter(pk=user_id)
+        .annotate(usage=FilteredRelation("daily_usage", condition=Q(daily_usage__day=day)))
+        .values_list(
+            "is_active",
+            "account__pk",
+            "account__turns_per_day",
+            "account__tokens_per_day",
+            "account__last_turn_at",
+            "usage__pk",
+            "usage__tokens",
+        )
+    )
+    return next(iter(rows[:1]), None)
+
+
 def check_quota(user_id: int) -> None:
     """AccountDisabled or QuotaExceeded when this person may not start a turn; else the turn is counted.
-    The account is read afresh: a page or key opened before staff disabled it is refused here."""
-    active = get_user_model().objects.filter(pk=user_id).values_list("is_active", flat=True).first()
-    if not active:
+    The account is read afresh: a page or key opened before staff disabled it is refused here.
+
+    Every turn of the chat and every API call comes here before its request: the account, its quotas
+    and today's usage are one read, then the turn is counted (a conditional update) and stamped."""
+    day = timezone.localdate()
+    standing = _standing(user_id, day)
+    if standing is None or not standing[0]:
         raise AccountDisabled(_("Your account is disabled. Ask a staff member to enable it."))
-    account = account_of(user_id)
-    turn_limit, token_limit = effective_limits(account)
-    row = _today_row(user_id)
-    if token_limit and row.tokens >= token_limit:
+    _active, account_pk, turns, tokens, last_turn_at, usage_pk, used = standing
+    if account_pk is None:  # the person's first turn
+        account = account_of(user_id)
+        turns, tokens = account.turns_per_day, account.tokens_per_day
+    turn_limit, token_limit = _limits(turns, tokens)
+    if usage_pk is None:  # the first turn of the day
+        row = _get_or_create(DailyUsage, user_id=user_id, day=day)
+        usage_pk, used = row.pk, row.tokens
+    if token_limit and used >= token_limit:
         raise QuotaExceeded(
             _("You have reached your daily limit of %(limit)d tokens; it resets at midnight (server time).")
             % {"limit": token_limit},
             "daily_tokens_exceeded",
         )
-    rows = DailyUsage.objects.filter(pk=row.pk)
+    rows = DailyUsage.objects.filter(pk=usage_pk)
     if turn_limit:
         rows = rows.filter(turns__lt=turn_limit)
     if not rows.update(turns=F("turns") + 1):
@@ -84,10 +123,14 @@ def check_quota(user_id: int) -> None:
             % {"limit": turn_limit},
             "daily_turns_exceeded",
         )
-    Account.objects.filter(user_id=user_id).update(last_turn_at=timezone.now())
+    now = timezone.now()
+    if last_turn_at is None or abs((now - last_turn_at).total_seconds()) >= LAST_TURN_RESOLUTION_S:
+        Account.objects.filter(user_id=user_id).update(last_turn_at=now)
 
 
 def add_tokens(user_id: int, tokens: int) -> None:
     """Tokens an answer used, added to today's count (F expression: concurrent answers add up)."""
-    if tokens > 0:
+    if tokens > 0 and not DailyUsage.objects.filter(user_id=user_id, day=timezone.localdate()).update(
+        tokens=F("tokens") + tokens
+    ):  # no row yet today (a turn that began yesterday): made, then counted
         DailyUsage.objects.filter(pk=_today_row(user_id).pk).update(tokens=F("tokens") + tokens)

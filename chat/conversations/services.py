@@ -85,11 +85,12 @@ def update_thinking(user, conversation_id, *, enabled: bool, budget: int | None)
     return conversation
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)
 def post_user_message(
     conversation: Conversation, text: str, image: tuple[bytes, str] | None
 ) -> tuple[Message, Message]:
-    """Store the user's message and an empty assistant message that will stream."""
+    """Store the user's message and an empty assistant message that will stream (in the caller's
+    transaction when there is one: no savepoint, as a failure here fails the whole turn's write)."""
     user_message = Message.objects.create(
         conversation=conversation,
         role=Message.Role.USER,

@@ -9,7 +9,9 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.test import Client, override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat.accounts import services, signup
@@ -160,6 +162,38 @@ def test_the_default_quota_applies_unless_the_person_has_their_own_and_zero_is_n
     services.set_quotas(other.pk, 0, None)
     for _turn in range(3):
         check_quota(other.pk)
+
+
+def test_a_turn_is_one_read_and_one_write_and_the_last_turn_is_stamped_once_a_minute():
+    """Every chat turn and API call checks the quota before its request (time its person waits for the
+    first token): the account, its quotas and today's usage in one read, then the turn counted; the
+    last turn (shown to the minute on the people page) is stamped when a minute has passed."""
+    person = make_user()
+    check_quota(person.pk)  # the first turn makes the account and today's row, and stamps the turn
+    stamped = account_of(person.pk).last_turn_at
+    with CaptureQueriesContext(connection) as second:
+        check_quota(person.pk)
+    assert len(second.captured_queries) == 2
+    assert account_of(person.pk).last_turn_at == stamped
+    Account.objects.filter(user=person).update(last_turn_at=stamped - timedelta(seconds=61))
+    with CaptureQueriesContext(connection) as later:
+        check_quota(person.pk)
+    assert len(later.captured_queries) == 3
+    assert account_of(person.pk).last_turn_at > stamped
+    with CaptureQueriesContext(connection) as counted:
+        add_tokens(person.pk, 7)
+    assert len(counted.captured_queries) == 1
+    assert DailyUsage.objects.get(user=person, day=timezone.localdate()).tokens == 7
+    assert DailyUsage.objects.get(user=person, day=timezone.localdate()).turns == 3
+
+
+def test_tokens_of_an_answer_that_ends_on_a_new_day_count_on_that_day():
+    person = make_user()
+    check_quota(person.pk)
+    DailyUsage.objects.filter(user=person).update(day=timezone.localdate() - timedelta(days=1))
+    add_tokens(person.pk, 5)
+    assert DailyUsage.objects.get(user=person, day=timezone.localdate()).tokens == 5
+    assert DailyUsage.objects.get(user=person, day=timezone.localdate() - timedelta(days=1)).tokens == 0
 
 
 @pytest.mark.parametrize("name", ["signup", "signup_pending", "password_change", "users", "_fields"])

@@ -66,8 +66,9 @@ def account_of(user_id: int) -> Account:
     return _get_or_create(Account, user_id=user_id)
 
 
-def _today_row(user_id: int) -> DailyUsage:
-    return _get_or_create(DailyUsage, user_id=user_id, day=timezone.localdate())
+def _today_row(user_id: int, day=None) -> DailyUsage:
+    """The person's usage row of ``day`` (default today), made when missing."""
+    return _get_or_create(DailyUsage, user_id=user_id, day=day or timezone.localdate())
 
 
 def _standing(user_id: int, day) -> tuple | None:
@@ -106,7 +107,7 @@ def check_quota(user_id: int) -> None:
         turns, tokens = account.turns_per_day, account.tokens_per_day
     turn_limit, token_limit = _limits(turns, tokens)
     if usage_pk is None:  # the first turn of the day
-        row = _get_or_create(DailyUsage, user_id=user_id, day=day)
+        row = _today_row(user_id, day)
         usage_pk, used = row.pk, row.tokens
     if token_limit and used >= token_limit:
         raise QuotaExceeded(

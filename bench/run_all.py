@@ -10,6 +10,7 @@ BENCHES = [
     "download_bench.py",
     "api_bench.py",
     "cpu_bench.py",
+    "relay_floor_bench.py",
     "profile_bench.py",
     "sampler_bench.py",
     "selftest_bench.py",

@@ -11,7 +11,6 @@ are cut into page-sized blocks at line breaks so citations still point somewhere
 
 from __future__ import annotations
 
-import io
 import logging
 import multiprocessing
 from collections import deque
@@ -20,13 +19,12 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 
 import pypdfium2 as pdfium
-import pypdfium2.raw as pdfium_c
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from chat.documents import formats, ocr, poppler_text
+from chat.documents import formats, ocr, pdf_open, poppler_text
 from chat.documents.pdf_pages import PageText, clean_text, open_in_helper, read_batch, read_page, render_scan
-from chat.errors import DocumentError, PasswordNeeded
+from chat.errors import DocumentError
 from chat.models import Document
 
 EXTENSIONS = {".pdf": Document.Kind.PDF, ".txt": Document.Kind.TEXT, ".md": Document.Kind.MARKDOWN}
@@ -50,19 +48,9 @@ def document_kind(name: str) -> str:
 
 def open_pdf(data: bytes, password: str | None) -> pdfium.PdfDocument:
     try:
-        return pdfium.PdfDocument(data, password=password or None)
-    except pdfium.PdfiumError as error:
-        if getattr(error, "err_code", None) == pdfium_c.FPDF_ERR_PASSWORD:
-            if password:
-                raise PasswordNeeded(_("The password is not right for this PDF. Try again.")) from error
-            raise PasswordNeeded(_("This PDF is protected by a password. Enter it to read the file.")) from error
-        raise DocumentError(_("This PDF is damaged and cannot be read.")) from error
-
-
-def decrypted_copy(pdf: pdfium.PdfDocument) -> bytes:
-    buffer = io.BytesIO()
-    pdf.save(buffer, flags=pdfium_c.FPDF_REMOVE_SECURITY)
-    return buffer.getvalue()
+        return pdf_open.open_document(data, password)
+    except pdf_open.Refused as refused:
+        raise pdf_open.refusal(refused.reason, password) from refused
 
 
 def decode_text(data: bytes) -> str:

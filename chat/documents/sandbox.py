@@ -14,6 +14,7 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.documents import pdf_open
 from chat.documents.extract_worker import MEMORY_EXIT
 from chat.documents.pdf_pages import PageText
 from chat.errors import DocumentError
@@ -120,3 +122,41 @@ def extract_in_child(
         child.wait()
         pump.join(5)  # the pipe ends with the child
         child.stdout.close()
+
+
+def check_pdf_in_child(data: bytes, password: str | None) -> tuple[int, bytes | None]:
+    """An uploaded PDF's page count, and with a password its copy without the encryption (None when
+    it has no pages or more than the limit), from a limited child (``pdf_check_worker``): PDFium
+    never parses an upload inside the web process. DocumentError (PasswordNeeded) with the reason
+    the person reads, in their language; the child's death (out of time or memory, a crash) is
+    named as extraction's is."""
+    limit_s = min(settings.DOCUMENT_EXTRACT_CPU_S, settings.DOCUMENT_EXTRACT_STALL_S)
+    folder = Path(settings.DOCUMENT_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix="check-") as private:  # 0700: this process's only
+        path = Path(private) / "upload.pdf"
+        path.write_bytes(data)
+        argv = [sys.executable, "-m", "chat.documents.pdf_check_worker", str(path), str(settings.DOCUMENT_MAX_PAGES)]
+        argv += [str(limit_s), str(settings.DOCUMENT_EXTRACT_MEMORY_MB)]
+        try:
+            child = subprocess.run(
+                argv,
+                input=(password or "") + "\n",
+                capture_output=True,
+                text=True,
+                timeout=limit_s,
+                cwd=settings.BASE_DIR,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired:  # a hang that uses no CPU: run() has killed the child
+            raise DocumentError(_death_message(0, too_long=True)) from None
+        if child.returncode != 0:
+            raise DocumentError(_death_message(child.returncode, too_long=False))
+        try:
+            result = json.loads(child.stdout.strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            raise DocumentError(_death_message(child.returncode, too_long=False)) from None
+        if "refused" in result:
+            raise pdf_open.refusal(str(result["refused"]), password)
+        copy = path.with_name(path.name + ".open")
+        return int(result["pages"]), copy.read_bytes() if copy.exists() else None

@@ -13,8 +13,9 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.documents import formats
-from chat.documents.extraction import decode_text, decrypted_copy, document_kind, iter_text_pages, open_pdf
+from chat.documents.extraction import decode_text, document_kind, iter_text_pages
 from chat.documents.languages import clean_language
+from chat.documents.sandbox import check_pdf_in_child
 from chat.errors import DocumentError
 from chat.models import Conversation, Document
 
@@ -50,17 +51,11 @@ def check_upload(name: str, data: bytes, password: str | None = None) -> tuple[s
 def _check_pdf(data: bytes, password: str | None) -> tuple[int, bytes]:
     if b"%PDF-" not in data[:1024]:
         raise DocumentError(_("This file is not a PDF, whatever its name says."))
-    pdf = open_pdf(data, password)
-    try:
-        pages = len(pdf)
-        if pages == 0:
-            raise DocumentError(_("This PDF has no pages."))
-        _check_page_limit(pages)
-        if password:
-            data = decrypted_copy(pdf)
-    finally:
-        pdf.close()
-    return pages, data
+    pages, decrypted = check_pdf_in_child(data, password)
+    if pages == 0:
+        raise DocumentError(_("This PDF has no pages."))
+    _check_page_limit(pages)
+    return pages, decrypted if password and decrypted is not None else data
 
 
 def _check_page_limit(pages: int) -> None:

@@ -131,9 +131,8 @@ def check_pdf_in_child(data: bytes, password: str | None) -> tuple[int, bytes | 
     the person reads, in their language; the child's death (out of time or memory, a crash) is
     named as extraction's is."""
     limit_s = min(settings.DOCUMENT_EXTRACT_CPU_S, settings.DOCUMENT_EXTRACT_STALL_S)
-    folder = Path(settings.DOCUMENT_DIR)
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder, prefix="check-") as private:  # 0700: this process's only
+    # A folder of its own (0700), outside the documents' folder, which a backup may be walking.
+    with tempfile.TemporaryDirectory(prefix="qwenweb-check-") as private:
         path = Path(private) / "upload.pdf"
         path.write_bytes(data)
         argv = [sys.executable, "-m", "chat.documents.pdf_check_worker", str(path), str(settings.DOCUMENT_MAX_PAGES)]

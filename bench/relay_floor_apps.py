@@ -91,7 +91,9 @@ async def _plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
         stream = _upstream(await reader.readexactly(length))
         try:
             await stream.open()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            )
             async for data in stream.body_bytes(_frame_s()):
                 writer.write(b"%x\r\n%s\r\n" % (len(data), data))
                 await writer.drain()

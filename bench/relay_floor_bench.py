@@ -2,18 +2,20 @@
 
 `make run`'s stack streams at least 1000 tokens through the OpenAI gateway and through the chat
 WebSocket, as bench/cpu_bench.py does; in the same run, against the same llama-server, on the
-same frame clocks (``QWENWEB_API_FRAME_MS``, ``QWENWEB_CHAT_FRAME_MS``), two bare relays forward the same streams (bench/relay_floor_apps.py): a bare
-Daphne app (Daphne as the product runs it, no Django) and a bare asyncio server (no Twisted).
-Each process's CPU (user + system, every thread) is read from /proc before and after. Rounds
-alternate the paths, so a host that slows down weighs on all of them. Prints, per 1000 tokens
-(the mean of the rounds; each round's figures on a line before):
+same frame clocks (``QWENWEB_API_FRAME_MS``, ``QWENWEB_CHAT_FRAME_MS``), two bare relays forward
+the same streams (bench/relay_floor_apps.py): a bare Daphne app (Daphne as the product runs it,
+no Django) and a bare asyncio server (no Twisted). Each process's CPU (user + system, every
+thread) is read from /proc before and after. Rounds run the paths in turn, every other round in
+the reverse order, so a host that slows down weighs on all of them. Prints, per 1000 tokens (the
+mean of the rounds; each round's figures on a line before):
 
 - `relay_api_web_cpu_s_per_1k_tokens=`: the gateway's web process;
 - `floor_daphne_http_cpu_s_per_1k_tokens=`, `floor_asyncio_http_cpu_s_per_1k_tokens=`: the bare relays;
 - `relay_chat_web_cpu_s_per_1k_tokens=`: the chat WebSocket's web process;
 - `floor_daphne_ws_cpu_s_per_1k_tokens=`: the bare Daphne WebSocket relay;
-- `relay_background_cpu_s_per_1k_tokens=`: the app's other processes (Redis, Celery, beat, the
-  sampler, supervisord) in the gateway's window: work the app does whoever streams.
+- `relay_background_cpu_s_per_1k_tokens=`: the app's other processes (Redis, the Celery workers,
+  beat, the sampler, the llama supervisor's Python, supervisord and its event listener) in the
+  gateway's window: work the app does whoever streams.
 """
 
 from __future__ import annotations
@@ -88,11 +90,14 @@ def loaded_model(llama_url: str, key: str) -> str:
     return next(model["id"] for model in models if (model.get("status") or {}).get("value") == "loaded")
 
 
-def start_floor(kind: str, env: dict) -> tuple[subprocess.Popen, str]:
+def start_floor(kind: str, env: dict, run_dir: Path, cleanup: ExitStack) -> tuple[int, str]:
+    """A bare relay on a free port, ended with ``cleanup``; its output in the run folder."""
     port = free_port()
     argv = [sys.executable, str(HERE / "relay_floor_apps.py"), kind, str(port)]
-    process = subprocess.Popen(argv, cwd=HERE, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    log = cleanup.enter_context((run_dir / f"floor-{kind}.log").open("wb"))
+    process = subprocess.Popen(argv, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT)
+    cleanup.callback(process.wait, 30)
+    cleanup.callback(process.kill)
 
     def listening() -> bool:
         try:
@@ -101,8 +106,21 @@ def start_floor(kind: str, env: dict) -> tuple[subprocess.Popen, str]:
             return False
         return True
 
-    stack.wait_until(listening, 60, f"the bare {kind} relay", process=process)
-    return process, url
+    stack.wait_until(listening, 60, f"the bare {kind} relay (its log: {log.name})", process=process)
+    return process.pid, f"http://127.0.0.1:{port}"
+
+
+def gateway_window(product: Supervised, run_dir: Path, api: httpx.Client) -> dict[str, float]:
+    """The gateway's web process and the app's other processes, in one window."""
+    cpu_bench.api_answer(api)
+    with cpu_bench.CpuWindow(product, "api", run_dir) as window:
+        tokens = tokens_through(lambda: cpu_bench.api_answer(api))
+    print("gateway window, CPU s by process: " + " ".join(f"{k}={v:.2f}" for k, v in window.spent.items()))
+    web = window.spent["web"]
+    return {
+        "relay_api_web": web * 1000 / tokens,
+        "relay_background": (sum(window.spent.values()) - web) * 1000 / tokens,
+    }
 
 
 def main() -> None:
@@ -129,31 +147,29 @@ def main() -> None:
                 "FLOOR_FRAME_MS": str(round(settings.API_FRAME_S * 1000)),
                 "FLOOR_WS_FRAME_MS": str(round(settings.CHAT_FRAME_S * 1000)),
             }
-            bare_daphne, daphne_url = start_floor("daphne", env)
-            bare_asyncio, asyncio_url = start_floor("asyncio", env)
-            for process in (bare_daphne, bare_asyncio):
-                stack_of.callback(process.wait, 30)
-                stack_of.callback(process.kill)
+            bare_daphne, daphne_url = start_floor("daphne", env, run_dir, stack_of)
+            bare_asyncio, asyncio_url = start_floor("asyncio", env, run_dir, stack_of)
             daphne_api = stack_of.enter_context(httpx.Client(base_url=daphne_url, timeout=300))
             asyncio_api = stack_of.enter_context(httpx.Client(base_url=asyncio_url, timeout=300))
             ws = stack_of.enter_context(chat_socket(login(make_user())))
             floor_ws = stack_of.enter_context(connect(daphne_url.replace("http", "ws") + "/", max_size=None))
             time.sleep(max(5.0, started + cpu_bench.WARM_UP_S - time.monotonic()))  # beat's tasks have run once
             web = product.pid_of("web")
+            paths = [
+                lambda: gateway_window(product, run_dir, api),
+                lambda: {"floor_daphne_http": per_1k(bare_daphne, lambda: cpu_bench.api_answer(daphne_api))},
+                lambda: {"floor_asyncio_http": per_1k(bare_asyncio, lambda: cpu_bench.api_answer(asyncio_api))},
+                lambda: {
+                    "relay_chat_web": per_1k(
+                        web, lambda: cpu_bench.chat_answer(ws, cpu_bench.PROMPT)["stats"]["output_tokens"]
+                    )
+                },
+                lambda: {"floor_daphne_ws": per_1k(bare_daphne, lambda: floor_ws_answer(floor_ws))},
+            ]
             for index in range(ROUNDS):
                 figures = {}
-                cpu_bench.api_answer(api)
-                with cpu_bench.CpuWindow(product, "api", run_dir) as window:
-                    tokens = tokens_through(lambda: cpu_bench.api_answer(api))
-                print("gateway window, CPU s by process: " + " ".join(f"{k}={v:.2f}" for k, v in window.spent.items()))
-                figures["relay_api_web"] = window.spent["web"] * 1000 / tokens
-                figures["relay_background"] = (sum(window.spent.values()) - window.spent["web"]) * 1000 / tokens
-                figures["floor_daphne_http"] = per_1k(bare_daphne.pid, lambda: cpu_bench.api_answer(daphne_api))
-                figures["floor_asyncio_http"] = per_1k(bare_asyncio.pid, lambda: cpu_bench.api_answer(asyncio_api))
-                figures["relay_chat_web"] = per_1k(
-                    web, lambda: cpu_bench.chat_answer(ws, cpu_bench.PROMPT)["stats"]["output_tokens"]
-                )
-                figures["floor_daphne_ws"] = per_1k(bare_daphne.pid, lambda: floor_ws_answer(floor_ws))
+                for measure in paths if index % 2 == 0 else reversed(paths):  # every other round backwards
+                    figures.update(measure())
                 print(f"round {index + 1}: " + " ".join(f"{k}={v:.3f}" for k, v in figures.items()), flush=True)
                 for name, value in figures.items():
                     rounds.setdefault(name, []).append(value)

@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 
 from chat.documents import formats, ocr, pdf_open, poppler_text
 from chat.documents.pdf_pages import PageText, clean_text, open_in_helper, read_batch, read_page, render_scan
-from chat.errors import DocumentError
+from chat.errors import DocumentError, PasswordNeeded
 from chat.models import Document
 
 EXTENSIONS = {".pdf": Document.Kind.PDF, ".txt": Document.Kind.TEXT, ".md": Document.Kind.MARKDOWN}
@@ -46,11 +46,20 @@ def document_kind(name: str) -> str:
     return kind
 
 
+def pdf_refusal(reason: str, password: str | None) -> DocumentError:
+    """The error the person reads for a PDF that PDFium refused for ``reason`` (``pdf_open``)."""
+    if reason == pdf_open.PASSWORD:
+        if password:
+            return PasswordNeeded(_("The password is not right for this PDF. Try again."))
+        return PasswordNeeded(_("This PDF is protected by a password. Enter it to read the file."))
+    return DocumentError(_("This PDF is damaged and cannot be read."))
+
+
 def open_pdf(data: bytes, password: str | None) -> pdfium.PdfDocument:
     try:
         return pdf_open.open_document(data, password)
     except pdf_open.Refused as refused:
-        raise pdf_open.refusal(refused.reason, password) from refused
+        raise pdf_refusal(refused.reason, password) from refused
 
 
 def decode_text(data: bytes) -> str:

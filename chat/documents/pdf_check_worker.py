@@ -2,44 +2,47 @@
 CPU-time and memory limits (``extract_worker.limit_resources``): PDFium parsing a hostile file
 inside the web process could crash it or make it swell, and every chat it serves with it.
 
-``python -m chat.documents.pdf_check_worker PATH MAX_PAGES CPU_SECONDS MEMORY_MB``. The password,
-when there is one, is stdin's first line (never an argument: every user of the box can read a
-process's arguments). A password-protected PDF of 1 to MAX_PAGES pages that opens with it is
-written without its encryption to PATH + ".open". One JSON line on stdout: ``{"pages": N}``, or
-``{"refused": REASON}`` (``pdf_open``'s reasons, which the parent words in the person's language).
-It loads PDFium and nothing else (no Django), so it starts in a fraction of a second. Exit codes as
-``extract_worker``'s: 0, MEMORY_EXIT, or a death the parent names.
+``python -m chat.documents.pdf_check_worker MAX_PAGES CPU_SECONDS MEMORY_MB``. Nothing of the
+upload is an argument (every user of the box can read a process's arguments) or a file: stdin
+holds the password as a JSON string on the first line ("" for none), then the PDF's bytes.
+stdout: one JSON line, ``{"pages": N}`` or ``{"refused": REASON}`` (``pdf_open``'s reasons, which
+the parent words in the person's language); for a password-protected PDF of 1 to MAX_PAGES pages
+that opens with it, ``{"pages": N, "copy": LENGTH}`` and then the copy without its encryption.
+It loads PDFium and ``pdf_open`` only (no Django), and the parent gives it no secrets in its
+environment. Exit codes as ``extract_worker``'s: 0, MEMORY_EXIT, or a death the parent names.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from chat.documents.extract_worker import MEMORY_EXIT, limit_resources
 
 
 def main(argv: list[str]) -> int:
-    path, max_pages = Path(argv[1]), int(argv[2])
-    limit_resources(int(argv[3]), int(argv[4]))
-    password = sys.stdin.readline().rstrip("\n") or None
+    max_pages = int(argv[1])
+    limit_resources(int(argv[2]), int(argv[3]))
+    # Imported once the limits are set: PDFium is loaded under them.
     from chat.documents import pdf_open
 
+    copy = b""
     try:
-        pdf = pdf_open.open_document(path.read_bytes(), password)
+        password = json.loads(sys.stdin.buffer.readline()) or None
+        pdf = pdf_open.open_document(sys.stdin.buffer.read(), password)
         try:
             pages = len(pdf)
             if password and 0 < pages <= max_pages:
-                path.with_name(path.name + ".open").write_bytes(pdf_open.decrypted_copy(pdf))
+                copy = pdf_open.decrypted_copy(pdf)
         finally:
             pdf.close()
-        result: dict = {"pages": pages}
+        result: dict = {"pages": pages, "copy": len(copy)} if copy else {"pages": pages}
     except pdf_open.Refused as refused:
         result = {"refused": refused.reason}
     except MemoryError:
         return MEMORY_EXIT
-    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.buffer.write(json.dumps(result).encode() + b"\n" + copy)
+    sys.stdout.buffer.flush()
     return 0
 
 

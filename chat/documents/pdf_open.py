@@ -1,6 +1,6 @@
-"""Opening a PDF with PDFium, without Django: used by extraction and by the upload check's child
-(``pdf_check_worker``), which starts in a fraction of a second because it loads nothing else.
-A refusal carries its reason (``PASSWORD``, ``DAMAGED``); ``refusal`` words it for the person."""
+"""Opening a PDF with PDFium, with nothing of Django: extraction's way, and the upload check's
+child's (``pdf_check_worker``), which loads this module and PDFium only. A refusal carries its
+reason (``PASSWORD``, ``DAMAGED``); ``extraction.pdf_refusal`` words it for the person."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import io
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
-from django.utils.translation import gettext as _
-
-from chat.errors import DocumentError, PasswordNeeded
 
 PASSWORD = "password"
 DAMAGED = "damaged"
@@ -33,14 +30,8 @@ def open_document(data: bytes, password: str | None) -> pdfium.PdfDocument:
 
 def decrypted_copy(pdf: pdfium.PdfDocument) -> bytes:
     buffer = io.BytesIO()
-    pdf.save(buffer, flags=pdfium_c.FPDF_REMOVE_SECURITY)
+    try:
+        pdf.save(buffer, flags=pdfium_c.FPDF_REMOVE_SECURITY)
+    except pdfium.PdfiumError as error:
+        raise Refused(DAMAGED) from error
     return buffer.getvalue()
-
-
-def refusal(reason: str, password: str | None) -> DocumentError:
-    """The error the person reads for a PDF refused for ``reason``."""
-    if reason == PASSWORD:
-        if password:
-            return PasswordNeeded(_("The password is not right for this PDF. Try again."))
-        return PasswordNeeded(_("This PDF is protected by a password. Enter it to read the file."))
-    return DocumentError(_("This PDF is damaged and cannot be read."))

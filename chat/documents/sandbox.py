@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import queue
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,12 +23,14 @@ from pathlib import Path
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from chat.documents import pdf_open
 from chat.documents.extract_worker import MEMORY_EXIT
+from chat.documents.extraction import pdf_refusal
 from chat.documents.pdf_pages import PageText
 from chat.errors import DocumentError
 
 POLL_S = 0.5
+CHECK_WORKER = "chat.documents.pdf_check_worker"  # an upload's PDF check (tests swap in a stand-in)
+log = logging.getLogger(__name__)
 _EOF = object()
 
 
@@ -124,38 +126,47 @@ def extract_in_child(
         child.stdout.close()
 
 
+def _check_environment() -> dict[str, str]:
+    """What the check's child needs of an environment: none of the web process's secrets."""
+    return {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
+
+
 def check_pdf_in_child(data: bytes, password: str | None) -> tuple[int, bytes | None]:
     """An uploaded PDF's page count, and with a password its copy without the encryption (None when
-    it has no pages or more than the limit), from a limited child (``pdf_check_worker``): PDFium
-    never parses an upload inside the web process. DocumentError (PasswordNeeded) with the reason
-    the person reads, in their language; the child's death (out of time or memory, a crash) is
-    named as extraction's is."""
+    it has no pages or more than the limit), from a limited child (``CHECK_WORKER``): PDFium never
+    parses an upload inside the web process. The password and the bytes go on the child's stdin.
+    DocumentError (PasswordNeeded) with the reason the person reads, in their language; the
+    child's death (out of time or memory, a crash) is named as extraction's is, and logged."""
     limit_s = min(settings.DOCUMENT_EXTRACT_CPU_S, settings.DOCUMENT_EXTRACT_STALL_S)
-    # A folder of its own (0700), outside the documents' folder, which a backup may be walking.
-    with tempfile.TemporaryDirectory(prefix="qwenweb-check-") as private:
-        path = Path(private) / "upload.pdf"
-        path.write_bytes(data)
-        argv = [sys.executable, "-m", "chat.documents.pdf_check_worker", str(path), str(settings.DOCUMENT_MAX_PAGES)]
-        argv += [str(limit_s), str(settings.DOCUMENT_EXTRACT_MEMORY_MB)]
-        try:
-            child = subprocess.run(
-                argv,
-                input=(password or "") + "\n",
-                capture_output=True,
-                text=True,
-                timeout=limit_s,
-                cwd=settings.BASE_DIR,
-                start_new_session=True,
-            )
-        except subprocess.TimeoutExpired:  # a hang that uses no CPU: run() has killed the child
-            raise DocumentError(_death_message(0, too_long=True)) from None
+    argv = [sys.executable, "-m", CHECK_WORKER, str(settings.DOCUMENT_MAX_PAGES), str(limit_s)]
+    argv.append(str(settings.DOCUMENT_EXTRACT_MEMORY_MB))
+    question = json.dumps(password or "").encode() + b"\n" + data
+    try:
+        child = subprocess.run(
+            argv,
+            input=question,
+            capture_output=True,
+            timeout=limit_s,
+            cwd=settings.BASE_DIR,
+            env=_check_environment(),
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:  # a hang that uses no CPU: run() has killed the child
+        log.warning("An upload's PDF check took longer than %d s and was ended", limit_s)
+        raise DocumentError(_death_message(0, too_long=True)) from None
+    head, _newline, copy = child.stdout.partition(b"\n")
+    try:
         if child.returncode != 0:
-            raise DocumentError(_death_message(child.returncode, too_long=False))
-        try:
-            result = json.loads(child.stdout.strip().splitlines()[-1])
-        except (IndexError, ValueError):
-            raise DocumentError(_death_message(child.returncode, too_long=False)) from None
-        if "refused" in result:
-            raise pdf_open.refusal(str(result["refused"]), password)
-        copy = path.with_name(path.name + ".open")
-        return int(result["pages"]), copy.read_bytes() if copy.exists() else None
+            raise ValueError(child.returncode)
+        result = json.loads(head)
+        if "refused" not in result:
+            pages = int(result["pages"])
+            if len(copy) != int(result.get("copy", 0)):
+                raise ValueError("copy")
+    except (KeyError, TypeError, ValueError):
+        stderr = child.stderr[-2000:].decode("utf-8", "replace")
+        log.warning("An upload's PDF check ended with exit code %s: %s", child.returncode, stderr)
+        raise DocumentError(_death_message(child.returncode, too_long=False)) from None
+    if "refused" in result:
+        raise pdf_refusal(str(result["refused"]), password)
+    return pages, copy or None

@@ -1,7 +1,7 @@
 """Uploads: checked at the border, then kept on disk for the worker.
 
-An encrypted PDF's password is used once, in memory, to write a copy without the
-encryption; it is stored nowhere.
+An encrypted PDF's password is used once, in memory, by the check's child (on its stdin,
+``sandbox.check_pdf_in_child``), to make a copy without the encryption; it is stored nowhere.
 """
 
 from __future__ import annotations
@@ -55,7 +55,11 @@ def _check_pdf(data: bytes, password: str | None) -> tuple[int, bytes]:
     if pages == 0:
         raise DocumentError(_("This PDF has no pages."))
     _check_page_limit(pages)
-    return pages, decrypted if password and decrypted is not None else data
+    if not password:
+        return pages, data
+    if decrypted is None:  # kept encrypted, it could never be read: the password is kept nowhere
+        raise DocumentError(_("This PDF is damaged and cannot be read."))
+    return pages, decrypted
 
 
 def _check_page_limit(pages: int) -> None:

@@ -1,10 +1,10 @@
 """An uploaded PDF is opened for its checks (page count, a password's decrypted copy) by a limited
-child, never by PDFium inside the web process: real children, faults injected for real (the
-child is killed or stopped by its pid, found by its argv)."""
+child, never by PDFium inside the web process: real children, real limits, faults injected for
+real (a child killed by its pid, found by its argv; one that never answers; one out of memory)."""
 
 from __future__ import annotations
 
-import signal
+import subprocess
 import threading
 import time
 
@@ -13,23 +13,24 @@ import pypdfium2
 import pytest
 from django.test import override_settings
 
+from chat.documents import sandbox
 from chat.documents.uploads import check_upload
 from chat.errors import DocumentError
 from tests.support import pdfs
 
-WORKER = "chat.documents.pdf_check_worker"
+STAND_IN = "tests.support.stalled_check_worker"
 
 
-def signal_the_check(signal_number) -> threading.Thread:
-    """Send ``signal_number`` to the check's child as soon as it runs (it takes a second to start)."""
+def kill_the_check() -> threading.Thread:
+    """SIGKILL the check's child once it runs (the stand-in waits for it)."""
 
     def act():
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             for process in psutil.Process().children():
                 try:
-                    if WORKER in process.cmdline():
-                        process.send_signal(signal_number)
+                    if STAND_IN in process.cmdline():
+                        process.kill()
                         return
                 except psutil.NoSuchProcess:
                     continue
@@ -55,11 +56,22 @@ def test_the_web_process_never_opens_an_uploaded_pdf(no_pdfium_here):
     assert check_upload("report.pdf", data) == ("pdf", 3, data)
 
 
-def test_a_password_is_used_in_the_child_only(no_pdfium_here):
+def test_the_password_reaches_the_child_on_its_stdin_only_and_no_secret_goes_with_it(no_pdfium_here, monkeypatch):
     # Its refusals and the copy kept: tests/unit/test_document_extraction.py, through the same child.
+    seen = []
+    run = subprocess.run
+
+    def watched(argv, **kwargs):
+        seen.append((argv, kwargs["env"]))
+        return run(argv, **kwargs)
+
+    monkeypatch.setattr(sandbox.subprocess, "run", watched)
     data = pdfs.text_pdf([["Secret plans for the harbour."]], encrypt_password="s3cret")
     kind, pages, kept = check_upload("plans.pdf", data, "s3cret")
     assert (kind, pages) == ("pdf", 1) and kept.startswith(b"%PDF-") and kept != data
+    [(argv, env)] = seen
+    assert not any("s3cret" in part for part in argv)
+    assert set(env) == {"PATH", "LANG"}
 
 
 def test_a_damaged_pdf_is_refused_with_its_reason():
@@ -68,24 +80,35 @@ def test_a_damaged_pdf_is_refused_with_its_reason():
     assert str(caught.value) == "This PDF is damaged and cannot be read."
 
 
-def test_a_check_that_crashes_is_named_and_the_next_upload_is_read():
-    killer = signal_the_check(signal.SIGKILL)
+def test_a_check_that_crashes_is_named_and_logged_and_the_next_upload_is_read(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox, "CHECK_WORKER", STAND_IN)
+    killer = kill_the_check()
     with pytest.raises(DocumentError) as caught:
         check_upload("report.pdf", pdfs.report_pdf(2))
     killer.join()
     assert str(caught.value) == "The file could not be read: it crashed the reader."
+    assert "exit code -9" in caplog.text
+    monkeypatch.undo()
     assert check_upload("report.pdf", pdfs.report_pdf(2))[1] == 2
 
 
 @override_settings(DOCUMENT_EXTRACT_STALL_S=2)
-def test_a_hung_check_is_ended():
-    stopper = signal_the_check(signal.SIGSTOP)
+def test_a_check_that_never_answers_is_ended(monkeypatch):
+    monkeypatch.setattr(sandbox, "CHECK_WORKER", STAND_IN)
     started = time.monotonic()
     with pytest.raises(DocumentError) as caught:
         check_upload("report.pdf", pdfs.report_pdf(2))
-    stopper.join()
     assert str(caught.value) == "The file could not be read: it took too long."
     assert time.monotonic() - started < 10
+
+
+@override_settings(DOCUMENT_EXTRACT_MEMORY_MB=128)
+def test_a_pdf_too_large_for_the_childs_memory_fails_alone():
+    # 160 MB cannot fit in the child's 128 MB of address space (the upload limit is checked first
+    # in check_upload; the check itself is asked here).
+    with pytest.raises(DocumentError) as caught:
+        sandbox.check_pdf_in_child(b"%PDF-1.4\n" + b"0" * (160 * 1024 * 1024), None)
+    assert str(caught.value) == "The file could not be read: it used too much memory."
 
 
 def test_the_refusal_is_in_the_persons_language():

@@ -1,0 +1,7 @@
+"""A stand-in for ``chat.documents.pdf_check_worker`` that never answers: tests swap it in
+(``sandbox.CHECK_WORKER``) for a check's child that is surely still running when they kill it
+or wait it out."""
+
+import signal
+
+signal.pause()

@@ -23,6 +23,7 @@ from pathlib import Path
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.documents import pdf_open
 from chat.documents.extract_worker import MEMORY_EXIT
 from chat.documents.extraction import pdf_refusal
 from chat.documents.pdf_pages import PageText
@@ -127,8 +128,37 @@ def extract_in_child(
 
 
 def _check_environment() -> dict[str, str]:
-    """What the check's child needs of an environment: none of the web process's secrets."""
+    """The check's child's environment: none of the web process's settings and secrets, so none can
+    turn up in what it writes. (A limit on faults, not on privileges: it runs as the same user.)"""
     return {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
+
+
+def _no_constant(name: str):
+    raise ValueError(name)  # NaN and Infinity: not a count
+
+
+def _count(value) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError(value)
+    return value
+
+
+def _checked_answer(child: subprocess.CompletedProcess) -> tuple[str | None, int, bytes]:
+    """(a refusal's reason, pages, the copy) from the child's answer, which is hostile as the file
+    it read is (PDFium may be what the file took over): anything else raises ValueError."""
+    if child.returncode != 0:
+        raise ValueError(child.returncode)
+    head, _newline, copy = child.stdout.partition(b"\n")
+    result = json.loads(head, parse_constant=_no_constant)
+    if not isinstance(result, dict):
+        raise ValueError("not an object")
+    if "refused" in result:
+        if result["refused"] not in (pdf_open.PASSWORD, pdf_open.DAMAGED):
+            raise ValueError("reason")
+        return result["refused"], 0, b""
+    if len(copy) != _count(result.get("copy", 0)) or len(copy) > settings.DOCUMENT_MAX_BYTES:
+        raise ValueError("copy")
+    return None, _count(result["pages"]), copy
 
 
 def check_pdf_in_child(data: bytes, password: str | None) -> tuple[int, bytes | None]:
@@ -154,19 +184,15 @@ def check_pdf_in_child(data: bytes, password: str | None) -> tuple[int, bytes | 
     except subprocess.TimeoutExpired:  # a hang that uses no CPU: run() has killed the child
         log.warning("An upload's PDF check took longer than %d s and was ended", limit_s)
         raise DocumentError(_death_message(0, too_long=True)) from None
-    head, _newline, copy = child.stdout.partition(b"\n")
+    except OSError:  # no process could be started (out of processes or memory)
+        log.exception("An upload's PDF check could not start")
+        raise DocumentError(_("The file could not be checked right now. Try again in a moment.")) from None
     try:
-        if child.returncode != 0:
-            raise ValueError(child.returncode)
-        result = json.loads(head)
-        if "refused" not in result:
-            pages = int(result["pages"])
-            if len(copy) != int(result.get("copy", 0)):
-                raise ValueError("copy")
-    except (KeyError, TypeError, ValueError):
+        refused, pages, copy = _checked_answer(child)
+    except (KeyError, ValueError):  # a death, or an answer that is not one
         stderr = child.stderr[-2000:].decode("utf-8", "replace")
         log.warning("An upload's PDF check ended with exit code %s: %s", child.returncode, stderr)
         raise DocumentError(_death_message(child.returncode, too_long=False)) from None
-    if "refused" in result:
-        raise pdf_refusal(str(result["refused"]), password)
+    if refused:
+        raise pdf_refusal(refused, password)
     return pages, copy or None

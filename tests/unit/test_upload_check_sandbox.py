@@ -4,6 +4,7 @@ real (a child killed by its pid, found by its argv; one that never answers; one 
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import threading
 import time
@@ -56,7 +57,7 @@ def test_the_web_process_never_opens_an_uploaded_pdf(no_pdfium_here):
     assert check_upload("report.pdf", data) == ("pdf", 3, data)
 
 
-def test_the_password_reaches_the_child_on_its_stdin_only_and_no_secret_goes_with_it(no_pdfium_here, monkeypatch):
+def test_the_password_reaches_the_child_on_its_stdin_only_and_its_environment_is_bare(no_pdfium_here, monkeypatch):
     # Its refusals and the copy kept: tests/unit/test_document_extraction.py, through the same child.
     seen = []
     run = subprocess.run
@@ -81,6 +82,7 @@ def test_a_damaged_pdf_is_refused_with_its_reason():
 
 
 def test_a_check_that_crashes_is_named_and_logged_and_the_next_upload_is_read(monkeypatch, caplog):
+    caplog.set_level(logging.WARNING, logger="chat.documents.sandbox")
     monkeypatch.setattr(sandbox, "CHECK_WORKER", STAND_IN)
     killer = kill_the_check()
     with pytest.raises(DocumentError) as caught:
@@ -119,3 +121,20 @@ def test_the_refusal_is_in_the_persons_language():
     assert str(caught.value) != "This PDF is damaged and cannot be read."
     with translation.override("zh-hans"):
         assert str(caught.value) == translation.gettext("This PDF is damaged and cannot be read.")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b'{"pages": Infinity}\n',
+        b'["refused"]\n',
+        b'{"pages": -1}\n',
+        b'{"refused": "other"}\n',
+        b'{"pages": 1, "copy": 5}\nab',
+    ],
+)
+def test_an_answer_that_is_not_one_is_named_as_a_crash(answer):
+    # The child's answer is as hostile as the file it read: what PDFium may write, if the file took it over.
+    child = subprocess.CompletedProcess([], 0, stdout=answer, stderr=b"")
+    with pytest.raises(ValueError):
+        sandbox._checked_answer(child)

@@ -12,8 +12,8 @@ from pathlib import Path
 from django.conf import settings
 from django.utils.translation import gettext as _
 
-from chat.documents import formats
-from chat.documents.extraction import decode_text, document_kind, iter_text_pages
+from chat.documents import formats, pdf_open
+from chat.documents.extraction import decode_text, document_kind, iter_text_pages, pdf_refusal
 from chat.documents.languages import clean_language
 from chat.documents.sandbox import check_pdf_in_child
 from chat.errors import DocumentError
@@ -58,7 +58,7 @@ def _check_pdf(data: bytes, password: str | None) -> tuple[int, bytes]:
     if not password:
         return pages, data
     if decrypted is None:  # kept encrypted, it could never be read: the password is kept nowhere
-        raise DocumentError(_("This PDF is damaged and cannot be read."))
+        raise pdf_refusal(pdf_open.DAMAGED, password)
     return pages, decrypted
 
 

@@ -58,13 +58,13 @@ def queue_waits(user_key: str, sent_at: list[float]) -> list[float]:
     """How long each message sent during the summary waited for its slot, from the queue's grant log."""
     import asyncio
 
-    from chat.queue import FairQueue
     from monitor.profiles.selectors import find_profile
+    from monitor.serving.queue import FairQueue
 
     name = find_profile(None).name
 
     async def grants():
-        queue = FairQueue(name=name)
+        queue = FairQueue(name)
         try:
             return [g.at_ms / 1000 for g in await queue.grants() if g.user == user_key and g.priority == "person"]
         finally:

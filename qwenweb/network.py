@@ -32,3 +32,10 @@ def served_hosts() -> list[str]:
     """Every Host header a person on the LAN (or on the box itself) may send."""
     hosts = [*LOOPBACK_HOSTS, *host_names(), *lan_addresses()]
     return list(dict.fromkeys(hosts))
+
+
+def node_name_from_host() -> str:
+    """This box's default name as an inference node: its host name, as a slug (``[a-z0-9-]``)."""
+    bare = (socket.gethostname().strip().lower() or "box").split(".")[0]
+    slug = "".join(char if char.isascii() and char.isalnum() else "-" for char in bare).strip("-")
+    return slug[:48] or "box"

@@ -11,7 +11,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
-from qwenweb.network import lan_addresses, served_hosts
+from qwenweb.network import lan_addresses, node_name_from_host, served_hosts
 from qwenweb.secrets import file_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -65,8 +65,7 @@ X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
-# What a plain-HTTP LAN install must keep (no certificate to redirect to, cookies must travel over
-# http://): silenced only then. Behind TLS every deploy check applies.
+# Silenced only for a plain-HTTP LAN install (nothing to redirect to); behind TLS every deploy check applies.
 SILENCED_SYSTEM_CHECKS = (
     []
     if BEHIND_TLS
@@ -229,9 +228,7 @@ MODELS_DIR = Path(os.environ.get("QWENWEB_MODELS_DIR", VAR_DIR / "models")).reso
 DEFAULT_MODEL_FILE = os.environ.get("QWENWEB_DEFAULT_MODEL", "gemma-3-270m-q4_k_m.gguf")
 # Router mode: profiles kept loaded at once (the router gets one more, so a changed
 # profile loads before the one it replaces goes away).
-# --threads for profiles left at -1. bench/cpu_bench.py prints llama-server's tokens/s at 1..nproc threads
-# (threads_<n>_tps=); on the 2-core reference box all cores won (85.6 vs 63.2 at 1), which is also what
-# llama-server picks itself (its physical cores), so -1 (llama-server decides) stays the default.
+# --threads for profiles left at -1 (llama-server's own choice, measured fastest: bench/cpu_bench.py threads_<n>_tps=).
 LLAMA_DEFAULT_THREADS = env_int("QWENWEB_LLAMA_THREADS", -1)
 LLAMA_MODELS_MAX = env_int("QWENWEB_MODELS_MAX", 1)
 LLAMA_STOP_TIMEOUT_S = env_int("QWENWEB_STOP_TIMEOUT_S", 10)
@@ -272,11 +269,21 @@ CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "3.0"))
 CHAT_FRAME_S = env_int("QWENWEB_CHAT_FRAME_MS", 50) / 1000
 # The OpenAI gateway's clock (0: every read as it comes); first bytes go at once. 50 ms: 0.14 CPU-ms per token.
 API_FRAME_S = env_int("QWENWEB_API_FRAME_MS", 50) / 1000
-# Parallel requests a fair queue lets through before it has read the profile's slots from llama-server.
-QUEUE_CAPACITY = env_int("QWENWEB_QUEUE_CAPACITY", env_int("QWENWEB_PARALLEL", 2))
-# A queue slot is a lease its holder refreshes every third of this: the slots of a web process that
-# was killed mid-answer come back this long after (the restart bench's restart_web_s).
+# The fair queue (monitor/serving/queue.py): leases refreshed every QUEUE_REFRESH_S (a frozen holder's
+# come back after QUEUE_LEASE_S; a dead process's are freed by its successor at once); a waiter looks
+# again every QUEUE_POLL_S (its grant wakes it) and loses its place after QUEUE_STALE_S unheard; after a
+# Redis restart nothing is granted for QUEUE_GRACE_S (holders put their leases back first); a request
+# waits QUEUE_REDIS_WAIT_S for a Redis that is down.
 QUEUE_LEASE_S = float(os.environ.get("QWENWEB_QUEUE_LEASE_S", "15"))
+QUEUE_REFRESH_S = float(os.environ.get("QWENWEB_QUEUE_REFRESH_S", "1"))
+QUEUE_POLL_S = float(os.environ.get("QWENWEB_QUEUE_POLL_S", "2"))
+QUEUE_STALE_S = float(os.environ.get("QWENWEB_QUEUE_STALE_S", "10"))
+QUEUE_GRACE_S = env_int("QWENWEB_QUEUE_GRACE_S", 2)
+QUEUE_REDIS_WAIT_S = float(os.environ.get("QWENWEB_QUEUE_REDIS_WAIT_S", "30"))
+# This box as an inference node (its host's name by default). A follow-up waits for the node that holds
+# its conversation's cache at most this long (and never longer than a prompt pass elsewhere would take).
+NODE_NAME = os.environ.get("QWENWEB_NODE_NAME") or node_name_from_host()
+POOL_AFFINITY_MAX_WAIT_S = float(os.environ.get("QWENWEB_POOL_AFFINITY_MAX_WAIT_S", "60"))
 
 LOGGING = {
     "version": 1,
@@ -287,21 +294,18 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
 }
-# A 'streaming' answer not written for this long belongs to a process that died.
-CHAT_ORPHAN_AFTER_S = env_int("QWENWEB_ORPHAN_AFTER_S", 900)
+CHAT_ORPHAN_AFTER_S = env_int("QWENWEB_ORPHAN_AFTER_S", 900)  # a 'streaming' answer not written this long: died
 # Answers are written by the web process that streams them. With one web process per box (supervisord's
 # `web`), one that starts marks every answer still 'streaming' as interrupted at once. A deployment with
 # several web processes sharing a database must set this off (the sweep above then catches them).
 WEB_SWEEP_ON_START = env_bool("QWENWEB_SWEEP_ON_START", True)
 DOWNLOAD_ATTEMPTS = env_int("QWENWEB_DOWNLOAD_ATTEMPTS", 3)  # per part, each resuming where the last stopped
 DOWNLOAD_READ_TIMEOUT_S = float(os.environ.get("QWENWEB_DOWNLOAD_READ_TIMEOUT_S", "60"))
-# A download whose worker has not reported for this long was killed: resume it.
-DOWNLOAD_STALL_S = env_int("QWENWEB_DOWNLOAD_STALL_S", 60)
+DOWNLOAD_STALL_S = env_int("QWENWEB_DOWNLOAD_STALL_S", 60)  # a download's worker silent this long was killed
 
-# The admin dashboard (monitor/sampling.py): one sample a second, live minutes in Redis,
-# minute means in the database for the history, self-test sizes.
+# The dashboard's sampler: a sample a second while a dashboard is open, every 10 s while none is;
+# live minutes in Redis, minute means in the database for the history; self-test sizes.
 MONITOR_SAMPLE_INTERVAL_S = float(os.environ.get("QWENWEB_SAMPLE_INTERVAL_S", "1.0"))
-# With no dashboard open the sampler reads every this many seconds instead (a tenth of the CPU).
 MONITOR_IDLE_SAMPLE_INTERVAL_S = float(os.environ.get("QWENWEB_SAMPLE_IDLE_INTERVAL_S", "10.0"))
 MONITOR_LIVE_SECONDS = env_int("QWENWEB_LIVE_SECONDS", 600)
 MONITOR_HISTORY_HOURS = env_int("QWENWEB_HISTORY_HOURS", 48)
@@ -328,37 +332,33 @@ DOCUMENT_MAX_BYTES = env_int("QWENWEB_DOCUMENT_MAX_BYTES", 50 * 1024 * 1024)
 DOCUMENT_MAX_PAGES = env_int("QWENWEB_DOCUMENT_MAX_PAGES", 2000)
 DOCUMENT_SUMMARY_TOKENS = env_int("QWENWEB_DOCUMENT_SUMMARY_TOKENS", 512)  # each partial summary at most
 DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as much as one slot's context holds
-# A document whose worker has not reported for this long was killed: run it again, up to
-# DOCUMENT_MAX_ATTEMPTS runs in all, then it is marked failed.
+# A document whose worker is silent this long is run again, up to DOCUMENT_MAX_ATTEMPTS runs, then failed.
 DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
 DOCUMENT_MAX_ATTEMPTS = env_int("QWENWEB_DOCUMENT_MAX_ATTEMPTS", 3)
-# Extraction runs in a child process with these limits; no new page for STALL_S: it hangs, end it.
+# The extraction child's limits; no new page for STALL_S: it hangs, ended.
 DOCUMENT_EXTRACT_CPU_S = env_int("QWENWEB_DOCUMENT_EXTRACT_CPU_S", 300)
 DOCUMENT_EXTRACT_MEMORY_MB = env_int("QWENWEB_DOCUMENT_EXTRACT_MEMORY_MB", 2048)
 DOCUMENT_EXTRACT_STALL_S = env_int("QWENWEB_DOCUMENT_EXTRACT_STALL_S", 60)
-# Text layers (pdftotext) and scanned pages (OCR) are read by this many processes at once.
+# Processes reading text layers (pdftotext) and scanned pages (OCR) at once.
 DOCUMENT_EXTRACT_PROCESSES = env_int("QWENWEB_DOCUMENT_EXTRACT_PROCESSES", min(4, os.cpu_count() or 1))
-# Poppler's pdftotext reads PDF text layers; missing (or ""), PDFium reads them, more slowly.
+# Poppler's pdftotext reads PDF text layers; missing (or ""): PDFium, more slowly.
 DOCUMENT_PDFTOTEXT_BINARY = os.environ.get("QWENWEB_DOCUMENT_PDFTOTEXT_BINARY", "pdftotext")
-# A DOCX is a zip: one that unpacks to more than this is refused (zip bomb).
-DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES = env_int("QWENWEB_DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES", 100 * 1024 * 1024)
+DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES = env_int(  # a DOCX (a zip) unpacking to more is refused
+    "QWENWEB_DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES", 100 * 1024 * 1024
+)
 # Text recognition (OCR) of scanned pages: Tesseract's CLI, its languages ("+"-joined), the render resolution.
 DOCUMENT_OCR = env_bool("QWENWEB_DOCUMENT_OCR", True)
 DOCUMENT_OCR_BINARY = os.environ.get("QWENWEB_DOCUMENT_OCR_BINARY", "tesseract")
 DOCUMENT_OCR_LANGUAGES = os.environ.get("QWENWEB_DOCUMENT_OCR_LANGUAGES", "eng+chi_sim+chi_tra")
 DOCUMENT_OCR_DPI = env_int("QWENWEB_DOCUMENT_OCR_DPI", 300)
-# One page at most, then it is left out; below DOCUMENT_EXTRACT_STALL_S, which ends the whole reading.
-DOCUMENT_OCR_PAGE_S = env_int("QWENWEB_DOCUMENT_OCR_PAGE_S", 45)
-# Scanned pages read by the model itself (a profile with a vision projector, chosen by an admin):
-# each page goes to it as a PNG of at most this many pixels on its long edge; its transcription is
-# cut at this many characters and tokens.
+DOCUMENT_OCR_PAGE_S = env_int("QWENWEB_DOCUMENT_OCR_PAGE_S", 45)  # a page's OCR, then left out (< EXTRACT_STALL_S)
+# Scanned pages read by the model itself: a PNG this long on its long edge; its text cut at these characters and tokens.
 DOCUMENT_VISION_MAX_EDGE = env_int("QWENWEB_DOCUMENT_VISION_MAX_EDGE", 1280)
 DOCUMENT_VISION_PAGE_CHARS = env_int("QWENWEB_DOCUMENT_VISION_PAGE_CHARS", 12000)
 DOCUMENT_VISION_MAX_TOKENS = env_int("QWENWEB_DOCUMENT_VISION_MAX_TOKENS", 2048)
 HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))  # each part's, in the health checks
 
-# Backups (manage.py backup): where they go; "HH:MM" (server time) for a nightly one by beat, empty: none;
-# how many nightly archives are kept.
+# Backups (manage.py backup): where; "HH:MM" (server time) for a nightly one by beat (empty: none); how many kept.
 BACKUP_DIR = Path(os.environ.get("QWENWEB_BACKUP_DIR", VAR_DIR / "backups"))
 BACKUP_AT = os.environ.get("QWENWEB_BACKUP_AT", "")
 BACKUP_KEEP = env_int("QWENWEB_BACKUP_KEEP", 7)

@@ -7,6 +7,7 @@ the last event with usage.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -22,21 +23,19 @@ from chat.api import keys, request_fields
 from chat.api.errors import ApiError
 from chat.api.keys import CallerKey
 from chat.api.limits import KeyLimiter, OverLimit, TooManyRequests, get_limiter
-from chat.api.relay import StreamTally, drop_cache_figures, usage_of
-from chat.queue import FairQueue, get_queue
+from chat.api.relay import StreamTally, drop_cache_figures, timings_of, usage_of
 from monitor.public import (
-    LlamaClient,
     LlamaError,
     LlamaRejected,
     LlamaUnavailable,
     LoadFailed,
     ProfileUnavailable,
+    QueueUnavailable,
     ServerProfile,
-    current_client,
+    ServingPool,
+    ServingSlot,
     find_profile,
-    forget_serving_info,
-    ready_client,
-    serving_info,
+    serving_pool,
     user_profiles,
 )
 
@@ -55,14 +54,33 @@ REFUSED_PARAMETERS = ("best_of", "suffix")
 class ApiCall:
     endpoint: str
     body: dict
-    client: LlamaClient
+    pool: ServingPool
     stream: bool
-    profile: str = ""
-    server_profile: ServerProfile | None = None
 
     @property
     def path(self) -> str:
         return ENDPOINTS[self.endpoint]
+
+    @property
+    def profile(self) -> str:
+        return self.pool.profile.name
+
+    def affinity(self) -> tuple[str, str]:
+        """(the conversation this call continues, the one it makes): an agent sends the whole
+        conversation again each turn, so the call before this one sent every message up to the last
+        assistant message; this call's own messages name what the next one continues."""
+        messages = self.body.get("messages")
+        if self.endpoint != "chat/completions" or not isinstance(messages, list):
+            return "", ""
+        roles = [message.get("role") if isinstance(message, dict) else None for message in messages]
+        last_answer = max((index for index, role in enumerate(roles) if role == "assistant"), default=-1)
+        before = _conversation_key(self.profile, messages[:last_answer]) if last_answer > 0 else ""
+        return before, _conversation_key(self.profile, messages)
+
+
+def _conversation_key(profile: str, messages: list) -> str:
+    digest = hashlib.sha256(orjson.dumps([profile, messages], option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return "api:" + digest[:32]
 
 
 async def admit(authorization: str | None, *, limiter: KeyLimiter | None = None) -> CallerKey:
@@ -175,23 +193,16 @@ def _not_found(model: str) -> ApiError:
 
 
 async def _ready_call(endpoint: str, body: dict, profile: ServerProfile) -> ApiCall:
-    """The call for a checked request, its profile's live revision loaded first when it is local."""
+    """The call for a checked request, its profile loaded first when no node serves it."""
     try:
-        profile, client = await ready_client(profile)
+        pool = await serving_pool(profile)
     except LoadFailed as error:
         # The reason (paths, llama-server's log) is for admins, on the profile's page and timeline.
         message = _("The model '%(model)s' could not be loaded right now.") % {"model": body["model"][:100]}
         raise ApiError(503, message, type="server_error", code="model_not_loaded") from error
-    except LlamaError as error:  # the local llama-server is down
+    except LlamaError as error:  # its server is down
         raise _from_llama(error) from error
-    return ApiCall(
-        endpoint=endpoint,
-        body=body,
-        client=client,
-        stream=body.get("stream", False),
-        profile=profile.name,
-        server_profile=profile,
-    )
+    return ApiCall(endpoint=endpoint, body=body, pool=pool, stream=body.get("stream", False))
 
 
 def _unavailable() -> ApiError:
@@ -204,19 +215,19 @@ def _broken() -> ApiError:
     )
 
 
-def _from_llama(error: LlamaError) -> ApiError:
+def _from_llama(error: LlamaError | QueueUnavailable) -> ApiError:
     if isinstance(error, LlamaRejected):
         return ApiError.from_upstream(error)
     if isinstance(error, LlamaUnavailable):
-        forget_serving_info()
         return _unavailable()
-    forget_serving_info()
+    if isinstance(error, QueueUnavailable):
+        return ApiError(503, str(error), type="server_error", code="unavailable")
     return _broken()
 
 
 @asynccontextmanager
-async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter, queue: FairQueue) -> AsyncIterator[None]:
-    """The key's place (429 over its limit), then the owner's turn in the fair queue, shared with their chats."""
+async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter) -> AsyncIterator[ServingSlot]:
+    """The key's place (429 over its limit), then the owner's serving slot, in line with their chats."""
     async with AsyncExitStack() as stack:
         try:
             await stack.enter_async_context(limiter.hold(key.id, key.concurrency_limit))
@@ -228,67 +239,60 @@ async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter, queue: FairQ
                 type="requests",
                 code="rate_limit_exceeded",
             ) from error
+        continues, makes = call.affinity()
         try:
-            capacity = (await serving_info(call.client)).total_slots
-        except LlamaError as error:
+            slot = await stack.enter_async_context(
+                call.pool.slot(str(key.owner_id), priority="person", affinity=continues, remember_as=makes)
+            )
+        except QueueUnavailable as error:
             raise _from_llama(error) from error
-        waited = False
-
-        async def in_line(_position: int) -> None:
-            nonlocal waited
-            waited = True
-
-        await stack.enter_async_context(queue.slot(str(key.owner_id), in_line, capacity, priority="person"))
-        if call.server_profile is not None and waited:
-            # A change may have gone live while it waited (without a wait, the profile was just read).
-            call.client = await current_client(call.server_profile)
-        yield
+        yield slot
 
 
-async def complete(
-    call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None, queue: FairQueue | None = None
-) -> bytes:
+async def complete(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None) -> bytes:
     """A non-streamed answer: llama-server's JSON body, relayed as is."""
-    async with _turn(call, key, limiter or get_limiter(), queue or get_queue(call.profile or "llama")):
+    async with _turn(call, key, limiter or get_limiter()) as slot:
         prompt_tokens = completion_tokens = 0
         try:
-            content = await call.client.post_raw(call.path, call.body)
+            content = await slot.client.post_raw(call.path, call.body)
             try:
                 answer = orjson.loads(content)
                 prompt_tokens, completion_tokens = usage_of(answer)
+                figures = timings_of(answer)
                 if drop_cache_figures(answer):
                     content = orjson.dumps(answer)
+                await slot.remember(figures)
             except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
                 pass
         except LlamaError as error:
+            await slot.failed(error)
             raise _from_llama(error) from error
         finally:
             await asyncio.shield(keys.record_usage(key, prompt_tokens, completion_tokens))
     return content
 
 
-async def stream(
-    call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None, queue: FairQueue | None = None
-) -> AsyncIterator[bytes | None]:
+async def stream(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None) -> AsyncIterator[bytes | None]:
     """A streamed answer. Yields ``None`` first, once llama-server has begun answering (anything
     that fails before that raises ApiError, for a plain error response), then its SSE bytes as
     they come. A failure after that ends the stream with an OpenAI-shaped error event.
 
     Closing the iteration early (the client went away) closes the upstream request, which
-    frees llama-server's slot, and gives back the queue turn and the key's place.
+    frees llama-server's slot, and gives back the serving slot and the key's place.
     """
     tally = StreamTally()
     unrecorded = False
     try:
-        async with _turn(call, key, limiter or get_limiter(), queue or get_queue(call.profile or "llama")):
+        async with _turn(call, key, limiter or get_limiter()) as slot:
             unrecorded = True
-            upstream = call.client.stream_raw(call.path, call.body, pace_s=settings.API_FRAME_S)
+            upstream = slot.client.stream_raw(call.path, call.body, pace_s=settings.API_FRAME_S)
             try:
                 try:
                     data = await upstream.__anext__()
                 except StopAsyncIteration:
                     raise _broken() from None
                 except LlamaError as error:
+                    await slot.failed(error)
                     raise _from_llama(error) from error
                 yield None
                 try:
@@ -307,10 +311,13 @@ async def stream(
                     if tail:
                         yield tail
                 except LlamaError as error:
+                    await slot.failed(error)
                     yield _from_llama(error).sse_event()  # a half event is dropped: it cannot be read
                     return
                 if not tally.finished:
                     yield _broken().sse_event()
+                else:
+                    await slot.remember(tally.timings())
             finally:
                 await upstream.aclose()
     finally:

@@ -8,12 +8,15 @@ Requests per minute are a sliding window: one sorted set of the last minute's re
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from chat.redis_clients import LoopRedis, sync_client
+from monitor.public import REDIS_DOWN, LoopRedis, sync_redis
+
+log = logging.getLogger(__name__)
 
 # KEYS: the key's lease set; ARGV: ticket, limit, now_ms, lease_ms
 _TRY_HOLD = """
@@ -73,14 +76,21 @@ class KeyLimiter:
             yield
         finally:
             keeper.cancel()
-            await asyncio.shield(self.redis.get().zrem(self._set(key_id), ticket))
+            await asyncio.shield(self._give_back(key_id, ticket))
+
+    async def _give_back(self, key_id: int, ticket: str) -> None:
+        """The place given back; with Redis restarting, its lease runs out instead (never the answer's failure)."""
+        try:
+            await self.redis.get().zrem(self._set(key_id), ticket)
+        except REDIS_DOWN:
+            log.info("key %s: its place comes back with its lease (Redis is not answering)", key_id)
 
     def count_request(self, key_id: int, per_minute: int) -> None:
         """Count one request of the key; TooManyRequests when it already made ``per_minute`` in the last
         minute. Synchronous: it runs in the database thread that checks the request's key and quota."""
         now = int(time.time() * 1000)
         window = f"qwenweb:apikey:{key_id}:minute"
-        wait_ms = sync_client(self.redis.url).eval(_TRY_COUNT, 1, window, uuid.uuid4().hex, per_minute, now, WINDOW_MS)
+        wait_ms = sync_redis(self.redis.url).eval(_TRY_COUNT, 1, window, uuid.uuid4().hex, per_minute, now, WINDOW_MS)
         if int(wait_ms):
             raise TooManyRequests(-(-int(wait_ms) // 1000))
 
@@ -91,9 +101,12 @@ class KeyLimiter:
     async def _keep_alive(self, key_id: int, ticket: str) -> None:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)
-            now = int(time.time() * 1000)
-            await self.redis.get().zadd(self._set(key_id), {ticket: now + self.lease_ms}, xx=True)
-            await self.redis.get().pexpire(self._set(key_id), self.lease_ms)
+            try:
+                now = int(time.time() * 1000)
+                await self.redis.get().zadd(self._set(key_id), {ticket: now + self.lease_ms})
+                await self.redis.get().pexpire(self._set(key_id), self.lease_ms)
+            except REDIS_DOWN:  # Redis restarting: the next refresh puts the place back
+                continue
 
 
 _default_limiter: KeyLimiter | None = None

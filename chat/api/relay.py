@@ -19,6 +19,20 @@ def usage_of(answer: dict) -> tuple[int, int]:
     return 0, 0
 
 
+def timings_of(answer: dict) -> dict:
+    """What an answer's llama.cpp ``timings`` say of its prompt and output, as the serving slot
+    remembers them (the node now holding the conversation's cache, and what recomputing it costs)."""
+    timings = answer.get("timings")
+    if not isinstance(timings, dict):
+        return {}
+    return {
+        "prompt_tokens": timings.get("prompt_n"),
+        "cached_tokens": timings.get("cache_n"),
+        "output_tokens": timings.get("predicted_n"),
+        "prompt_per_second": timings.get("prompt_per_second"),
+    }
+
+
 def drop_cache_figures(answer: dict) -> bool:
     """Remove what tells how much of the prompt was already cached (another caller's prefix may be
     what was cached): llama-server's ``timings`` and ``tokens_cached``, and ``usage``'s
@@ -86,10 +100,25 @@ class StreamTally:
 
     def usage(self) -> tuple[int, int]:
         """(prompt, output) tokens; when the stream was cut before its figures, output counts its events."""
+        figures = self._figures_event()
+        if figures is None:
+            return 0, self.events
+        try:
+            return usage_of(figures)
+        except (TypeError, ValueError):
+            return 0, self.events
+
+    def timings(self) -> dict:
+        """llama-server's figures of the answer (``timings_of``), when they came."""
+        figures = self._figures_event()
+        return timings_of(figures) if figures is not None else {}
+
+    def _figures_event(self) -> dict | None:
         for line in self._figures.split(b"\n"):
             if line.startswith(b"data:"):
                 try:
-                    return usage_of(orjson.loads(line[5:]))
-                except (orjson.JSONDecodeError, TypeError, ValueError):
-                    break
-        return 0, self.events
+                    chunk = orjson.loads(line[5:])
+                except orjson.JSONDecodeError:
+                    return None
+                return chunk if isinstance(chunk, dict) else None
+        return None

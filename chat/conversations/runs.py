@@ -142,11 +142,11 @@ class RunHub:
         assistant_id: int,
         options: dict,
         accepted: dict,
-        inputs: TurnInputs | None = None,
+        inputs: TurnInputs | BaseException | None = None,
         runner_class: type[TurnRunner] = TurnRunner,
     ) -> Run:
         """Run the answer; ``accepted`` (the new messages) goes first to every page watching.
-        ``inputs``: what the turn reads before its request, when the caller read it already."""
+        ``inputs``: what the turn reads before its request (or what reading it raised), when the caller read it."""
         key = str(conversation.id)
         if key in self._runs:
             raise ChatError(_("Wait for the current answer to finish, or stop it."))

@@ -1,4 +1,4 @@
-"""One assistant turn: fit the history, wait in the fair queue, stream, persist.
+"""One assistant turn: fit the history, wait for a serving slot, stream, persist.
 
 Events go to ``send`` as they happen (the consumer forwards them to the page);
 the database is written in the background at most every CHAT_SAVE_INTERVAL_S,
@@ -26,19 +26,17 @@ from chat.documents.citations import CitationStream
 from chat.documents.retrieval import answer_citation_checker, document_system_message
 from chat.errors import ChatError
 from chat.models import Conversation, Message
-from chat.queue import FairQueue, get_queue
 from monitor.public import (
     LlamaClient,
     LlamaError,
+    LlamaHung,
     LlamaStreamBroken,
     LlamaUnavailable,
     LoadFailed,
-    ServerProfile,
-    current_client,
-    forget_serving_info,
-    needs_loading,
-    ready_client,
-    serving_info,
+    QueueUnavailable,
+    ServingPool,
+    ServingSlot,
+    serving_pool,
 )
 
 log = logging.getLogger(__name__)
@@ -104,9 +102,7 @@ class TurnRunner:
         user_key: str,
         send: Send,
         options: dict | None = None,
-        client: LlamaClient | None = None,
-        queue: FairQueue | None = None,
-        inputs: TurnInputs | None = None,
+        inputs: TurnInputs | BaseException | None = None,
     ):
         self.conversation = conversation
         self.conversation_key = str(conversation.id)
@@ -114,10 +110,9 @@ class TurnRunner:
         self.user_key = user_key
         self.send = send
         self.options = options or {}
-        self.inputs = inputs  # read with the turn's rows (one hop to the database thread), or by _prepare
-        self.client = client  # None: the conversation's profile decides, when the turn runs
-        self.profile: ServerProfile | None = None
-        self.queue = queue
+        # Read with the turn's rows (one hop to the database thread), or what reading them raised;
+        # None: the turn reads them itself. Either way they are read once.
+        self.inputs = inputs
         self.content: list[str] = []
         self.citations: CitationStream | None = None  # set when the answer uses documents
         self.reasoning: list[str] = []
@@ -126,7 +121,6 @@ class TurnRunner:
         self.task: asyncio.Task | None = None
         self._save_task: asyncio.Task | None = None
         self._last_save = 0.0
-        self.capacity: int | None = None
 
     def start(self) -> asyncio.Task:
         self.task = asyncio.create_task(self.run())
@@ -149,35 +143,40 @@ class TurnRunner:
     async def run(self) -> None:
         started = time.monotonic()
         try:
-            payload, notice = await self._prepare()
+            inputs = await self._inputs()
+            pool = await serving_pool(inputs.profile, on_loading=self._on_loading)
+            payload, notice = await self._prepare(inputs, pool)
             prepared = time.monotonic()
             if notice:
                 await self._emit({"type": "notice", "text": notice})
-            async with self.queue.slot(self.user_key, self._on_queue_position, self.capacity, priority="person"):
-                if self.profile is not None:
-                    self.client = await current_client(self.profile)  # a change may have gone live meanwhile
+            affinity = f"conversation:{self.conversation_key}"
+            async with pool.slot(
+                self.user_key, priority="person", on_position=self._on_queue_position, affinity=affinity
+            ) as slot:
                 log.debug(
-                    "turn %s: prepared in %.1f ms, queued %.1f ms",
+                    "turn %s: prepared in %.1f ms, queued %.1f ms, on %s",
                     self.assistant_id,
                     (prepared - started) * 1000,
                     (time.monotonic() - prepared) * 1000,
+                    slot.node,
                 )
                 await self._emit({"type": "started"})
-                stats = await self._stream(payload, started)
+                stats = await self._stream(slot, payload, started)
+                await slot.remember(stats)
         except asyncio.CancelledError:
             await self._finish(self.stop_status, self.stop_note)
             raise
         except LlamaUnavailable:
-            forget_serving_info()
             await self._finish(
                 Message.Status.ERROR if not self.content else Message.Status.INCOMPLETE,
                 _("The model server is not reachable right now. Your message is saved; send again once it is back."),
             )
-        except LlamaStreamBroken:
-            forget_serving_info()
+        except LlamaStreamBroken as error:  # LlamaHung says it stopped responding
             await self._finish(
                 Message.Status.INCOMPLETE,
-                _("The model server stopped in the middle of the answer. The partial answer was kept."),
+                str(error)
+                if isinstance(error, LlamaHung)
+                else _("The model server stopped in the middle of the answer. The partial answer was kept."),
             )
         except LoadFailed as error:
             # The reason (paths, llama-server's log) is for admins: it is on the profile's page and timeline.
@@ -186,7 +185,7 @@ class TurnRunner:
                 Message.Status.ERROR,
                 _("The server profile for this chat could not be loaded. An admin can see why on its page."),
             )
-        except (LlamaError, ChatError) as error:
+        except (LlamaError, ChatError, QueueUnavailable) as error:
             await self._finish(Message.Status.ERROR, str(error))
         except Exception:
             log.exception("turn %s failed", self.assistant_id)
@@ -194,28 +193,23 @@ class TurnRunner:
         else:
             await self._finish(Message.Status.COMPLETE, "", stats)
 
-    async def _connect(self, profile: ServerProfile) -> None:
-        """Bind the client and queue to the conversation's profile, loading it if it is not."""
-        if await needs_loading(profile):
-            await self._emit({"type": "notice", "text": _("Loading %(name)s…") % {"name": profile.name}})
-        self.profile, self.client = await ready_client(profile)
-        self.queue = self.queue or get_queue(profile.name)
-
-    async def _prepare(self) -> tuple[dict, str]:
-        inputs = self.inputs if self.client is None else None  # a client given: its profile is not read
-        self.inputs = None  # the history (images too) is not kept for the whole answer
+    async def _inputs(self) -> TurnInputs:
+        """The history, profile and documents flag, read once (by the caller, or here)."""
+        inputs, self.inputs = self.inputs, None  # the history (images too) is not kept for the whole answer
+        if isinstance(inputs, BaseException):
+            raise inputs
         if inputs is None:
-            inputs = await database_sync_to_async(turn_inputs)(
-                self.assistant_id, self.conversation, with_profile=self.client is None
-            )
+            inputs = await database_sync_to_async(turn_inputs)(self.assistant_id, self.conversation, with_profile=True)
+        return inputs
+
+    async def _on_loading(self, name: str) -> None:
+        await self._emit({"type": "notice", "text": _("Loading %(name)s…") % {"name": name}})
+
+    async def _prepare(self, inputs: TurnInputs, pool: ServingPool) -> tuple[dict, str]:
         messages = build_messages(inputs.history)
         if not messages or messages[-1]["role"] != "user":
             raise ChatError(_("There is no question to answer."))
-        if inputs.profile is not None:
-            await self._connect(inputs.profile)
-        self.queue = self.queue or get_queue()
-        info = await serving_info(self.client)
-        self.capacity = info.total_slots
+        info = pool.info
         if _has_images(messages) and not info.vision:
             raise ChatError(
                 _(
@@ -223,9 +217,9 @@ class TurnRunner:
                 )
             )
         if inputs.has_documents:
-            messages = await self._with_documents(messages, info.n_ctx)
+            messages = await self._with_documents(pool.client, messages, info.n_ctx)
         messages = with_system_prompt(messages, self.conversation.system_prompt)
-        fitted = await fit_messages(self.client, messages, info.n_ctx, info.template_key)
+        fitted = await fit_messages(pool.client, messages, info.n_ctx, info.template_key)
         notice = ""
         if fitted.dropped:
             notice = _("%(count)d earlier messages were left out so the conversation fits the model's context.") % {
@@ -248,11 +242,11 @@ class TurnRunner:
                 payload[key] = self.options[key]
         return payload, notice
 
-    async def _with_documents(self, messages: list[dict], n_ctx: int) -> list[dict]:
+    async def _with_documents(self, client: LlamaClient, messages: list[dict], n_ctx: int) -> list[dict]:
         """Questions in a conversation with documents get their summary and matching passages."""
         content = messages[-1]["content"]
         question = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)
-        system = await document_system_message(self.client, self.conversation.id, question, documents_budget(n_ctx))
+        system = await document_system_message(client, self.conversation.id, question, documents_budget(n_ctx))
         if system:
             checker = await answer_citation_checker(self.conversation.id)
             self.citations = CitationStream(checker) if checker else None
@@ -261,14 +255,14 @@ class TurnRunner:
     async def _on_queue_position(self, position: int) -> None:
         await self._emit({"type": "queued", "position": position})
 
-    async def _stream(self, payload: dict, started: float) -> dict:
+    async def _stream(self, slot: ServingSlot, payload: dict, started: float) -> dict:
         first_token_at = None
         self._last_progress = 0.0
         stats: dict = {}
         # A Stop can land while this task awaits a page or the database rather than the network: the
         # stream is closed there and then (not when the generator is collected), which is what frees
         # llama-server's slot at once.
-        async with aclosing(self.client.stream_chat(payload, pace_s=settings.CHAT_FRAME_S)) as batches:
+        async with aclosing(slot.client.stream_chat(payload, pace_s=settings.CHAT_FRAME_S)) as batches:
             async for batch in batches:
                 if await self._take(batch, stats) and first_token_at is None:
                     first_token_at = time.monotonic()

@@ -30,8 +30,15 @@ from chat.documents.ocr import OcrFailed, recognize_png
 from chat.documents.pdf_pages import clean_text
 from chat.documents.sandbox import Cancelled
 from chat.models import Document
-from chat.queue import FairQueue, background_queue
-from monitor.public import LlamaClient, LlamaError, ServerProfile, find_profile, ready_client, serving_info
+from monitor.public import (
+    LlamaClient,
+    LlamaError,
+    ServerProfile,
+    ServingPool,
+    close_loop_clients,
+    find_profile,
+    serving_pool,
+)
 
 log = logging.getLogger(__name__)
 
@@ -80,12 +87,10 @@ def read_scans(
     scans: list[tuple[int, Path]],
     store: Store,
     alive: Alive,
-    *,
-    queue: FairQueue | None = None,
 ) -> ScanReading:
     """Each scan (page number, its PNG) read by the model, page by page; those it could not read
     by Tesseract. Raises Cancelled when the person stopped the document."""
-    by_model, reason = asyncio.run(_with_model(profile, owner_id, scans, (store, alive), queue))
+    by_model, reason = asyncio.run(_with_model(profile, owner_id, scans, (store, alive)))
     if not reason:
         return ScanReading(by_model, [], "")
     log.warning("scans read by OCR instead of %s: %s", profile.name, reason)
@@ -94,29 +99,21 @@ def read_scans(
 
 
 async def _with_model(
-    profile: ServerProfile,
-    owner_id: int,
-    scans: list[tuple[int, Path]],
-    run: tuple[Store, Alive],
-    queue: FairQueue | None,
+    profile: ServerProfile, owner_id: int, scans: list[tuple[int, Path]], run: tuple[Store, Alive]
 ) -> tuple[list[int], str]:
     """The pages the model read, and why it stopped ("" when it read them all)."""
     store, alive = run
     done: list[int] = []
-    queue = queue or background_queue(profile.name)
-    client: LlamaClient | None = None
     try:
         try:
-            profile, client = await ready_client(profile)
-            info = await serving_info(client, fresh=True)
+            pool = await serving_pool(profile)
         except LlamaError as error:
             return done, str(error)
-        if not info.vision:
+        if not pool.info.vision:
             return done, _("the server it runs on does not accept images")
         for number, file in scans:
-            reading = _transcribe(client, queue, f"owner:{owner_id}", info.total_slots, file.read_bytes())
             try:
-                text = await _while_alive(reading, alive)
+                text = await _while_alive(_transcribe(pool, f"owner:{owner_id}", file.read_bytes()), alive)
             except LlamaError as error:
                 return done, str(error)
             if not await sync_to_async(store)(number, text):
@@ -124,9 +121,7 @@ async def _with_model(
             done.append(number)
         return done, ""
     finally:
-        await queue.aclose()
-        if client is not None:
-            await client.aclose()
+        await close_loop_clients()
 
 
 async def _while_alive(work: Awaitable[str], alive: Alive) -> str:
@@ -146,7 +141,7 @@ async def _while_alive(work: Awaitable[str], alive: Alive) -> str:
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def _transcribe(client: LlamaClient, queue: FairQueue, owner: str, slots: int, png: bytes) -> str:
+async def _transcribe(pool: ServingPool, owner: str, png: bytes) -> str:
     image = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
     payload = {
         "messages": [
@@ -163,8 +158,8 @@ async def _transcribe(client: LlamaClient, queue: FairQueue, owner: str, slots: 
         "temperature": 0,
     }
     # Background work: people go first, and documents take turns by owner.
-    async with queue.slot(owner, capacity=slots, priority="background"):
-        text = await streamed_text(client, payload)
+    async with pool.slot(owner, priority="background") as slot:
+        text = await streamed_text(slot.client, payload)
     return clean_text(text)[: settings.DOCUMENT_VISION_PAGE_CHARS]
 
 

@@ -38,15 +38,16 @@ from chat.documents.summary_review import (
 )
 from chat.errors import DocumentError
 from chat.models import Document, DocumentChunk, DocumentPage
-from chat.queue import FairQueue, background_queue
 from monitor.public import (
-    LlamaClient,
     LlamaError,
     LlamaStreamBroken,
     LlamaUnavailable,
     LoadFailed,
+    QueueUnavailable,
     ServerProfile,
-    ready_client,
+    ServingPool,
+    close_loop_clients,
+    serving_pool,
 )
 
 log = logging.getLogger(__name__)
@@ -121,30 +122,16 @@ def _load(document_id) -> tuple[Document, ServerProfile | None]:
 # ---------------------------------------------------------------- the run
 
 
-def summary_queue(profile: str = "llama") -> FairQueue:
-    """The chat's fair queue of the profile, as background work."""
-    return background_queue(profile)
-
-
 class SummaryRun:
-    def __init__(
-        self,
-        document_id,
-        *,
-        queue: FairQueue | None = None,
-        client: LlamaClient | None = None,
-        claimed: bool = False,
-    ):
+    def __init__(self, document_id, *, claimed: bool = False):
         self.document_id = document_id
         self.claimed = claimed
-        self.queue = queue
-        self.client = client
+        self.pool: ServingPool | None = None
         self.language = "English"
         self.budget: Budget | None = None
         self.cancelled = False
         self.profile: ServerProfile | None = None
         self.owner_id = None
-        self.spent_clients: list[LlamaClient] = []
 
     async def run(self) -> str:
         """The document's final status."""
@@ -155,21 +142,17 @@ class SummaryRun:
         if not self.claimed and not await sync_to_async(claim)(self.document_id):
             log.info("document %s: another run is summarizing it", self.document_id)
             return document.status
-        if self.client is None:
-            try:
-                profile, self.client = await ready_client(profile)  # loads the profile if it is not
-                self.profile = profile
-            except LoadFailed:
-                message = _(
-                    "The summary could not start: the server profile did not load. An admin sees why on its page."
-                )
-                await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
-                return Document.Status.FAILED
-            except LlamaError as error:
-                message = _("The summary could not start: %(reason)s") % {"reason": str(error)}
-                await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
-                return Document.Status.FAILED
-        self.queue = self.queue or summary_queue(profile.name if profile else "llama")
+        try:
+            self.pool = await serving_pool(profile)  # loads the profile if no node serves it
+            self.profile = self.pool.profile
+        except LoadFailed:
+            message = _("The summary could not start: the server profile did not load. An admin sees why on its page.")
+            await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
+            return Document.Status.FAILED
+        except LlamaError as error:
+            message = _("The summary could not start: %(reason)s") % {"reason": str(error)}
+            await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
+            return Document.Status.FAILED
         work = asyncio.create_task(self._summarize(document))
         ticker = asyncio.create_task(self._tick(work))
         try:
@@ -179,7 +162,7 @@ class SummaryRun:
                 raise
             await sync_to_async(_stop)(self.document_id, Document.Status.CANCELLED)
             return Document.Status.CANCELLED
-        except LlamaError as error:
+        except (LlamaError, QueueUnavailable) as error:
             message = _("The summary stopped: %(reason)s The parts already done are kept; try again to continue.") % {
                 "reason": str(error)
             }
@@ -203,17 +186,17 @@ class SummaryRun:
     async def _summarize(self, document: Document) -> str:
         pages = await sync_to_async(_pages)(document.id)
         self.language = language_name(document, "\n".join(text for _number, text in pages[:20]))
-        self.budget = await plan_budget(self.client, MAP_SYSTEM.format(language=self.language))
+        self.budget = await plan_budget(self.pool, MAP_SYSTEM.format(language=self.language))
         level0 = await sync_to_async(_chunks)(document.id, 0)
         if not level0:
             marked = [f"[p. {number}]\n{text}" for number, text in pages]
-            counts = await count_all(self.client, marked)
+            counts = await count_all(self.pool.client, marked)
             pieces = [
                 Piece(number, number, text, tokens)
                 for (number, _text), text, tokens in zip(pages, marked, counts, strict=True)
             ]
             level0 = await sync_to_async(_save_plan)(
-                document.id, 0, await pack(self.client, pieces, self.budget.input_tokens)
+                document.id, 0, await pack(self.pool.client, pieces, self.budget.input_tokens)
             )
         await self._run_level(level0, total=len(level0))
         level0 = await sync_to_async(_chunks)(document.id, 0)
@@ -226,10 +209,12 @@ class SummaryRun:
                 pieces = [
                     Piece(c.first_page, c.last_page, f"({c.pages_label})\n{c.summary.strip()}", 0) for c in current
                 ]
-                for piece, tokens in zip(pieces, await count_all(self.client, [p.text for p in pieces]), strict=True):
+                for piece, tokens in zip(
+                    pieces, await count_all(self.pool.client, [p.text for p in pieces]), strict=True
+                ):
                     piece.tokens = tokens
                 planned = await sync_to_async(_save_plan)(
-                    document.id, level, await pack(self.client, pieces, self.budget.input_tokens)
+                    document.id, level, await pack(self.pool.client, pieces, self.budget.input_tokens)
                 )
             await self._run_level(planned, total=len(planned))
             current = await sync_to_async(_chunks)(document.id, level)
@@ -283,15 +268,11 @@ class SummaryRun:
         return await self._ask_for_summary(chunk, total, retry)
 
     async def _reconnect(self) -> None:
-        """The profile served again after llama-server restarted (loaded anew if it must be)."""
-        if self.profile is None:
-            return  # a client given by the caller: it is asked again as it is
+        """The profile's pool again after its server restarted (loaded anew if it must be)."""
         try:
-            self.profile, client = await ready_client(self.profile)
+            self.pool = await serving_pool(self.profile)
         except LlamaError:
             return  # not back yet: the next attempt says so
-        self.spent_clients.append(self.client)
-        self.client = client
 
     async def _ask_for_summary(self, chunk: DocumentChunk, total: int, retry: bool) -> Review:
         if chunk.level == 0:
@@ -309,9 +290,9 @@ class SummaryRun:
             "temperature": 0.3,
         }
         # Background work: people go first, and documents take turns by owner, not one turn each.
-        async with self.queue.slot(f"owner:{self.owner_id}", capacity=self.budget.slots, priority="background"):
+        async with self.pool.slot(f"owner:{self.owner_id}", priority="background") as slot:
             await sync_to_async(_mark_started)(chunk.id)
-            text = await streamed_text(self.client, payload)
+            text = await streamed_text(slot.client, payload)
         # Every prompt this part has been given is the instructions whose echo is taken out.
         instructions = "\n".join((MAP_SYSTEM if chunk.level == 0 else REDUCE_SYSTEM, RETRY_SYSTEM, header))
         # Combining summaries may keep their sentences; only a part of the document itself must not be copied.
@@ -340,15 +321,10 @@ def run_summary(document_id, *, claimed: bool = False) -> str:
     ``claimed``: the caller already holds the document (ingestion went straight on)."""
 
     async def main() -> str:
-        run = SummaryRun(document_id, claimed=claimed)
         try:
-            return await run.run()
+            return await SummaryRun(document_id, claimed=claimed).run()
         finally:
-            if run.queue is not None:
-                await run.queue.aclose()
-            for client in (*run.spent_clients, run.client):
-                if client is not None:
-                    await client.aclose()
+            await close_loop_clients()
 
     return asyncio.run(main())
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from monitor.public import LlamaClient, serving_info
+from monitor.public import LlamaClient, ServingPool
 
 COUNT_CONCURRENCY = 8
 SAFETY = 0.97  # per-piece counts summed may differ a little from the joined text's count
@@ -21,8 +21,9 @@ class Budget:
     input_tokens: int  # what one chunk's text may take
 
 
-async def plan_budget(client: LlamaClient, system: str) -> Budget:
-    info = await serving_info(client, fresh=True)
+async def plan_budget(pool: ServingPool, system: str) -> Budget:
+    """What one call may take on the pool's nodes; as many calls at once as the pool has slots."""
+    info, client = pool.info, pool.client
     # At most a sixth of the context, so several summaries always fit one combining call.
     answer = max(64, min(settings.DOCUMENT_SUMMARY_TOKENS, info.n_ctx // 6))
     empty = await client.apply_template(
@@ -33,7 +34,7 @@ async def plan_budget(client: LlamaClient, system: str) -> Budget:
     if settings.DOCUMENT_CHUNK_TOKENS:  # smaller chunks: more, shorter calls and a more detailed summary
         # Never under three answers: combining calls must take several summaries each.
         room = min(room, max(settings.DOCUMENT_CHUNK_TOKENS, 3 * answer))
-    return Budget(max(1, info.total_slots), answer, room)
+    return Budget(max(1, pool.slots), answer, room)
 
 
 async def count_all(client: LlamaClient, texts: list[str]) -> list[int]:

@@ -154,7 +154,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         """Stop works from any page of the conversation's owner, not only the one that asked."""
         hub.stop(str(content.get("conversation")), self.user.pk)
 
-    async def _start(self, conversation, assistant, options: dict, accepted: dict, inputs: TurnInputs | None) -> None:
+    async def _start(self, conversation, assistant, options: dict, accepted: dict, inputs) -> None:
         hub.watch(self.frames, conversation)  # the page that asks sees the answer, whichever it showed
         accepted.update(
             conversation=str(conversation.id),
@@ -168,25 +168,25 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
 def _post(user, conversation_id, text: str, image, profile_name) -> tuple:
     """The message and its answer's row written, and what the turn reads before its request, in one
-    hop to the database thread: (conversation, user message, answer, TurnInputs or None)."""
+    hop to the database thread: (conversation, user message, answer, TurnInputs or what reading them raised)."""
     conversation, user_message, assistant = services.post_to_conversation(
         user, conversation_id, text, image, profile_name
     )
-    return conversation, user_message, assistant, _inputs_or_none(assistant.id, conversation)
+    return conversation, user_message, assistant, _inputs_or_error(assistant.id, conversation)
 
 
 def _regenerate(conversation) -> tuple:
-    """``_post`` for a regenerated answer: (answer, TurnInputs or None)."""
+    """``_post`` for a regenerated answer: (answer, TurnInputs or what reading them raised)."""
     assistant = services.prepare_regenerate(conversation)
-    return assistant, _inputs_or_none(assistant.id, conversation)
+    return assistant, _inputs_or_error(assistant.id, conversation)
 
 
-def _inputs_or_none(assistant_id: int, conversation) -> TurnInputs | None:
-    """The turn's inputs, or None when they cannot be read (no profile to answer with, the database
-    busy): the answer's row is written already, so the turn reads them again itself, and a failure
-    there ends the answer with its message, as any failure of a turn does."""
+def _inputs_or_error(assistant_id: int, conversation) -> TurnInputs | Exception:
+    """The turn's inputs, or what reading them raised (no profile to answer with, the database busy): the
+    answer's row is written already, so the turn ends with that failure's message, as any failure of a
+    turn does. They are read here only, once."""
     try:
         return turn_inputs(assistant_id, conversation, with_profile=True)
-    except Exception:
-        log.debug("turn %s: inputs left to the turn", assistant_id, exc_info=True)
-        return None
+    except Exception as error:
+        log.info("turn %s: its inputs could not be read: %r", assistant_id, error)
+        return error

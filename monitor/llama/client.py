@@ -108,8 +108,15 @@ class LlamaClient:
         await asyncio.sleep(0.1)
         return await wire.fetch(self.base_url, method, path, body, headers, timeout_s=self._read_timeout)
 
-    async def get_json(self, path: str, params: dict | None = None) -> Any:
-        return orjson.loads(await self._request("GET", path, **({"params": params} if params else {})))
+    async def get_json(self, path: str, params: dict | None = None, *, timeout_s: float | None = None) -> Any:
+        request = self._request("GET", path, **({"params": params} if params else {}))
+        if timeout_s is None:
+            return orjson.loads(await request)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return orjson.loads(await request)
+        except TimeoutError as error:
+            raise LlamaUnavailable() from error
 
     async def get_text(self, path: str) -> str:
         """A plain-text endpoint, e.g. ``/metrics`` (Prometheus text format)."""

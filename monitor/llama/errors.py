@@ -25,6 +25,12 @@ class LlamaStreamBroken(LlamaError):
     default_message = _("The model server stopped in the middle of the answer.")
 
 
+class LlamaHung(LlamaStreamBroken):
+    """Nothing came for the stall limit and the instance did not answer a check: it is frozen."""
+
+    default_message = _("The model server stopped responding. The partial answer was kept.")
+
+
 class LlamaRejected(LlamaError):
     """llama-server answered with an error status (bad request, context too long...)."""
 

@@ -20,6 +20,7 @@ from monitor.llama.client import LlamaClient, get_client
 from monitor.llama.errors import LlamaError, LlamaRejected
 from monitor.llama.logs import instance_log_tail
 from monitor.models import Event, ServerProfile
+from monitor.nodes import readiness
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.presets import current_options, live_id, parse_served_id, served_id, write_preset
 from monitor.profiles.selectors import startup_profiles
@@ -129,6 +130,7 @@ async def load_profile(profile: ServerProfile, client: LlamaClient | None = None
     if profile.live_revision != profile.revision:
         old = live_id(profile) if profile.live_revision else None
         await _promote(profile)  # new requests go to the new revision from now on
+        await _announce(client, profile.name, target)
         if old:
             await _wait_idle(client, old, settings.PROFILE_DRAIN_S)
         await reload_presets(client)  # the old revision's section is gone: the router unloads it
@@ -136,6 +138,13 @@ async def load_profile(profile: ServerProfile, client: LlamaClient | None = None
     await _record_loaded(profile, seconds, revision=profile.revision)
     forget_status()
     return seconds
+
+
+async def _announce(client: LlamaClient, pool: str, model: str) -> None:
+    """The fair queue sends this node's requests for ``pool`` to ``model`` from now on (its heartbeat
+    would say so within a beat; a change going live should not wait for it)."""
+    props = await client.get_json("/props", params={"model": model})
+    await readiness.mark_ready(settings.NODE_NAME, pool, int(props.get("total_slots") or 1), model)
 
 
 async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = None) -> str:
@@ -162,6 +171,7 @@ async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = No
 
 async def unload_profile(profile: ServerProfile, client: LlamaClient | None = None) -> None:
     client = client or get_client()
+    await readiness.mark_failed(settings.NODE_NAME, profile.name)  # no more requests sent there
     statuses = await router_status(client, fresh=True)
     for model_id, status in statuses.items():
         parsed = parse_served_id(model_id)
@@ -181,6 +191,9 @@ async def trim(client: LlamaClient, *, keep: str) -> list[str]:
         model_id = extra.pop(0)
         if await _busy(client, model_id):
             continue  # answering someone: the watchdog unloads it once it is idle
+        parsed = parse_served_id(model_id)
+        if parsed:
+            await readiness.withdraw(settings.NODE_NAME, parsed[0], model_id)
         await client.unload_model(model_id)
         unloaded.append(model_id)
     forget_status()

@@ -29,8 +29,10 @@ from monitor.llama.binary import llama_environment
 from monitor.llama.client import LlamaClient, run_with_client
 from monitor.llama.errors import LlamaError
 from monitor.models import Event
+from monitor.nodes import readiness
 from monitor.profiles.loading import load_startup_profiles
 from monitor.profiles.presets import preset_path, write_preset
+from monitor.router.heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
 LOG_ROTATE_BYTES = 20 * 1024 * 1024
@@ -190,6 +192,16 @@ class RouterSupervisor:
     def _on_child(self, signum, frame) -> None:
         self._wake.set()
 
+    def _on_router_hung(self, reason: str) -> None:
+        """The heartbeat's request: the router accepts connections but does not answer."""
+        restart_reason_path().write_text(reason)
+        self.restart_requested = True
+        self._wake.set()
+
+    def _router_pid(self) -> int | None:
+        process = self.process
+        return process.pid if process is not None and process.poll() is None else None
+
     def _install_signals(self) -> None:
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGINT, self._on_stop)
@@ -216,6 +228,8 @@ class RouterSupervisor:
         stop_orphaned_router(self.binary)
         reason = ""
         quick_exits = 0
+        heartbeat = Heartbeat(self._router_pid, self._on_router_hung)
+        heartbeat.start()
         try:
             while not self.stopping:
                 started = time.monotonic()
@@ -245,6 +259,11 @@ class RouterSupervisor:
                 if quick_exits:
                     self._back_off(min(2**quick_exits, 30))
         finally:
+            heartbeat.stop()
             self._stop_router()
+            try:
+                readiness.publish(settings.NODE_NAME, {})  # out of every pool now, not when the beat expires
+            except Exception:
+                log.warning("could not withdraw the node's readiness", exc_info=True)
             for path in (router_pid_path(), supervisor_pid_path()):
                 path.unlink(missing_ok=True)

@@ -16,8 +16,8 @@ from chat.accounts import services, signup
 from chat.accounts.quotas import add_tokens, check_quota
 from chat.api.keys import create_key
 from chat.models import Conversation, DailyUsage, Invite
-from chat.redis_clients import sync_client
 from monitor.profiles.selectors import find_profile
+from monitor.public import sync_redis as sync_client
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
 from tests.support.hold import queue_slots_held
 

@@ -187,24 +187,27 @@ def test_download_end_is_on_the_timeline(tmp_path):
 
 
 def test_a_waiter_giving_up_is_a_queue_overflow_event(redis_server):
-    from chat import queue as fair_queue
+    from monitor.serving import queue as fair_queue
+    from tests.integration.test_fair_queue import Places, Pool
 
-    queue = fair_queue.FairQueue(name=f"overflow{time.monotonic_ns()}", capacity=1, poll_s=0.01)
-    before = Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW).count()
+    pool = Pool(os.environ["REDIS_URL"])
+    pool.serve("a", 1)
+    Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW).delete()
 
     async def main():
-        holder = await queue.acquire("A")
-        waiter = asyncio.create_task(queue.acquire("B"))
-        await asyncio.sleep(0.2)
+        holder = await pool.acquire("A")
+        places = Places()
+        waiter = asyncio.create_task(pool.acquire("B", on_position=places))
+        await places.told.wait()
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
-        await queue.release(holder)
+        await pool.queue.release(holder)
         await asyncio.gather(*fair_queue.recording)
 
     asyncio.run(main())
     events = Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW)
-    assert events.count() == before + 1
+    assert events.count() == 1
     assert events.first().message.startswith("A request gave up waiting in the queue at position 1")
 
 

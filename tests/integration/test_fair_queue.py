@@ -1,334 +1,561 @@
-"""The fair queue against a real Redis server."""
+"""The fair queue against a real Redis server: turns, places, people first, a pool of nodes, faults.
+
+Nothing here sleeps to order events: a request's arrival is awaited until the queue itself says it
+stands in line (its place delivered, or the line's length), and a check that something did not
+happen comes after the queue decided (a join is decided atomically, in the queue's script).
+"""
+
+from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 
 import pytest
+import redis
 
-from chat import queue as fair_queue
-from chat.queue import FairQueue
 from monitor.models import Event
+from monitor.serving import queue as fair_queue
+from monitor.serving.holders import process_holder
+from monitor.serving.leases import keeper
+from monitor.serving.queue import FairQueue
+from tests.support import stack
+
+
+class Pool:
+    """A pool's queue with the nodes it is served by, as their heartbeats would say in Redis."""
+
+    def __init__(self, redis_url: str, **queue_options):
+        self.name = f"pool{uuid.uuid4().hex[:10]}"
+        self.redis = redis.Redis.from_url(redis_url)
+        self.queue = FairQueue(self.name, redis_url=redis_url, **queue_options)
+        self.nodes: list[str] = []
+
+    def serve(self, node: str, slots: int) -> str:
+        """``node`` serves the pool with ``slots`` slots (an hour, unless taken down)."""
+        name = f"{self.name}-{node}"
+        self.redis.hset(f"qwenweb:node:{name}:ready", self.name, f"{slots} model@{node}")
+        self.redis.expire(f"qwenweb:node:{name}:ready", 3600)
+        if name not in self.nodes:
+            self.nodes.append(name)
+        return name
+
+    def down(self, node: str) -> None:
+        self.redis.delete(f"qwenweb:node:{node}:ready")
+
+    async def acquire(self, owner: str, **options):
+        return await self.queue.acquire(owner, self.nodes, **options)
+
+    async def dispatch(self) -> None:
+        await self.queue.dispatch(self.nodes)
 
 
 @pytest.fixture
-def queue_factory(redis_server):
-    created = []
-
-    def make(**kwargs):
-        queue = FairQueue(name=f"t{time.monotonic_ns()}", **kwargs)
-        created.append(queue)
-        return queue
+def pool_factory(redis_server):
+    def make(slots: int | None = 1, **queue_options) -> Pool:
+        pool = Pool(os.environ["REDIS_URL"], **queue_options)
+        if slots:
+            pool.serve("a", slots)
+        return pool
 
     return make
 
 
-def test_capacity_is_never_exceeded_and_users_take_turns(queue_factory):
-    queue = queue_factory(capacity=1, poll_s=0.01)
-    served: list[str] = []
-
-    async def job(user: str, name: str, delay: float, holding: asyncio.Event | None = None):
-        if holding is not None:
-            await holding.wait()
-        await asyncio.sleep(delay)
-        async with queue.slot(user):
-            assert await queue.active_count() == 1
-            served.append(name)
-            await asyncio.sleep(0.05)
-
-    async def head(holding: asyncio.Event):
-        async with queue.slot("A"):
-            served.append("a0")
-            holding.set()
-            await asyncio.sleep(0.2)
-
-    async def main():
-        # A holds the slot; then A queues a burst of 4 and B one request, a little later.
-        holding = asyncio.Event()
-        await asyncio.gather(
-            head(holding),
-            *(job("A", f"a{i}", 0.01 * i, holding) for i in range(1, 5)),
-            job("B", "b1", 0.03, holding),
-        )
-
-    asyncio.run(main())
-    assert served[0] == "a0"
-    # B's single request is served within the first round after A's head, not after A's whole burst.
-    assert served.index("b1") <= 2, served
-
-
-def test_waiters_are_told_their_place(queue_factory):
-    queue = queue_factory(capacity=1, poll_s=0.01)
-    positions: dict[str, list[int]] = {"B": [], "C": []}
-
-    async def main():
-        holder = await queue.acquire("A")
-
-        async def wait(user):
-            async def record(position):
-                positions[user].append(position)
-
-            ticket = await queue.acquire(user, record)
-            await queue.release(ticket)
-
-        waiters = [asyncio.create_task(wait("B"))]
-        await _wait_until_in_line(queue, "person", 1)
-        waiters.append(asyncio.create_task(wait("C")))
-        await _wait_until_in_line(queue, "person", 2)
-        await queue.release(holder)
-        await asyncio.gather(*waiters)
-
-    asyncio.run(main())
-    assert positions["B"][0] == 1
-    assert positions["C"][0] == 2
-
-
-def test_cancelled_waiter_leaves_the_line(queue_factory):
-    queue = queue_factory(capacity=1, poll_s=0.01)
-
-    async def main():
-        holder = await queue.acquire("A")
-        waiter = asyncio.create_task(queue.acquire("B"))
-        await _wait_until_in_line(queue, "person", 1)
-        assert await queue.waiting_count() == 1
-        waiter.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiter
-        assert await queue.waiting_count() == 0
-        await queue.release(holder)
-
-    asyncio.run(main())
-
-
-def test_a_slot_granted_as_the_waiter_is_cancelled_is_given_back(queue_factory):
-    """The poll that grants the slot is the one a cancellation lands in (a person pressed Stop
-    while queued): the waiter leaves without the slot, and the slot is free at once, not at the
-    end of a lease nobody refreshes."""
-    queue = queue_factory(capacity=1, poll_s=0.01)
-    polled = queue._try_acquire
-
-    async def cancelled_while_granted(*args, **kwargs):
-        position = await polled(*args, **kwargs)
-        asyncio.current_task().cancel()  # the reply is in; the task was cancelled meanwhile
-        return position
-
-    queue._try_acquire = cancelled_while_granted
-
-    async def main():
-        with pytest.raises(asyncio.CancelledError):
-            await queue.acquire("A")
-        assert await queue.active_count() == 0
-        assert [grant.user for grant in await queue.grants()] == ["A"]  # it was granted, then given back
-
-    asyncio.run(main())
-
-
-def test_slot_of_a_dead_holder_comes_back_after_its_lease(queue_factory):
-    queue = queue_factory(capacity=1, poll_s=0.01, lease_s=0.3)
-
-    async def main():
-        await queue.acquire("crashed")  # never released, never refreshed
-        started = time.monotonic()
-        ticket = await asyncio.wait_for(queue.acquire("B"), timeout=5)
-        await queue.release(ticket)
-        return time.monotonic() - started
-
-    waited = asyncio.run(main())
-    assert 0.2 < waited < 3
-
-
-def test_waiter_that_stops_polling_is_dropped(queue_factory):
-    queue = queue_factory(capacity=1, poll_s=0.01, stale_s=0.2)
-
-    async def main():
-        holder = await queue.acquire("A")
-        # A waiter whose process died: its ticket is in line but nobody polls for it.
-        client = queue.redis.get()
-        await client.rpush(queue._wait_key("ghost", "person"), "ghost-ticket")
-        await queue._try_acquire("ghost-ticket", "ghost")
-        await queue.release(holder)
-        ticket = await asyncio.wait_for(queue.acquire("B"), timeout=5)
-        await queue.release(ticket)
-
-    asyncio.run(main())
-
-
-def test_a_new_waiter_keeps_its_place_before_its_first_poll(queue_factory):
-    """A ticket just put in line is not taken for a dead waiter's before it first polls (CI saw a
-    summary's chunk lose its place: another process's poll dropped it in that gap)."""
-    queue = queue_factory(capacity=1, poll_s=0.01)
-    slow = queue_factory(capacity=1, poll_s=0.01)
-    slow.prefix = queue.prefix  # a second process in front of the same slots
-    first_poll = asyncio.Event()
-    polled = slow._try_acquire
-
-    async def late_first_poll(*args, **kwargs):
-        await first_poll.wait()  # the gap between joining the line and the first poll
-        return await polled(*args, **kwargs)
-
-    slow._try_acquire = late_first_poll
-
-    async def main():
-        holder = await queue.acquire("A")
-        ahead = asyncio.create_task(queue.acquire("B"))  # B stands in line, polling
-        await _wait_until_in_line(queue, "person", 1)
-        late = asyncio.create_task(slow.acquire("B"))  # B's second request joins behind it
-        await _wait_until_in_line(queue, "person", 2)
-        ahead.cancel()  # the late request is now the head of B's line
-        with pytest.raises(asyncio.CancelledError):
-            await ahead
-        other = asyncio.create_task(queue.acquire("C"))  # C's polls look over the line's head
-
-        async def c_polled() -> bool:
-            return b"C" in await queue.redis.get().lrange(queue.prefix + "users", 0, -1)
-
-        await _eventually(c_polled, "C never polled")
-        first_poll.set()
-        await queue.release(holder)
-        ticket = await asyncio.wait_for(late, timeout=5)  # it was served first: B was ahead of C
-        await queue.release(ticket)
-        await queue.release(await asyncio.wait_for(other, timeout=5))
-
-    asyncio.run(main())
-
-
-def test_a_waiter_dropped_while_stuck_joins_the_line_again(queue_factory):
-    """A waiter whose process stopped polling is dropped; if it comes back it is not failed
-    (nothing could retry it): it joins again at the end of the line and is served."""
-    queue = queue_factory(capacity=1, poll_s=0.01, stale_s=0.2)
-    stuck = queue_factory(capacity=1, poll_s=1.0)  # polls once a second: stale for the others
-    stuck.prefix = queue.prefix
-    served: list[str] = []
-
-    async def wait(line: FairQueue, user: str) -> None:
-        ticket = await line.acquire(user)
-        served.append(user)
-        await line.release(ticket)
-
-    async def main():
-        holder = await queue.acquire("A")
-        late = asyncio.create_task(wait(stuck, "B"))
-        await _wait_until_in_line(queue, "person", 1)
-        other = asyncio.create_task(wait(queue, "C"))  # its polls drop B's ticket as a dead waiter's
-
-        async def dropped() -> bool:  # B joins again at its next poll, behind C
-            return not await queue.redis.get().llen(queue._wait_key("B", "person"))
-
-        await _eventually(dropped, "B's ticket was never dropped")
-        await queue.release(holder)
-        await asyncio.wait_for(asyncio.gather(late, other), timeout=10)
-        await asyncio.gather(*fair_queue.recording)
-
-    since = Event.objects.order_by("-id").values_list("id", flat=True).first() or 0
-    asyncio.run(main())
-    assert served == ["C", "B"]
-    lost = Event.objects.filter(id__gt=since, kind=Event.Kind.QUEUE_OVERFLOW).values_list("message", flat=True)
-    assert any(message.startswith("A request lost its place in the queue (position 1)") for message in lost), lost
-
-
-async def _eventually(check: Callable[[], Awaitable[bool]], failure: str) -> None:
-    for _attempt in range(500):
+async def _eventually(check: Callable[[], Awaitable[bool]], failure: str, timeout_s: float = 10) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
         if await check():
             return
         await asyncio.sleep(0.01)
     raise AssertionError(failure)
 
 
-async def _wait_until_in_line(queue: FairQueue, priority: str, count: int) -> None:
-    async def in_line() -> bool:
+async def _in_line(queue: FairQueue, priority: str | None, count: int) -> None:
+    async def check() -> bool:
         return await queue.waiting_count(priority) >= count
 
-    await _eventually(in_line, f"{count} {priority} request(s) never stood in line")
+    await _eventually(check, f"{count} {priority or ''} request(s) never stood in line")
 
 
-def test_a_person_takes_the_next_slot_before_background_work_on_one_slot(queue_factory):
-    queue = queue_factory(capacity=1, poll_s=0.01)
+class Places:
+    """Records the places a waiter is told, and lets a test await the first one."""
 
-    async def served(user: str, priority: str) -> str:
-        ticket = await queue.acquire(user, priority=priority)
-        await queue.release(ticket)
-        return ticket
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.told = asyncio.Event()
 
-    async def main():
-        running_chunk = await queue.acquire("owner:1", priority="background")
-        next_chunk = asyncio.create_task(served("owner:1", "background"))
-        await _wait_until_in_line(queue, "background", 1)  # the next chunk was in line first
-        person = asyncio.create_task(served("alice", "person"))
-        await _wait_until_in_line(queue, "person", 1)
-        await asyncio.sleep(0.05)  # several polls of both: the slot is still held, nobody gets it
-        assert not next_chunk.done() and not person.done()
-        await queue.release(running_chunk)  # the running chunk finishes
-        return await person, await next_chunk
-
-    person_ticket, chunk_ticket = asyncio.run(main())
-    order = [grant.ticket for grant in asyncio.run(queue.grants())]
-    assert order.index(person_ticket) < order.index(chunk_ticket), order
+    async def __call__(self, place: int) -> None:
+        self.seen.append(place)
+        self.told.set()
 
 
-def test_background_keeps_one_slot_free_for_people_where_there_are_several(queue_factory):
-    queue = queue_factory(capacity=2, poll_s=0.01)
+def test_capacity_is_never_exceeded_and_owners_take_turns(pool_factory):
+    pool = pool_factory(slots=1)
+    served: list[str] = []
+
+    async def job(owner: str, name: str) -> None:
+        places = Places()
+        task = asyncio.create_task(pool.acquire(owner, on_position=places))
+        await places.told.wait()  # it stands in line: the next one arrives after it
+        jobs.append((name, task))
+
+    jobs: list[tuple[str, asyncio.Task]] = []
 
     async def main():
-        first_chunk = await queue.acquire("owner:1", priority="background")
-        second_chunk = asyncio.create_task(queue.acquire("owner:1", priority="background"))
-        await _wait_until_in_line(queue, "background", 1)
-        await asyncio.sleep(0.05)
-        assert not second_chunk.done(), "background work took the last slot"
-        # The person is served at once, beside the running chunk, though the chunk queued first.
-        person = await asyncio.wait_for(queue.acquire("alice"), timeout=5)
-        assert await queue.active_count("person") == 1 and await queue.active_count("background") == 1
-        await queue.release(person)
-        await queue.release(first_chunk)
-        await queue.release(await asyncio.wait_for(second_chunk, timeout=5))
+        head = await pool.acquire("A")
+        for index in range(1, 5):  # A queues a burst of four, then B one request
+            await job("A", f"a{index}")
+        await job("B", "b1")
+        grant = head
+        while True:
+            assert await pool.queue.active_count() == 1
+            await pool.queue.release(grant)
+            pending = [(name, task) for name, task in jobs if not task.done()]
+            if not pending:
+                break
+            done, _ = await asyncio.wait([task for _, task in pending], return_when=asyncio.FIRST_COMPLETED)
+            assert len(done) == 1  # one slot: one grant at a time
+            (task,) = done
+            served.append(next(name for name, other in pending if other is task))
+            grant = task.result()
+        await pool.queue.release(grant)
+
+    asyncio.run(main())
+    # B's single request is served in the first round after A's head, not after A's whole burst.
+    assert served.index("b1") <= 1, served
+    assert sorted(served) == ["a1", "a2", "a3", "a4", "b1"]
+
+
+def test_a_released_slot_wakes_its_waiter_without_polling(pool_factory):
+    """The waiter polls only every minute here: the grant itself wakes it."""
+    pool = pool_factory(slots=1, poll_s=60)
+
+    async def main():
+        holder = await pool.acquire("A")
+        places = Places()
+        waiter = asyncio.create_task(pool.acquire("B", on_position=places))
+        await places.told.wait()
+        started = time.monotonic()
+        await pool.queue.release(holder)
+        grant = await asyncio.wait_for(waiter, timeout=5)
+        woken_s = time.monotonic() - started
+        await pool.queue.release(grant)
+        return woken_s
+
+    assert asyncio.run(main()) < 5  # far below the minute of its poll
+
+
+def test_waiters_are_told_their_place_and_it_moves_up(pool_factory):
+    pool = pool_factory(slots=1)
+    b_places, c_places = Places(), Places()
+
+    async def main():
+        holder = await pool.acquire("A")
+        b = asyncio.create_task(pool.acquire("B", on_position=b_places))
+        await b_places.told.wait()
+        c = asyncio.create_task(pool.acquire("C", on_position=c_places))
+        await c_places.told.wait()
+        await pool.queue.release(holder)
+        b_grant = await asyncio.wait_for(b, timeout=5)
+        await _eventually(lambda: _true(c_places.seen == [2, 1]), f"C was told {c_places.seen}")
+        await pool.queue.release(b_grant)
+        await pool.queue.release(await asyncio.wait_for(c, timeout=5))
+
+    asyncio.run(main())
+    assert b_places.seen == [1]
+    assert c_places.seen == [2, 1]
+
+
+async def _handed_on(pool: Pool, holder, waiter: asyncio.Task, timeout_s: float = 5):
+    """The holder gives its slot back; the waiter's grant (given back in turn)."""
+    await pool.queue.release(holder)
+    grant = await asyncio.wait_for(waiter, timeout=timeout_s)
+    await pool.queue.release(grant)
+    return grant
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+def test_a_cancelled_waiter_leaves_the_line(pool_factory):
+    pool = pool_factory(slots=1)
+
+    async def main():
+        holder = await pool.acquire("A")
+        places = Places()
+        waiter = asyncio.create_task(pool.acquire("B", on_position=places))
+        await places.told.wait()
+        assert await pool.queue.waiting_count() == 1
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert await pool.queue.waiting_count() == 0
+        await pool.queue.release(holder)
+        assert await pool.queue.active_count() == 0
 
     asyncio.run(main())
 
 
-def test_a_persons_place_in_line_counts_only_people(queue_factory):
-    queue = queue_factory(capacity=1, poll_s=0.01)
-    positions: list[int] = []
+def test_a_slot_granted_as_the_waiter_is_cancelled_is_given_back(pool_factory):
+    """The grant reaches a waiter whose task was cancelled meanwhile (a person pressed Stop while
+    queued): it leaves without the slot, and the slot is free at once, not after a lease."""
+    pool = pool_factory(slots=1)
+    real_wait = pool.queue._wait
 
-    async def record(position: int) -> None:
-        positions.append(position)
+    async def cancelled_as_granted(*args, **kwargs):
+        news = await real_wait(*args, **kwargs)
+        if news and news.startswith("g "):
+            asyncio.current_task().cancel()  # the grant is in; the task was cancelled meanwhile
+        return news
 
-    async def chunk(owner: str) -> None:
-        await queue.release(await queue.acquire(owner, priority="background"))
+    pool.queue._wait = cancelled_as_granted
 
     async def main():
-        holder = await queue.acquire("bob")
-        # Each chunk gives its slot back at once: which owner's turn comes first is the queue's choice.
+        holder = await pool.acquire("A")
+        places = Places()
+        waiter = asyncio.create_task(pool.acquire("B", on_position=places))
+        await places.told.wait()
+        await pool.queue.release(holder)
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        assert await pool.queue.active_count() == 0
+        assert [grant.user for grant in await pool.queue.grants()] == ["A", "B"]  # granted, then given back
+
+    asyncio.run(main())
+
+
+def test_the_slot_of_a_frozen_holder_comes_back_after_its_lease(pool_factory):
+    pool = pool_factory(slots=1, lease_s=1.0)
+
+    async def main():
+        frozen = await pool.acquire("frozen")
+        keeper().drop(frozen.ticket)  # it stops refreshing, as a stopped process does
+        started = time.monotonic()
+        grant = await asyncio.wait_for(pool.acquire("B"), timeout=10)
+        waited = time.monotonic() - started
+        await pool.queue.release(grant)
+        return waited
+
+    assert 0.5 < asyncio.run(main()) < 8
+
+
+def test_a_held_lease_is_refreshed_for_as_long_as_it_is_held(pool_factory):
+    pool = pool_factory(slots=1, lease_s=1.0)
+
+    async def main():
+        holder = await pool.acquire("A")
+        places = Places()
+        waiter = asyncio.create_task(pool.acquire("B", on_position=places))
+        await places.told.wait()
+        await asyncio.sleep(2.5)  # two and a half leases: still held (the keeper refreshes every second)
+        assert not waiter.done()
+        await pool.queue.release(holder)
+        await pool.queue.release(await asyncio.wait_for(waiter, timeout=5))
+
+    asyncio.run(main())
+
+
+def test_a_waiter_no_longer_heard_is_dropped_and_joins_again_if_it_comes_back(pool_factory):
+    """A waiter whose process stopped (it does not look again for longer than the stale limit) is
+    dropped from the line; when it comes back it is not failed: it joins again at the end, and the
+    timeline says it lost its place."""
+    Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW).delete()
+    pool = pool_factory(slots=1, stale_s=0.5, poll_s=0.1)
+    stuck = FairQueue(pool.name, redis_url=os.environ["REDIS_URL"], stale_s=0.5, poll_s=3.0)
+    served: list[str] = []
+
+    async def wait(queue: FairQueue, owner: str, places: Places) -> None:
+        grant = await queue.acquire(owner, pool.nodes, on_position=places)
+        served.append(owner)
+        await queue.release(grant)
+
+    async def main():
+        holder = await pool.acquire("A")
+        b_places, c_places = Places(), Places()
+        late = asyncio.create_task(wait(stuck, "B", b_places))  # looks again only every 3 s
+        await b_places.told.wait()
+        other = asyncio.create_task(wait(pool.queue, "C", c_places))  # its looks drop B as stale
+        await c_places.told.wait()
+
+        async def dropped() -> bool:
+            return await pool.queue.waiting_count() == 1 and c_places.seen[-1] == 1
+
+        await _eventually(dropped, "B was never dropped")
+        await pool.queue.release(holder)
+        await asyncio.wait_for(asyncio.gather(late, other), timeout=15)
+        await asyncio.gather(*fair_queue.recording)
+
+    asyncio.run(main())
+    assert served == ["C", "B"]
+    lost = Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW).values_list("message", flat=True)
+    assert any(message.startswith("A request lost its place in the queue (position 1)") for message in lost), lost
+
+
+def test_a_person_takes_the_next_slot_before_background_work_on_one_slot(pool_factory):
+    pool = pool_factory(slots=1)
+
+    async def main():
+        running_chunk = await pool.acquire("owner:1", priority="background")
+        next_chunk = asyncio.create_task(pool.acquire("owner:1", priority="background"))
+        await _in_line(pool.queue, "background", 1)  # the next chunk was in line first
+        places = Places()
+        person = asyncio.create_task(pool.acquire("alice", on_position=places))
+        await places.told.wait()
+        assert not next_chunk.done() and not person.done()
+        await pool.queue.release(running_chunk)  # the running chunk finishes
+        person_grant = await asyncio.wait_for(person, timeout=5)
+        assert not next_chunk.done()  # one slot, a person holds it
+        await pool.queue.release(person_grant)
+        await pool.queue.release(await asyncio.wait_for(next_chunk, timeout=5))
+        return person_grant.ticket
+
+    person_ticket = asyncio.run(main())
+    order = [grant.priority for grant in asyncio.run(pool.queue.grants())]
+    assert order == ["background", "person", "background"], order
+    assert asyncio.run(pool.queue.grants())[1].ticket == person_ticket
+
+
+def test_background_keeps_one_slot_free_for_people_where_there_are_several(pool_factory):
+    pool = pool_factory(slots=2)
+
+    async def main():
+        first_chunk = await pool.acquire("owner:1", priority="background")
+        second_chunk = asyncio.create_task(pool.acquire("owner:1", priority="background"))
+        await _in_line(pool.queue, "background", 1)
+        assert not second_chunk.done(), "background work took the last slot"
+        # The person is served at once, beside the running chunk, though the chunk queued first.
+        person = await asyncio.wait_for(pool.acquire("alice"), timeout=5)
+        assert await pool.queue.active_count("person") == 1 and await pool.queue.active_count("background") == 1
+        await pool.queue.release(person)
+        await pool.queue.release(first_chunk)
+        await pool.queue.release(await asyncio.wait_for(second_chunk, timeout=5))
+
+    asyncio.run(main())
+
+
+def test_a_persons_place_in_line_counts_only_people(pool_factory):
+    pool = pool_factory(slots=1)
+    places = Places()
+
+    async def chunk(owner: str) -> None:
+        await pool.queue.release(await pool.acquire(owner, priority="background"))
+
+    async def main():
+        holder = await pool.acquire("bob")
         chunks = [asyncio.create_task(chunk(f"owner:{n}")) for n in range(3)]
-        await _wait_until_in_line(queue, "background", 3)
-        person = asyncio.create_task(queue.acquire("alice", record))
-        await _wait_until_in_line(queue, "person", 1)
-        await asyncio.sleep(0.05)
-        await queue.release(holder)
-        await queue.release(await asyncio.wait_for(person, timeout=5))
+        await _in_line(pool.queue, "background", 3)
+        person = asyncio.create_task(pool.acquire("alice", on_position=places))
+        await places.told.wait()
+        await pool.queue.release(holder)
+        await pool.queue.release(await asyncio.wait_for(person, timeout=5))
         await asyncio.wait_for(asyncio.gather(*chunks), timeout=5)
 
     asyncio.run(main())
-    assert positions == [1], positions
+    assert places.seen == [1], places.seen
 
 
-def test_documents_take_turns_by_owner_not_by_document(queue_factory):
-    queue = queue_factory(capacity=1, poll_s=0.01)
+def test_documents_take_turns_by_owner_not_by_document(pool_factory):
+    pool = pool_factory(slots=1)
 
-    async def chunk(owner: str) -> str:
-        ticket = await queue.acquire(owner, priority="background")
-        await asyncio.sleep(0.02)
-        await queue.release(ticket)
-        return owner
+    async def chunk(owner: str) -> None:
+        await pool.queue.release(await pool.acquire(owner, priority="background"))
 
     async def main():
-        holder = await queue.acquire("bob")
+        holder = await pool.acquire("bob")
         # Owner A has three chunks in line (two documents), owner B one, queued after A's.
         burst = [asyncio.create_task(chunk("owner:A")) for _ in range(3)]
-        await _wait_until_in_line(queue, "background", 3)
+        await _in_line(pool.queue, "background", 3)
         late = asyncio.create_task(chunk("owner:B"))
-        await _wait_until_in_line(queue, "background", 4)
-        await queue.release(holder)
-        await asyncio.gather(*burst, late)
+        await _in_line(pool.queue, "background", 4)
+        await pool.queue.release(holder)
+        await asyncio.wait_for(asyncio.gather(*burst, late), timeout=10)
 
     asyncio.run(main())
-    owners = [grant.user for grant in asyncio.run(queue.grants()) if grant.priority == "background"]
+    owners = [grant.user for grant in asyncio.run(pool.queue.grants()) if grant.priority == "background"]
     assert owners.index("owner:B") <= 1, owners
+
+
+# ---------------------------------------------------------------------- a pool of nodes
+
+
+def test_a_pools_slots_are_the_sum_of_its_nodes_and_requests_spread_over_them(pool_factory):
+    pool = pool_factory(slots=None)
+    first, second = pool.serve("a", 2), pool.serve("b", 2)
+
+    async def main():
+        grants = [await asyncio.wait_for(pool.acquire(f"p{index}"), timeout=5) for index in range(4)]
+        places = Places()
+        fifth = asyncio.create_task(pool.acquire("p4", on_position=places))
+        await places.told.wait()  # four slots in all: the fifth waits
+        nodes = sorted(grant.node for grant in grants)
+        models = {grant.node: grant.model for grant in grants}
+        for grant in grants:
+            await pool.queue.release(grant)
+        await pool.queue.release(await asyncio.wait_for(fifth, timeout=5))
+        return nodes, models
+
+    nodes, models = asyncio.run(main())
+    assert nodes == sorted([first, first, second, second])
+    assert models == {first: "model@a", second: "model@b"}  # the revision each node serves
+
+
+def test_a_node_that_stops_serving_gets_no_more_slots(pool_factory):
+    pool = pool_factory(slots=None)
+    first, second = pool.serve("a", 1), pool.serve("b", 1)
+
+    async def main():
+        pool.down(first)  # its heartbeat stopped, or a request found it failing
+        grants = [await asyncio.wait_for(pool.acquire("p0"), timeout=5)]
+        places = Places()
+        waiter = asyncio.create_task(pool.acquire("p1", on_position=places))
+        await places.told.wait()  # the second node's one slot is taken: nothing on the first
+        pool.serve("a", 1)  # it serves again (its heartbeat): the waiter gets it
+        await pool.dispatch()
+        grants.append(await asyncio.wait_for(waiter, timeout=5))
+        for grant in grants:
+            await pool.queue.release(grant)
+        return [grant.node for grant in grants]
+
+    assert asyncio.run(main()) == [second, first]
+
+
+def test_a_follow_up_waits_for_its_node_while_that_costs_less_than_recomputing_elsewhere(pool_factory):
+    pool = pool_factory(slots=None)
+    first, _second = pool.serve("a", 1), pool.serve("b", 1)
+
+    async def main():
+        busy = await pool.acquire("other", affinity=first)  # someone holds the first node
+        assert busy.node == first
+        follow_up = asyncio.create_task(pool.acquire("alice", affinity=first, patience_s=30))
+        await _in_line(pool.queue, "person", 1)
+        assert not follow_up.done(), "it took the other node though its own frees up sooner than a recompute"
+        return (await _handed_on(pool, busy, follow_up)).node
+
+    assert asyncio.run(main()) == first
+
+
+def test_a_follow_up_takes_another_node_once_its_patience_runs_out(pool_factory):
+    pool = pool_factory(slots=None)
+    first, second = pool.serve("a", 1), pool.serve("b", 1)
+
+    async def main():
+        busy = await pool.acquire("other", affinity=first)
+        started = time.monotonic()
+        grant = await asyncio.wait_for(pool.acquire("alice", affinity=first, patience_s=0.5), timeout=5)
+        waited = time.monotonic() - started
+        await pool.queue.release(grant)
+        await pool.queue.release(busy)
+        return grant.node, waited
+
+    node, waited = asyncio.run(main())
+    assert node == second and 0.4 < waited < 3
+
+
+def test_a_follow_up_whose_node_is_down_goes_elsewhere_at_once(pool_factory):
+    pool = pool_factory(slots=None)
+    first, second = pool.serve("a", 1), pool.serve("b", 1)
+    pool.down(first)
+
+    async def main():
+        grant = await asyncio.wait_for(pool.acquire("alice", affinity=first, patience_s=60), timeout=5)
+        await pool.queue.release(grant)
+        return grant.node
+
+    assert asyncio.run(main()) == second
+
+
+# ---------------------------------------------------------------------- faults
+
+
+def test_a_gone_process_slots_are_freed_by_its_successor_at_once(pool_factory, run_dir):
+    """A process of the same kind on this host held a slot and was killed (SIGKILL): its successor
+    frees it at start-up, long before its lease (an hour here) would run out."""
+    pool = pool_factory(slots=1, lease_s=3600)
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.slot_holder", pool.name, *pool.nodes],
+        cwd=stack.ROOT,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "QWENWEB_PROCESS_KIND": "test-web"},
+    )
+    try:
+        assert holder.stdout.readline().strip() == b"held"
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+    assert asyncio.run(pool.queue.active_count()) == 1  # still held: nobody refreshes it, its lease is long
+    previous = os.environ.get("QWENWEB_PROCESS_KIND")
+    try:
+        assert fair_queue.free_slots_of_gone_predecessors("test-web") == 1
+    finally:
+        os.environ["QWENWEB_PROCESS_KIND"] = previous or "process"
+        process_holder.cache_clear()
+    assert asyncio.run(pool.queue.active_count()) == 0
+
+
+@pytest.fixture
+def own_redis(run_dir):
+    """A Redis of this test's own, to kill and start again."""
+    port = stack.free_port()
+    service = stack.Service(
+        f"redis-{port}",
+        [stack.redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--save", ""],
+        run_dir,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+
+    def start() -> None:
+        service.start()
+        stack.wait_until(lambda: redis.Redis.from_url(url).ping(), 20, "redis", service.process, service.log_path)
+
+    start()
+    service.restart = start
+    service.url = url
+    yield service
+    service.stop()
+
+
+def test_leases_survive_a_redis_restart_and_nothing_is_granted_twice(own_redis):
+    """Redis is killed while a slot is held and a request waits: the holder's answer goes on (its
+    refreshes fail quietly, then put the lease back), the waiter waits, and when Redis is back the
+    one slot is still the holder's: the waiter gets it only when the holder gives it back."""
+    pool = Pool(own_redis.url, lease_s=15)
+    node = pool.serve("a", 1)
+
+    async def main():
+        holder = await pool.acquire("A")
+        places = Places()
+        waiter = asyncio.create_task(pool.acquire("B", on_position=places))
+        await places.told.wait()
+        own_redis.kill()
+        await asyncio.sleep(1.5)  # Redis is away; the holder's keeper keeps trying
+        own_redis.restart()  # empty: it lost every key
+        pool.serve("a", 1)  # the node's heartbeat says again what it serves
+        await asyncio.sleep(4)  # the grace and several refreshes and polls: still one holder
+        assert not waiter.done(), "the slot was given twice"
+        assert await pool.queue.active_count(node=node) == 1
+        return (await _handed_on(pool, holder, waiter, 10)).node
+
+    assert asyncio.run(main()) == node
+
+
+def test_a_request_that_arrives_while_redis_is_down_waits_for_it(own_redis):
+    pool = Pool(own_redis.url)
+    pool.serve("a", 1)
+    own_redis.kill()
+
+    async def main():
+        request = asyncio.create_task(pool.acquire("A"))
+        await asyncio.sleep(1.0)
+        assert not request.done()
+        own_redis.restart()
+        pool.serve("a", 1)
+        grant = await asyncio.wait_for(request, timeout=15)
+        await pool.queue.release(grant)
+
+    asyncio.run(main())

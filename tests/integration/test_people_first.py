@@ -84,7 +84,7 @@ def test_a_person_gets_a_free_slot_while_a_summary_runs_on_two_slots(llama):
     """One slot runs the summary's chunk; the other stays free for people, though the chunk queued first."""
     name = find_profile(None).name
     holds = contextlib.ExitStack()
-    holds.enter_context(queue_slots_held(name, 1, capacity=2, priority="background"))  # the running chunk
+    holds.enter_context(queue_slots_held(name, 1, priority="background"))  # the running chunk
     with holds:
         summary_waiting_behind(name, make_user(), holds, release_first=False)
 
@@ -92,9 +92,9 @@ def test_a_person_gets_a_free_slot_while_a_summary_runs_on_two_slots(llama):
 def test_a_person_gets_the_slot_a_running_chunk_frees_before_the_next_chunk(llama):
     """Both slots busy (someone else's answer, a running chunk): the chunk's slot goes to the person."""
     name = find_profile(None).name
-    with queue_slots_held(name, 1, capacity=2, priority="person"):  # another person's long answer
+    with queue_slots_held(name, 1, priority="person"):  # another person's long answer
         holds = contextlib.ExitStack()
-        holds.enter_context(queue_slots_held(name, 1, capacity=2, priority="background"))  # the running chunk
+        holds.enter_context(queue_slots_held(name, 1, priority="background"))  # the running chunk
         with holds:
             summary_waiting_behind(name, make_user(), holds, release_first=True)
 
@@ -136,7 +136,7 @@ def test_on_one_slot_a_person_gets_the_slot_a_running_chunk_frees_before_the_nex
         name = find_profile(None).name
         assert server_slots(llama) == (1, 1)
         holds = contextlib.ExitStack()
-        holds.enter_context(queue_slots_held(name, 1, capacity=1, priority="background"))  # the running chunk
+        holds.enter_context(queue_slots_held(name, 1, priority="background"))  # the running chunk
         with holds:
             summary_waiting_behind(name, make_user(), holds, release_first=True)
         assert server_slots(llama) == (1, 1)

@@ -21,8 +21,8 @@ from PIL import Image
 from chat.documents import ingest, selectors, uploads
 from chat.documents.scan_reading import TRANSCRIBE_SYSTEM
 from chat.models import Conversation, Document, DocumentChunk
-from chat.queue import FairQueue
 from monitor.models import ServerProfile
+from monitor.serving.queue import FairQueue
 from tests.support import pdfs
 from tests.support.client import make_user
 from tests.support.fake_summary_upstream import FakeSummaryUpstream
@@ -49,7 +49,7 @@ def scanned_upload(fake: FakeSummaryUpstream) -> Document:
 
 def _grants(name: str) -> list[str]:
     async def main() -> list[str]:
-        queue = FairQueue(name=name)
+        queue = FairQueue(name)
         try:
             return [grant.priority for grant in await queue.grants()]
         finally:

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 
 import pytest
 
+from chat.conversations.services import create_conversation
 from chat.documents import uploads
 from chat.documents.summaries import SummaryRun
 from chat.documents.summary_review import COPIED_SOURCE, MAP_SYSTEM, RETRY_SYSTEM
-from chat.models import Document, DocumentChunk, DocumentPage
-from chat.queue import FairQueue
-from monitor.public import LlamaClient
+from chat.models import Conversation, Document, DocumentChunk, DocumentPage
+from monitor.redis_clients import close_loop_clients
 from tests.support.client import make_user
 from tests.support.fake_summary_upstream import FakeSummaryUpstream
-from tests.support.turns import run_turn
+from tests.support.turns import run_turn, upstream_profile
 
 pytestmark = pytest.mark.usefixtures("redis_server")
 
@@ -65,19 +64,18 @@ def cited_pages(text: str) -> set[int]:
 def test_invented_citations_and_echoed_instructions_never_reach_the_summary():
     fake = FakeSummaryUpstream(answer)
     user = make_user()
-    document = uploads.create_document(user, None, "report.txt", b"placeholder\n")
+    conversation = create_conversation(user)
+    Conversation.objects.filter(id=conversation.id).update(profile=upstream_profile(fake.url))
+    document = uploads.create_document(user, conversation, "report.txt", b"placeholder\n")
     for number in TOPICS:
         DocumentPage.objects.create(document=document, number=number, text=page_text(number))
     Document.objects.filter(id=document.id).update(status=Document.Status.SUMMARIZING, summary_language="en")
 
     async def main() -> str:
-        client = LlamaClient(fake.url)
-        queue = FairQueue(name=f"faithful{time.monotonic_ns()}")
         try:
-            return await SummaryRun(document.id, queue=queue, client=client, claimed=True).run()
+            return await SummaryRun(document.id, claimed=True).run()
         finally:
-            await client.aclose()
-            await queue.aclose()
+            await close_loop_clients()
 
     try:
         status = asyncio.run(main())
@@ -104,7 +102,7 @@ def test_invented_citations_and_echoed_instructions_never_reach_the_summary():
 def test_an_answer_about_a_document_never_shows_an_invented_page():
     """The answer streams through the turn runner; what the page gets and what is stored
     cite only pages the document has (a wrong page whose sentence matches is corrected)."""
-    from chat.conversations.services import create_conversation, post_user_message
+    from chat.conversations.services import post_user_message
 
     def invent(system: str, user: str) -> str:
         return (

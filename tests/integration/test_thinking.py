@@ -15,11 +15,12 @@ from django.conf import settings
 
 from chat.conversations.turns import TurnRunner
 from chat.models import Conversation, Message
-from chat.queue import FairQueue
 from monitor.llama.binary import llama_environment
-from monitor.llama.client import LlamaClient
+from monitor.redis_clients import close_loop_clients
+from monitor.serving.slot import serving_pool
 from tests.support import stack
 from tests.support.client import make_user
+from tests.support.turns import upstream_profile
 
 TEMPLATE = Path(__file__).resolve().parents[1] / "support" / "think-template.jinja"
 
@@ -45,7 +46,12 @@ def thinking_server(run_dir, redis_server):
 
 def make_runner(server, *, thinking: bool, budget=None, send=None) -> tuple[TurnRunner, Message]:
     user = make_user()
-    conversation = Conversation.objects.create(owner=user, thinking_enabled=thinking, thinking_budget=budget)
+    conversation = Conversation.objects.create(
+        owner=user,
+        thinking_enabled=thinking,
+        thinking_budget=budget,
+        profile=upstream_profile(server.url, settings.LLAMA_API_KEY),
+    )
     Message.objects.create(conversation=conversation, role="user", content="Why is the sky blue?")
     assistant = Message.objects.create(conversation=conversation, role="assistant", status="streaming")
 
@@ -58,8 +64,6 @@ def make_runner(server, *, thinking: bool, budget=None, send=None) -> tuple[Turn
         user_key=str(user.id),
         send=send or ignore,
         options={"seed": 11, "max_tokens": 40},
-        client=LlamaClient(base_url=server.url),
-        queue=FairQueue(name="thinking-test", capacity=2),
     )
     return runner, assistant
 
@@ -74,7 +78,7 @@ def run_turn(server, *, thinking: bool, budget=None):
 
     async def main():
         await runner.start()
-        await runner.client.aclose()
+        await close_loop_clients()
 
     asyncio.run(main())
     assistant.refresh_from_db()
@@ -107,9 +111,10 @@ def test_thinking_budget_reaches_llama_server(thinking_server):
 
     async def prepare():
         try:
-            return await runner._prepare()
+            inputs = await runner._inputs()
+            return await runner._prepare(inputs, await serving_pool(inputs.profile))
         finally:
-            await runner.client.aclose()
+            await close_loop_clients()
 
     payload, _notice = asyncio.run(prepare())
     assert payload["thinking_budget_tokens"] == 0

@@ -8,32 +8,42 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 
-from chat.queue import FairQueue, Priority
+from monitor.models import ServerProfile
+from monitor.serving.queue import FairQueue, Priority
+from monitor.serving.slot import pool_nodes
 
 HOLD_WAIT_S = 30  # how long a hold waits for work that a test left in the queue
 
 
+@contextlib.asynccontextmanager
+async def held_slot(queue: FairQueue, owner: str, nodes: list[str], priority: Priority = "person"):
+    """One slot of a real fair queue for the block (what a serving slot holds, without a request)."""
+    grant = await queue.acquire(owner, nodes, priority=priority)
+    try:
+        yield grant
+    finally:
+        await queue.release(grant)
+
+
 @contextlib.contextmanager
-def queue_slots_held(
-    queue_name: str, count: int, *, capacity: int | None = None, priority: Priority = "person"
-) -> Iterator[None]:
+def queue_slots_held(queue_name: str, count: int, *, priority: Priority = "person") -> Iterator[None]:
     """Take ``count`` slots of a profile's real fair queue (in Redis) until the block ends.
 
     Work queued behind them (a summary's chunks, a chat turn) waits in line, however fast
     the machine or the model, until the test leaves the block. ``priority="background"``
-    holds them as a summary's running chunks would (``capacity``: the queue's slot count).
+    holds them as a summary's running chunks would. The slots are on the nodes that serve
+    the profile, as their heartbeats say (so it must be served).
     """
     held, release = threading.Event(), threading.Event()
     failure: list[BaseException] = []
+    nodes = pool_nodes(ServerProfile.objects.get(name=queue_name))
 
     async def hold() -> None:
-        queue = FairQueue(name=queue_name, capacity=capacity or count)
+        queue = FairQueue(queue_name)
 
         async def take(slots: contextlib.AsyncExitStack) -> None:
             for index in range(count):
-                await slots.enter_async_context(
-                    queue.slot(f"test-hold-{index}", capacity=capacity or count, priority=priority)
-                )
+                await slots.enter_async_context(held_slot(queue, f"test-hold-{index}", nodes, priority))
 
         try:
             async with contextlib.AsyncExitStack() as slots:
@@ -70,7 +80,7 @@ def read_queue(queue_name: str, read: Callable[[FairQueue], Awaitable]):
     """``read(queue)`` on a connection of its own, from sync test code."""
 
     async def run():
-        queue = FairQueue(name=queue_name)
+        queue = FairQueue(queue_name)
         try:
             return await read(queue)
         finally:
@@ -91,9 +101,9 @@ def _holders(queue_name: str) -> str:
 def assert_queue_left_idle(queue_name: str, settle_s: float = 1.0) -> None:
     """Nothing a test started still holds or waits for the queue's slots once its hold is let go.
 
-    A turn left waiting behind a hold takes the slots a moment after (the queue is polled
-    every 50 ms) and keeps them for as long as the model writes: the next test's hold would
-    wait on it. Call after the test's own hold (which took every slot) has ended.
+    A turn left waiting behind a hold takes the slots the moment the hold ends and keeps them
+    for as long as the model writes: the next test's hold would wait on it. Call after the
+    test's own hold (which took every slot) has ended.
     """
     time.sleep(settle_s)
     active = read_queue(queue_name, FairQueue.active_count)

@@ -68,7 +68,8 @@ def test_placeholders_format(catalogue):
         if "python-format" not in entry.flags:
             continue
         names = {name: 1 for name in re.findall(r"%\((\w+)\)", entry.msgid)}
-        assert entry.msgstr % names
+        for text in [entry.msgstr] if not entry.msgid_plural else list(entry.msgstr_plural.values()):
+            assert text % names
 
 
 def test_django_uses_chinese(compiled):

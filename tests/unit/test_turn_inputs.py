@@ -1,6 +1,6 @@
 """A chat message's rows and what its turn reads before its request are read in one hop to the
-database thread (chat/web/consumers.py). When those inputs cannot be read then, the turn reads
-them itself: a failure ends the answer with its message, it is never left 'streaming'."""
+database thread (chat/web/consumers.py), once. When those inputs cannot be read, the turn ends with
+that failure's message (it is never left 'streaming') and does not read them a second time."""
 
 from __future__ import annotations
 
@@ -22,16 +22,18 @@ def test_the_messages_rows_and_the_turns_inputs_come_together(redis_server):
     assert inputs.profile is not None and inputs.has_documents is False
 
 
-def test_inputs_that_cannot_be_read_with_the_message_are_left_to_the_turn(redis_server, monkeypatch):
+def test_inputs_that_cannot_be_read_end_the_turn_with_their_message_read_once(redis_server, monkeypatch):
+    reads: list[int] = []
+
     def no_profile(*_args, **_kwargs):
+        reads.append(1)
         raise ProfileUnavailable("No server profile named default is available.")
 
     monkeypatch.setattr(consumers, "turn_inputs", no_profile)
+    monkeypatch.setattr(turns, "turn_inputs", no_profile)  # a second read would count here too
     person = make_user()
     conversation, _user_message, answer, inputs = consumers._post(person, None, "Hello?", None, None)
-    assert inputs is None and answer.status == Message.Status.STREAMING
-
-    monkeypatch.setattr(turns, "turn_inputs", no_profile)  # the turn's own read fails the same way
+    assert isinstance(inputs, ProfileUnavailable) and answer.status == Message.Status.STREAMING
     sent: list[dict] = []
 
     async def send(event: dict) -> None:
@@ -44,3 +46,4 @@ def test_inputs_that_cannot_be_read_with_the_message_are_left_to_the_turn(redis_
     answer.refresh_from_db()
     assert answer.status == Message.Status.ERROR and "No server profile" in answer.error
     assert sent[-1]["type"] == "done" and "No server profile" in sent[-1]["error"]
+    assert len(reads) == 1

@@ -1,37 +1,57 @@
-"""One Redis client per event loop, for the parts of chat that keep state in Redis.
+"""Redis clients for every part that keeps state in Redis: one asyncio client per event loop, one
+blocking client per URL.
 
 An asyncio Redis connection belongs to the loop that opened it: Daphne has one loop,
 but each Celery task runs its own (``asyncio.run``), so clients are kept per loop.
+``chat`` reaches these through ``monitor.public``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 
 import redis
 import redis.asyncio as aioredis
+import redis.exceptions
 from django.conf import settings
+
+# What a Redis that is restarting (or away) raises: callers that must outlive it catch these.
+REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+_loop_clients: dict[tuple[str, asyncio.AbstractEventLoop], aioredis.Redis] = {}
 
 
 class LoopRedis:
+    """The running event loop's client for one Redis URL (shared by every ``LoopRedis`` of that URL)."""
+
     def __init__(self, url: str | None = None):
-        self.url = url or settings.REDIS_URL
-        self._clients: dict[asyncio.AbstractEventLoop, aioredis.Redis] = {}
+        self._url = url
+
+    @property
+    def url(self) -> str:
+        return self._url or settings.REDIS_URL
 
     def get(self) -> aioredis.Redis:
         """The running loop's client, opened on first use."""
-        loop = asyncio.get_running_loop()
-        client = self._clients.get(loop)
+        key = (self.url, asyncio.get_running_loop())
+        client = _loop_clients.get(key)
         if client is None:
-            client = self._clients[loop] = aioredis.Redis.from_url(self.url)
+            for old in [old for old in _loop_clients if old[1].is_closed()]:
+                del _loop_clients[old]  # a finished asyncio.run(): its client went with its loop
+            client = _loop_clients[key] = aioredis.Redis.from_url(self.url)
         return client
 
     async def drop_current(self) -> None:
         """Close the running loop's client (a Celery task's loop ends with its task)."""
-        client = self._clients.pop(asyncio.get_running_loop(), None)
+        client = _loop_clients.pop((self.url, asyncio.get_running_loop()), None)
         if client is not None:
             await client.aclose()
+
+
+async def close_loop_clients() -> None:
+    """Close every Redis client of the running loop: the end of a Celery task's ``asyncio.run``."""
+    loop = asyncio.get_running_loop()
+    for key in [key for key in _loop_clients if key[1] is loop]:
+        await _loop_clients.pop(key).aclose()
 
 
 _sync_clients: dict[str, redis.Redis] = {}
@@ -52,14 +72,3 @@ def sync_client(url: str | None = None) -> redis.Redis:
             url, socket_timeout=SYNC_TIMEOUT_S, socket_connect_timeout=SYNC_TIMEOUT_S
         )
     return client
-
-
-def count_in_window(name: str, window_s: int) -> int:
-    """Add one to ``name``'s counter for the current clock window of ``window_s`` seconds; returns the
-    window's count so far (the counter lives two windows, then Redis drops it)."""
-    key = f"{name}:{int(time.time() // window_s)}"
-    pipe = sync_client().pipeline()
-    pipe.incr(key)
-    pipe.expire(key, 2 * window_s)
-    count, _expiry = pipe.execute()
-    return int(count)

@@ -1,0 +1,110 @@
+"""What each node serves right now, as its heartbeat says, in Redis: the fair queue hands out slots from it.
+
+``qwenweb:node:<node>:ready`` is a hash, pool (profile name) -> ``"<slots> <model id>"``, that lives
+``READY_TTL_S``: the node's heartbeat writes it every ``HEARTBEAT_S`` while its llama-server answers
+and the profile's instance is loaded, so a node that stops (killed, frozen, cut off) drops out of
+every pool by itself within ``READY_TTL_S``. A request that sees a node fail takes it out at once
+(``mark_failed``); its heartbeat puts it back when it serves again. A loader that just brought a
+revision live writes it at once (``mark_ready``), not at the next beat.
+"""
+
+from __future__ import annotations
+
+from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
+
+HEARTBEAT_S = 2.0
+READY_TTL_S = 6
+# A remote profile's server has no heartbeat: what the app last read of it counts this long.
+REMOTE_READY_TTL_S = 60
+_redis = LoopRedis()
+
+
+def ready_key(node: str) -> str:
+    return f"qwenweb:node:{node}:ready"
+
+
+def recover_key(node: str) -> str:
+    """Model instances a request found frozen on the node: its heartbeat restarts them (model id -> why)."""
+    return f"qwenweb:node:{node}:recover"
+
+
+def parse_served(value: bytes | str | None) -> tuple[int, str] | None:
+    if value is None:
+        return None
+    text = value.decode() if isinstance(value, bytes) else value
+    slots, _sep, model = text.partition(" ")
+    return int(slots or 0), model
+
+
+async def served_on(nodes: list[str], pool: str) -> dict[str, tuple[int, str]]:
+    """The nodes of ``nodes`` that serve ``pool`` now: node -> (slots, model id). With Redis away
+    (restarting), none is known: the caller finds out for itself, and the fair queue waits for Redis."""
+    try:
+        async with _redis.get().pipeline(transaction=False) as pipe:
+            for node in nodes:
+                pipe.hget(ready_key(node), pool)
+            values = await pipe.execute()
+    except REDIS_DOWN:
+        return {}
+    return {node: parse_served(value) for node, value in zip(nodes, values, strict=True) if value is not None}
+
+
+async def mark_ready(node: str, pool: str, slots: int, model: str, *, ttl_s: int = READY_TTL_S) -> None:
+    """``node`` serves ``pool`` as ``model`` with ``slots`` slots (with Redis away, its heartbeat says so later)."""
+    try:
+        async with _redis.get().pipeline(transaction=True) as pipe:
+            pipe.hset(ready_key(node), pool, f"{slots} {model}")
+            pipe.expire(ready_key(node), ttl_s)
+            await pipe.execute()
+    except REDIS_DOWN:
+        pass
+
+
+async def mark_failed(node: str, pool: str | None = None) -> None:
+    """The node (or only its instance for ``pool``) failed a request: no more slots there until its
+    heartbeat says it serves again."""
+    if pool is None:
+        await _redis.get().delete(ready_key(node))
+    else:
+        await _redis.get().hdel(ready_key(node), pool)
+
+
+_WITHDRAW = """
+local served = redis.call('HGET', KEYS[1], ARGV[1])
+if served and string.match(served, '^%d+ (.*)$') == ARGV[2] then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
+
+
+async def withdraw(node: str, pool: str, model: str) -> None:
+    """``model`` no longer serves ``pool`` on the node (unloaded): out of the pool, unless another
+    revision already took its place."""
+    await _redis.get().eval(_WITHDRAW, 1, ready_key(node), pool, model)
+
+
+async def request_recovery(node: str, pool: str, model: str, reason: str) -> None:
+    """A request found the instance frozen: out of the pool now, and its node's heartbeat restarts it."""
+    async with _redis.get().pipeline(transaction=True) as pipe:
+        pipe.hdel(ready_key(node), pool)
+        pipe.hset(recover_key(node), model, reason)
+        pipe.expire(recover_key(node), 600)
+        await pipe.execute()
+
+
+def publish(node: str, serving: dict[str, tuple[int, str]]) -> None:
+    """The heartbeat's beat: what the node serves now replaces what it served (synchronous)."""
+    pipe = sync_client().pipeline(transaction=True)
+    pipe.delete(ready_key(node))
+    if serving:
+        pipe.hset(ready_key(node), mapping={pool: f"{slots} {model}" for pool, (slots, model) in serving.items()})
+        pipe.expire(ready_key(node), READY_TTL_S)
+    pipe.execute()
+
+
+def take_recovery_requests(node: str) -> dict[str, str]:
+    """Instances the node must restart (model id -> why), taken off the list."""
+    pipe = sync_client().pipeline(transaction=True)
+    pipe.hgetall(recover_key(node))
+    pipe.delete(recover_key(node))
+    requests, _deleted = pipe.execute()
+    return {model.decode(): why.decode() for model, why in requests.items()}

@@ -1,0 +1,153 @@
+"""The node's heartbeat: what this node serves, told to the fair queue every couple of seconds.
+
+Runs in the llama-server supervisor (``manage.py run_llama_server``), beside the router it keeps:
+
+- every ``HEARTBEAT_S`` it asks its router for its models (a short timeout) and publishes, for each
+  profile whose live revision is loaded here, its slots and served id (``monitor.nodes.readiness``);
+  the fair queue hands out slots from that alone, so a node that stops beating (killed, frozen, cut
+  off) drops out of every pool within ``READY_TTL_S``;
+- a router that accepts connections but does not answer ``ROUTER_FAILURES`` beats in a row is
+  restarted (``on_router_hung``);
+- a model instance a request found frozen (``request_recovery``: nothing came for the hang limit and
+  it did not answer a check) is killed and loaded again, and the timeline says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
+from monitor import timeline
+from monitor.llama.client import LlamaClient
+from monitor.llama.errors import LlamaError
+from monitor.models import Event, ServerProfile
+from monitor.nodes import readiness
+from monitor.profiles.loading import ensure_serving
+from monitor.profiles.presets import live_id, parse_served_id
+
+log = logging.getLogger(__name__)
+ROUTER_TIMEOUT_S = 2.0
+ROUTER_FAILURES = 3
+
+
+def _local_profiles() -> list[ServerProfile]:
+    return list(ServerProfile.objects.filter(remote_url=""))
+
+
+class Heartbeat:
+    """One thread with its own event loop; ``stop()`` ends it."""
+
+    def __init__(self, router_pid: Callable[[], int | None], on_router_hung: Callable[[str], None]):
+        self.node = settings.NODE_NAME
+        self.router_pid = router_pid
+        self.on_router_hung = on_router_hung
+        self.client = LlamaClient(timeout=ROUTER_TIMEOUT_S)
+        self.slots: dict[str, int] = {}  # served id -> its slots (read once per id from /props)
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        asyncio.run(self._loop())
+
+    async def _loop(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                await self.beat()
+            except Exception:  # Redis or the database away a moment: the next beat tries again
+                log.warning("heartbeat failed", exc_info=True)
+            await asyncio.to_thread(self._stop.wait, max(0.1, readiness.HEARTBEAT_S - (time.monotonic() - started)))
+
+    async def beat(self) -> None:
+        recover = await asyncio.to_thread(readiness.take_recovery_requests, self.node)
+        for model, why in recover.items():
+            await self._recover(model, why)
+        try:
+            async with asyncio.timeout(ROUTER_TIMEOUT_S):
+                models = await self.client.list_models()
+        except (LlamaError, TimeoutError):
+            await asyncio.to_thread(readiness.publish, self.node, {})
+            self.failures += 1
+            if self.failures == ROUTER_FAILURES and self.router_pid() is not None:
+                self.on_router_hung(
+                    ngettext(
+                        "llama-server did not answer %(n)d check in a row (%(s).0f s).",
+                        "llama-server did not answer %(n)d checks in a row (%(s).0f s).",
+                        self.failures,
+                    )
+                    % {"n": self.failures, "s": self.failures * readiness.HEARTBEAT_S}
+                )
+            return
+        self.failures = 0
+        loaded = {model["id"] for model in models if model.get("status", {}).get("value") in ("loaded", "sleeping")}
+        serving = {}
+        for profile in await sync_to_async(_local_profiles)():
+            model = live_id(profile)
+            if model in loaded:
+                serving[profile.name] = (await self._slots_of(model), model)
+        await asyncio.to_thread(readiness.publish, self.node, serving)
+
+    async def _slots_of(self, model: str) -> int:
+        if model not in self.slots:
+            props = await self.client.get_json("/props", params={"model": model})
+            self.slots[model] = int(props.get("total_slots") or 1)
+        return self.slots[model]
+
+    async def _recover(self, model: str, why: str) -> None:
+        """Kill the frozen instance (its router sees it exit) and load the profile again."""
+        killed = _kill_instance(self.router_pid(), model)
+        parsed = parse_served_id(model)
+        profile = await sync_to_async(ServerProfile.objects.filter(name=parsed[0]).first)() if parsed else None
+        message = _("%(model)s stopped responding (%(why)s); it was restarted.") % {"model": model, "why": why}
+        await sync_to_async(timeline.record)(
+            Event.Kind.SERVER_RESTARTED, message, level=Event.Level.WARNING,
+            profile=profile.name if profile else "", killed=killed,
+        )  # fmt: skip
+        if profile is None:
+            return
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until the router has seen the instance go
+            statuses = {m["id"]: m.get("status", {}).get("value") for m in await self.client.list_models()}
+            if statuses.get(model) not in ("loaded", "sleeping", "loading"):
+                break
+            await asyncio.sleep(0.1)
+        try:
+            await ensure_serving(profile, self.client)
+        except LlamaError as error:
+            log.warning("%s did not load again after a hang: %s", model, error)
+
+
+def _kill_instance(router_pid: int | None, model: str) -> bool:
+    """SIGKILL the router's child that serves ``model`` (a frozen process takes no other signal)."""
+    if router_pid is None:
+        return False
+    try:
+        children = psutil.Process(router_pid).children()
+    except psutil.Error:
+        return False
+    for child in children:
+        try:
+            arguments = child.cmdline()
+        except psutil.Error:
+            continue
+        if any(a == "--alias" and b == model for a, b in zip(arguments, arguments[1:], strict=False)):
+            child.kill()
+            return True
+    return False

@@ -1,0 +1,274 @@
+"""The serving slot: the one way a request reaches a model, for chat turns, API calls and summaries alike.
+
+::
+
+    pool = await serving_pool(profile)             # loaded first if no node serves it (``on_loading``)
+    async with pool.slot(owner, priority="person", affinity=key) as slot:
+        await slot.client.stream_chat(...)          # the node the queue chose, the revision it serves
+
+``serving_pool`` finds the nodes that serve a profile now (their heartbeats in Redis; a cold profile
+is loaded first) and gives what a request needs to be prepared before it waits in line: the serving
+facts (context per slot, vision...) and a client for token counts. ``slot`` waits in the profile's
+fair queue and yields the node it was given, a client for the revision that node serves at that
+moment (so a change that went live while the request waited is taken up, with no second read of the
+profile) and that instance's facts. A request that finds its node failing takes the node (or only its
+instance) out of the pool for everyone at once; a frozen instance is also handed to its node to restart.
+
+A follow-up (``affinity``: a conversation's key) goes back to the node that served the conversation
+last, where llama-server keeps its prompt cached, whenever that costs less than computing the whole
+prompt again elsewhere: it waits for that node at most the time a full prompt pass would take there
+(the rule of renting skis: never pay more than twice the best choice in hindsight), then takes any
+free node.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from monitor.llama.client import LlamaClient
+from monitor.llama.errors import LlamaError, LlamaHung, LlamaStreamBroken, LlamaUnavailable
+from monitor.llama.serving import ServingInfo, forget_serving_info, serving_info
+from monitor.models import ServerProfile
+from monitor.nodes import readiness
+from monitor.profiles.clients import node_client, remote_client
+from monitor.profiles.loading import ensure_serving
+from monitor.profiles.presets import live_id
+from monitor.profiles.selectors import find_profile
+from monitor.profiles.status import router_status
+from monitor.redis_clients import LoopRedis
+from monitor.serving.queue import FairQueue, Grant, PositionCallback, Priority
+
+log = logging.getLogger(__name__)
+AFFINITY_TTL_S = 3600
+STILL_WORKING_TIMEOUT_S = 3.0
+LoadingCallback = Callable[[str], Awaitable[None]]
+_redis = LoopRedis()
+_queues: dict[str, FairQueue] = {}
+
+
+def pool_queue(name: str) -> FairQueue:
+    """The fair queue of a profile's pool (one per profile name)."""
+    queue = _queues.get(name)
+    if queue is None:
+        queue = _queues[name] = FairQueue(name)
+    return queue
+
+
+def forget_queues() -> None:
+    """Drop the cached queues (tests: a fresh set per test)."""
+    _queues.clear()
+
+
+def remote_node(profile: ServerProfile) -> str:
+    """A remote profile's server as a pool of one: it has no heartbeat, the app reads it itself."""
+    return f"remote-{profile.pk}"
+
+
+def pool_nodes(profile: ServerProfile) -> list[str]:
+    """The nodes that may serve a profile."""
+    if profile.is_remote:
+        return [remote_node(profile)]
+    return [settings.NODE_NAME]
+
+
+def _client(profile: ServerProfile, node: str, model: str) -> LlamaClient:
+    if profile.is_remote:
+        return remote_client(profile)
+    return node_client(node, model)
+
+
+@dataclass
+class ServingSlot:
+    """A slot held on one node: the client to send the request with, and what that instance serves."""
+
+    profile: ServerProfile
+    node: str
+    client: LlamaClient
+    info: ServingInfo
+    grant: Grant
+    remember_as: str = ""
+    _failed: bool = False
+
+    async def still_working(self) -> bool:
+        """Whether the instance answers at all (its ``/slots``, within a few seconds): a long prompt being
+        read is work; a frozen process or a deadlocked loop answers nothing."""
+        try:
+            await self.client.get_json("/slots", timeout_s=STILL_WORKING_TIMEOUT_S)
+        except LlamaError:
+            return False
+        return True
+
+    async def failed(self, error: LlamaError) -> None:
+        """The request failed on this node: a node (or instance) that failed gets no more slots until its
+        heartbeat says it serves again; a frozen one is restarted by its node. For a caller that turns
+        the error into its own answer (the slot sees an error that leaves its block by itself)."""
+        if not self._failed:
+            self._failed = True
+            await _take_out(self.profile.name, self.grant, error)
+
+    async def remember(self, stats: dict) -> None:
+        """After an answer: this node now holds the conversation's cache, worth ``prompt + answer`` tokens
+        at the prompt speed measured (what recomputing it elsewhere would cost)."""
+        if not self.remember_as:
+            return
+        tokens = sum(int(stats.get(name) or 0) for name in ("prompt_tokens", "cached_tokens", "output_tokens"))
+        speed = float(stats.get("prompt_per_second") or 0)
+        try:
+            key = _affinity_key(self.profile.name, self.remember_as)
+            await _redis.get().set(key, f"{self.node} {tokens} {speed}", ex=AFFINITY_TTL_S)
+        except Exception:  # a preference, never a reason to fail an answer
+            log.debug("could not remember the node of %s", self.remember_as, exc_info=True)
+
+
+def _affinity_key(pool: str, affinity: str) -> str:
+    return f"qwenweb:affinity:{pool}:{affinity}"
+
+
+async def _preference(pool: str, affinity: str) -> tuple[str, float]:
+    """The node a follow-up would rather have, and how long it may wait for it (a full prompt pass there)."""
+    if not affinity:
+        return "", 0.0
+    try:
+        value = await _redis.get().get(_affinity_key(pool, affinity))
+    except Exception:
+        return "", 0.0
+    if not value:
+        return "", 0.0
+    node, tokens, speed = value.decode().split(" ")
+    recompute_s = int(tokens) / float(speed) if float(speed) > 0 else 0.0
+    return node, min(recompute_s, settings.POOL_AFFINITY_MAX_WAIT_S)
+
+
+@dataclass
+class ServingPool:
+    """A profile and the nodes that serve it; ``info`` and ``client`` are one serving node's, ``slots``
+    the pool's (every serving node's) when it was found."""
+
+    profile: ServerProfile
+    nodes: list[str]
+    info: ServingInfo
+    client: LlamaClient
+    slots: int
+
+    async def _nodes_now(self) -> list[str]:
+        return self.nodes
+
+    @asynccontextmanager
+    async def slot(
+        self,
+        owner: str,
+        *,
+        priority: Priority = "person",
+        on_position: PositionCallback | None = None,
+        affinity: str = "",
+        remember_as: str | None = None,
+    ) -> AsyncIterator[ServingSlot]:
+        """Wait in the profile's fair queue, then hold a slot on the node it gives for the block.
+
+        ``affinity``: the conversation this request continues (its node is preferred); ``remember_as``:
+        the one its answer makes (default: the same), whose node ``remember`` records."""
+        queue = pool_queue(self.profile.name)
+        preferred, patience_s = await _preference(self.profile.name, affinity)
+        grant = await queue.acquire(
+            owner,
+            self._nodes_now,
+            priority=priority,
+            affinity=preferred,
+            patience_s=patience_s,
+            on_position=on_position,
+        )
+        serving = None
+        try:
+            client = _client(self.profile, grant.node, grant.model)
+            info = self.info if client is self.client else await serving_info(client)
+            remembered = affinity if remember_as is None else remember_as
+            serving = ServingSlot(self.profile, grant.node, client, info, grant, remembered)
+            yield serving
+        except LlamaError as error:
+            if serving is not None:
+                await serving.failed(error)
+            else:
+                await _take_out(self.profile.name, grant, error)
+            raise
+        finally:
+            await queue.release(grant)
+
+
+async def _take_out(pool: str, grant: Grant, error: LlamaError) -> None:
+    """A failing node (or instance) gets no more slots until its heartbeat says it serves again."""
+    forget_serving_info()
+    try:
+        if isinstance(error, LlamaHung):
+            log.warning("%s on %s is frozen (%s): its node restarts it", grant.model, grant.node, error)
+            await readiness.request_recovery(grant.node, pool, grant.model, str(error))
+        elif isinstance(error, LlamaUnavailable):
+            await readiness.mark_failed(grant.node)
+        elif isinstance(error, LlamaStreamBroken):
+            await readiness.mark_failed(grant.node, pool)
+    except Exception:  # Redis down: the heartbeat's expiry takes the node out by itself
+        log.warning("could not take %s out of %s", grant.node, pool, exc_info=True)
+
+
+async def serving_pool(
+    profile: ServerProfile | str | None, *, for_users: bool = False, on_loading: LoadingCallback | None = None
+) -> ServingPool:
+    """The profile's pool, loaded first when no node serves it (``on_loading(name)`` is told then).
+
+    Raises ProfileUnavailable for an unknown profile, LoadFailed when it cannot load, LlamaUnavailable
+    when its server does not answer."""
+    if not isinstance(profile, ServerProfile):
+        profile = await sync_to_async(find_profile)(profile, for_users=for_users)
+    nodes = pool_nodes(profile)
+    served = await readiness.served_on(nodes, profile.name)
+    if not served:
+        served = await _bring_up(profile, nodes, on_loading)
+    node, (_slots, model) = next(iter(served.items()))
+    client = _client(profile, node, model)
+    slots = sum(node_slots for node_slots, _model in served.values())
+    return ServingPool(profile, nodes, await serving_info(client), client, slots)
+
+
+async def _bring_up(
+    profile: ServerProfile, nodes: list[str], on_loading: LoadingCallback | None
+) -> dict[str, tuple[int, str]]:
+    """No node serves the profile (as far as the heartbeats said): read the remote server, or load it."""
+    if profile.is_remote:
+        client = remote_client(profile)
+        info = await serving_info(client, fresh=True)
+        model = profile.remote_model or ""
+        await readiness.mark_ready(nodes[0], profile.name, info.total_slots, model, ttl_s=readiness.REMOTE_READY_TTL_S)
+        return {nodes[0]: (info.total_slots, model)}
+    node = nodes[0]
+    if on_loading is not None and await _needs_loading(profile):
+        await on_loading(profile.name)
+    model = await ensure_serving(profile)
+    info = await serving_info(node_client(node, model))
+    await readiness.mark_ready(node, profile.name, info.total_slots, model)
+    return {node: (info.total_slots, model)}
+
+
+async def _needs_loading(profile: ServerProfile) -> bool:
+    """Whether the profile's live revision must be loaded first (worth telling the person)."""
+    statuses = await router_status()
+    return statuses.get(live_id(profile), {}).get("value") not in ("loaded", "sleeping")
+
+
+@asynccontextmanager
+async def serving_slot(
+    profile: ServerProfile | str | None,
+    owner: str,
+    *,
+    priority: Priority = "person",
+    on_position: PositionCallback | None = None,
+    affinity: str = "",
+) -> AsyncIterator[ServingSlot]:
+    """``serving_pool(profile)`` and its ``slot(...)`` in one: for a caller that prepares nothing first."""
+    pool = await serving_pool(profile)
+    async with pool.slot(owner, priority=priority, on_position=on_position, affinity=affinity) as slot:
+        yield slot

@@ -32,7 +32,7 @@ run: setup
 	-$(PY) scripts/install_system_packages.py $(OCR_PACKAGES)
 	$(PY) scripts/stack.py run
 
-# Stops every part a running `make run` started (supervisord over its private socket in var/run).
+# Stops every part a `make run` started: through its supervisord, or without it when supervisord was killed.
 stop:
 	$(PY) scripts/stack.py stop
 

@@ -2,9 +2,10 @@
 
 The unit runs what `make run` runs (``scripts/stack.py run``: migrate, then every part
 under supervisord in the foreground) as the dedicated system user ``qwenweb``, which
-owns ``var/``; systemd restarts it if supervisord itself ever exits. Where systemd is
-not the init system (a container, a sandbox) it says so, prints the unit it would have
-written, and changes nothing.
+owns ``var/``; systemd restarts it if supervisord itself ever exits, and the new run
+first stops whatever the dead supervisord's programs left running, as `make run` does
+(scripts/leftovers.py). Where systemd is not the init system (a container, a sandbox)
+it says so, prints the unit it would have written, and changes nothing.
 """
 
 from __future__ import annotations

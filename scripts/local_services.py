@@ -70,6 +70,9 @@ def free_port(preferred: int | None = None) -> int:
     """``preferred`` if nothing listens on it, else any free loopback port."""
     if preferred:
         with socket.socket() as sock:
+            # As the servers bind (Redis, Daphne, llama-server): a port whose last connections are in
+            # TIME_WAIT (a run just stopped) is free to them, and a restarted stack keeps its ports.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("0.0.0.0", preferred))
                 return preferred

@@ -3,6 +3,10 @@
 Usage: python scripts/stack.py run     (from `make run`: supervisord in the foreground, Ctrl-C stops all)
        python scripts/stack.py prepare (everything but starting the processes)
        python scripts/stack.py stop    (from `make stop`: asks a running supervisord to stop everything)
+
+A run whose supervisord was killed leaves its programs running (each in a process group of its
+own): `run` (and the boot service, which runs it) first stops whatever the last run left, and
+`stop` stops it too when supervisord is gone; both say what they stopped (scripts/leftovers.py).
 """
 
 from __future__ import annotations
@@ -16,13 +20,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts.leftovers import (  # noqa: E402
+    Leftover,
+    describe,
+    new_run,
+    processes_of_run,
+    recorded,
+    running_supervisord,
+    stop,
+    wait_gone,
+)
 from scripts.local_services import (  # noqa: E402
     ensure_default_model,
     free_port,
     redis_reachable,
     redis_server_binary,
 )
-from scripts.supervisor_config import supervisorctl, supervisord, write_config  # noqa: E402
+from scripts.supervisor_config import STOP_WAIT_S, supervisorctl, supervisord, write_config  # noqa: E402
+
+# `make stop`: how long supervisord may take to stop its programs (each up to STOP_WAIT_S) before
+# what is left is stopped without it.
+SHUTDOWN_WAIT_S = 60
 
 
 def step(message: str) -> None:
@@ -99,18 +117,73 @@ def configured_var_dir() -> Path:
     return Path(os.environ.get("QWENWEB_VAR_DIR", str(ROOT / "var"))).resolve()
 
 
+def stop_leftovers(var_dir: Path, why: str) -> tuple[list[Leftover], list[Leftover]]:
+    """Stop every process of the recorded run that is still alive, saying which: (found, not stopped)."""
+    leftovers = processes_of_run(var_dir)
+    if not leftovers:
+        return [], []
+    step(why)
+    for line in describe(leftovers):
+        print(f"    {line}", flush=True)
+    survivors = stop(leftovers, STOP_WAIT_S)
+    if survivors:
+        print(f"    could not stop {'; '.join(describe(survivors))}: stop them by hand", file=sys.stderr, flush=True)
+    else:
+        print(f"    stopped {len(leftovers)} processes", flush=True)
+    return leftovers, survivors
+
+
+def launch(env: dict, var_dir: Path, *, with_redis: bool, only: set[str] | None = None) -> list[str]:
+    """The configuration written and the last run's records cleared: the argv that starts supervisord
+    (through the recorder, as each of its programs)."""
+    write_config(env, with_redis=with_redis, var_dir=var_dir, only=only)
+    new_run(var_dir)
+    return recorded(var_dir, "supervisord", supervisord(var_dir))
+
+
+def run() -> None:
+    var_dir = configured_var_dir()
+    supervisor = running_supervisord(var_dir)
+    if supervisor is not None:
+        raise SystemExit(f"qwenweb is already running (supervisord, pid {supervisor.pid}); `make stop` stops it.")
+    # Before anything picks a port: the last run's Redis and llama-server would still hold theirs.
+    if stop_leftovers(var_dir, "stopping what the last run left running (its supervisord was killed)")[1]:
+        raise SystemExit(1)
+    env, with_redis = prepare()
+    argv = launch(env, Path(env["QWENWEB_VAR_DIR"]), with_redis=with_redis)
+    step(f"starting every part under supervisord ({argv[-1]}); logs in var/log/; Ctrl-C or `make stop` stops all")
+    os.chdir(ROOT)
+    os.execve(argv[0], argv, env)
+
+
+def stop_all(var_dir: Path) -> int:
+    """`make stop`: supervisord stops its programs when it is alive; whatever is left (everything,
+    when supervisord was killed) is stopped here."""
+    supervisor = running_supervisord(var_dir)
+    shut_down = False
+    if (var_dir / "run" / "supervisor.sock").exists():
+        # Also reaches a supervisord started before runs were marked; refused when it is gone.
+        asked = subprocess.run(supervisorctl(var_dir, "shutdown"), check=False, capture_output=True, text=True)
+        shut_down = asked.returncode == 0
+        if shut_down:
+            step("supervisord is stopping every part")
+    if supervisor is not None:
+        wait_gone([supervisor], SHUTDOWN_WAIT_S)
+    why = "stopping what supervisord left running" if supervisor else "supervisord is gone; stopping the parts it left"
+    stopped, survivors = stop_leftovers(var_dir, why)
+    if not (shut_down or supervisor or stopped):
+        print("Nothing of qwenweb is running.")
+    return 1 if survivors else 0
+
+
 def main() -> None:
     command = sys.argv[1] if len(sys.argv) > 1 else "run"
     if command == "stop":
-        raise SystemExit(subprocess.run(supervisorctl(configured_var_dir(), "shutdown"), check=False).returncode)
-    env, with_redis = prepare()
+        raise SystemExit(stop_all(configured_var_dir()))
     if command == "prepare":
+        prepare()
         return
-    config = write_config(env, with_redis=with_redis, var_dir=Path(env["QWENWEB_VAR_DIR"]))
-    step(f"starting every part under supervisord ({config}); logs in var/log/; Ctrl-C or `make stop` stops all")
-    argv = supervisord(Path(env["QWENWEB_VAR_DIR"]))
-    os.chdir(ROOT)
-    os.execve(argv[0], argv, env)
+    run()
 
 
 if __name__ == "__main__":

@@ -17,9 +17,13 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scripts.leftovers import recorded
+
 ROOT = Path(__file__).resolve().parent.parent
 LOG_MAX_BYTES = "20MB"
 LOG_BACKUPS = 5
+# How long a program has to stop after SIGTERM before SIGKILL (supervisord, and `make stop` without it).
+STOP_WAIT_S = 15
 EVENTS = "PROCESS_STATE_EXITED,PROCESS_STATE_BACKOFF,PROCESS_STATE_FATAL,PROCESS_STATE_RUNNING"
 
 
@@ -93,16 +97,18 @@ def argv_line(argv: list[str]) -> str:
     return shlex.join(argv).replace("%", "%%")
 
 
-def program_section(program: Program, log_dir: Path) -> list[str]:
+def program_section(program: Program, var_dir: Path) -> list[str]:
+    log_dir = var_dir / "log"
     lines = [
         f"[program:{program.name}]",
-        f"command={argv_line(program.argv)}",
+        # Through the recorder: a later run finds the program's group even when supervisord was killed.
+        f"command={argv_line(recorded(var_dir, program.name, program.argv))}",
         f"directory={ROOT}",
         f"priority={program.priority}",
         f"startsecs={program.startsecs}",
         "stopasgroup=true",
         "killasgroup=true",
-        "stopwaitsecs=15",
+        f"stopwaitsecs={STOP_WAIT_S}",
         "redirect_stderr=true",
     ]
     if program.once:
@@ -146,7 +152,7 @@ def render(env: dict, *, with_redis: bool, var_dir: Path, only: set[str] | None 
         f"serverurl=unix://{socket}",
         "",
         "[eventlistener:events]",
-        f"command={argv_line([sys.executable, str(ROOT / 'manage.py'), 'supervisor_events'])}",
+        f"command={argv_line(recorded(var_dir, 'events', [sys.executable, str(ROOT / 'manage.py'), 'supervisor_events']))}",
         f"directory={ROOT}",
         f"events={EVENTS}",
         "priority=1",
@@ -160,7 +166,7 @@ def render(env: dict, *, with_redis: bool, var_dir: Path, only: set[str] | None 
     for program in programs(env, with_redis=with_redis):
         if only is not None and program.name not in only:
             continue
-        lines += [*program_section(program, log_dir), ""]
+        lines += [*program_section(program, var_dir), ""]
     return "\n".join(lines)
 
 

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, FilteredRelation, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.errors import ChatError
 from chat.models import Account, DailyUsage
@@ -111,7 +112,11 @@ def check_quota(user_id: int) -> None:
         usage_pk, used = row.pk, row.tokens
     if token_limit and used >= token_limit:
         raise QuotaExceeded(
-            _("You have reached your daily limit of %(limit)d tokens; it resets at midnight (server time).")
+            ngettext(
+                "You have reached your daily limit of %(limit)d token; it resets at midnight (server time).",
+                "You have reached your daily limit of %(limit)d tokens; it resets at midnight (server time).",
+                token_limit,
+            )
             % {"limit": token_limit},
             "daily_tokens_exceeded",
         )
@@ -120,7 +125,11 @@ def check_quota(user_id: int) -> None:
         rows = rows.filter(turns__lt=turn_limit)
     if not rows.update(turns=F("turns") + 1):
         raise QuotaExceeded(
-            _("You have reached your daily limit of %(limit)d turns; it resets at midnight (server time).")
+            ngettext(
+                "You have reached your daily limit of %(limit)d turn; it resets at midnight (server time).",
+                "You have reached your daily limit of %(limit)d turns; it resets at midnight (server time).",
+                turn_limit,
+            )
             % {"limit": turn_limit},
             "daily_turns_exceeded",
         )

@@ -17,6 +17,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.accounts.quotas import AccountDisabled, QuotaExceeded, check_quota
 from chat.api import keys, request_fields
@@ -97,7 +98,11 @@ def _admit(bearer_key: str, limiter: KeyLimiter) -> CallerKey:
     except TooManyRequests as error:
         raise ApiError(
             429,
-            _("This key made %(limit)d requests in the last minute, its limit. Try again in %(seconds)d seconds.")
+            ngettext(
+                "This key made %(limit)d request in the last minute, its limit. Try again in %(seconds)d s.",
+                "This key made %(limit)d requests in the last minute, its limit. Try again in %(seconds)d s.",
+                limit,
+            )
             % {"limit": limit, "seconds": error.retry_after_s},
             type="requests",
             code="rate_limit_exceeded",
@@ -234,7 +239,11 @@ async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter) -> AsyncIter
         except OverLimit as error:
             raise ApiError(
                 429,
-                _("This key already has %(limit)d requests in progress, its limit. Wait for one to finish.")
+                ngettext(
+                    "This key already has %(limit)d request in progress, its limit. Wait for it to finish.",
+                    "This key already has %(limit)d requests in progress, its limit. Wait for one to finish.",
+                    key.concurrency_limit,
+                )
                 % {"limit": key.concurrency_limit},
                 type="requests",
                 code="rate_limit_exceeded",

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.accounts.quotas import add_tokens
 from chat.api.errors import ApiError
@@ -47,11 +48,22 @@ def create_key(owner, name: str) -> tuple[ApiKey, str]:
     if not name:
         raise ChatError(_("Give the key a name, so you can tell your keys apart."))
     if len(name) > MAX_NAME_CHARS:
-        raise ChatError(_("The name is too long: the limit is %(chars)d characters.") % {"chars": MAX_NAME_CHARS})
+        raise ChatError(
+            ngettext(
+                "The name is too long: the limit is %(chars)d character.",
+                "The name is too long: the limit is %(chars)d characters.",
+                MAX_NAME_CHARS,
+            )
+            % {"chars": MAX_NAME_CHARS}
+        )
     limit = settings.MAX_API_KEYS_PER_USER
     if ApiKey.objects.filter(owner=owner, revoked_at__isnull=True).count() >= limit:
         raise ChatError(
-            _("You have %(limit)d API keys, the most one person may have. Revoke one to create another.")
+            ngettext(
+                "You have %(limit)d API key, the most one person may have. Revoke it to create another.",
+                "You have %(limit)d API keys, the most one person may have. Revoke one to create another.",
+                limit,
+            )
             % {"limit": limit}
         )
     while True:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.errors import ChatError
 from monitor.public import LlamaClient
@@ -119,7 +119,11 @@ async def fit_messages(client: LlamaClient, messages: list[dict], n_ctx: int, te
             return FittedPrompt(candidate, dropped, max(max_tokens, MIN_ANSWER_TOKENS))
         if len(turns) <= 1:
             raise ChatError(
-                _("Your message is too long for this model: about %(tokens)d tokens, the limit is %(limit)d.")
+                ngettext(
+                    "Your message is too long for this model: about %(tokens)d token, the limit is %(limit)d.",
+                    "Your message is too long for this model: about %(tokens)d tokens, the limit is %(limit)d.",
+                    tokens,
+                )
                 % {"tokens": tokens, "limit": budget}
             )
         # Drop the oldest turn, and keep the first remaining turn a user's (templates want it).

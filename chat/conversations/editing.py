@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.conversations.selectors import get_conversation
 from chat.conversations.services import TITLE_MAX
@@ -25,7 +26,11 @@ def clean_question(text: str) -> str:
         raise ChatError(_("The message is empty."))
     if len(text) > settings.CHAT_MAX_MESSAGE_CHARS:
         raise ChatError(
-            _("The message is too long: the limit is %(chars)d characters.")
+            ngettext(
+                "The message is too long: the limit is %(chars)d character.",
+                "The message is too long: the limit is %(chars)d characters.",
+                settings.CHAT_MAX_MESSAGE_CHARS,
+            )
             % {"chars": settings.CHAT_MAX_MESSAGE_CHARS}
         )
     return text

@@ -12,7 +12,7 @@ per-minute count is a Redis counter per person and minute.
 from __future__ import annotations
 
 from django.conf import settings
-from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.errors import ChatError
 from chat.models import Message
@@ -34,11 +34,21 @@ def check_turn_allowed(user) -> None:
     limit = settings.CHAT_TURNS_IN_FLIGHT
     if turns_in_flight(user) >= limit:
         raise TurnLimited(
-            _("You already have %(count)d answers being written; wait for one to finish.") % {"count": limit}
+            ngettext(
+                "You already have %(count)d answer being written; wait for it to finish.",
+                "You already have %(count)d answers being written; wait for one to finish.",
+                limit,
+            )
+            % {"count": limit}
         )
     per_minute = settings.CHAT_TURNS_PER_MINUTE
     started = count_in_window(f"qwenweb:turns:{user.pk}", 60)
     if started > per_minute:
         raise TurnLimited(
-            _("You can start at most %(count)d answers a minute; wait a moment and send again.") % {"count": per_minute}
+            ngettext(
+                "You can start at most %(count)d answer a minute; wait a moment and send again.",
+                "You can start at most %(count)d answers a minute; wait a moment and send again.",
+                per_minute,
+            )
+            % {"count": per_minute}
         )

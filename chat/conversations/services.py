@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.accounts.quotas import add_tokens, check_quota
 from chat.conversations.limits import check_turn_allowed
@@ -28,7 +29,14 @@ def create_conversation(user, title: str = "") -> Conversation:
 def clean_title(title: str) -> str:
     title = " ".join((title or "").split())
     if len(title) > TITLE_MAX:
-        raise ChatError(_("A title can have at most %(limit)d characters.") % {"limit": TITLE_MAX})
+        raise ChatError(
+            ngettext(
+                "A title can have at most %(limit)d character.",
+                "A title can have at most %(limit)d characters.",
+                TITLE_MAX,
+            )
+            % {"limit": TITLE_MAX}
+        )
     return title
 
 
@@ -65,7 +73,12 @@ def update_prompt_settings(user, conversation_id, *, system_prompt: str, preset:
     conversation = get_conversation(user, conversation_id)
     if len(system_prompt) > SYSTEM_PROMPT_MAX_CHARS:
         raise ChatError(
-            _("A system prompt can have at most %(limit)d characters.") % {"limit": SYSTEM_PROMPT_MAX_CHARS}
+            ngettext(
+                "A system prompt can have at most %(limit)d character.",
+                "A system prompt can have at most %(limit)d characters.",
+                SYSTEM_PROMPT_MAX_CHARS,
+            )
+            % {"limit": SYSTEM_PROMPT_MAX_CHARS}
         )
     if preset and preset not in PRESETS:
         raise ChatError(_("Unknown sampling preset."))

@@ -17,6 +17,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.conversations.context import documents_budget, fit_messages, with_system_prompt
 from chat.conversations.presets import sampling_fields
@@ -222,9 +223,11 @@ class TurnRunner:
         fitted = await fit_messages(pool.client, messages, info.n_ctx, info.template_key)
         notice = ""
         if fitted.dropped:
-            notice = _("%(count)d earlier messages were left out so the conversation fits the model's context.") % {
-                "count": fitted.dropped
-            }
+            notice = ngettext(
+                "%(count)d earlier message was left out so the conversation fits the model's context.",
+                "%(count)d earlier messages were left out so the conversation fits the model's context.",
+                fitted.dropped,
+            ) % {"count": fitted.dropped}
         payload: dict = {
             "messages": fitted.messages,
             "max_tokens": min(self.options.get("max_tokens", fitted.max_tokens), fitted.max_tokens),

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.documents.sandbox import Cancelled, extract_in_child
 from chat.documents.scan_reading import model_reader, read_scans
@@ -157,12 +158,16 @@ def _page_store(document: Document):
 
 def no_text_message(scanned: list[int], read_by_ocr: list[int]) -> str:
     if read_by_ocr:
-        return _(
-            "No page of this document has a text layer, and text recognition (OCR) found no text on pages %(pages)s."
+        return ngettext(
+            "No page of this document has a text layer, and text recognition (OCR) found no text on page %(pages)s.",
+            "No page of this document has a text layer, and text recognition (OCR) found no text on pages %(pages)s.",
+            len(read_by_ocr),
         ) % {"pages": page_list(read_by_ocr)}
     if scanned:
-        return _(
-            "No page of this document has a text layer (pages %(pages)s are scanned images); text recognition (OCR) is not available."
+        return ngettext(
+            "No page of this document has a text layer (page %(pages)s is a scanned image); text recognition (OCR) is not available.",
+            "No page of this document has a text layer (pages %(pages)s are scanned images); text recognition (OCR) is not available.",
+            len(scanned),
         ) % {"pages": page_list(scanned)}
     return _("This document contains no text.")
 
@@ -196,9 +201,11 @@ def claim_stalled(document_id) -> str:
     if document is None:
         return ""
     if document.attempts >= settings.DOCUMENT_MAX_ATTEMPTS:
-        message = _("Reading this document stopped %(count)d times before it finished, so it was given up.") % {
-            "count": document.attempts
-        }
+        message = ngettext(
+            "Reading this document stopped %(count)d time before it finished, so it was given up.",
+            "Reading this document stopped %(count)d times before it finished, so it was given up.",
+            document.attempts,
+        ) % {"count": document.attempts}
         if document.status == Document.Status.EXTRACTING:
             fail(document.id, message)
             stored_file(document).unlink(missing_ok=True)

@@ -6,6 +6,7 @@ import uuid
 
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.errors import NotFound
 from chat.models import Conversation, Document
@@ -86,21 +87,29 @@ def scanned_note(scanned: list[int], read_by_ocr: list[int], read_by_model: list
     notes = []
     if read_by_model:
         notes.append(
-            _("Pages %(pages)s are scanned images; their text was read by the model and may contain errors.")
+            ngettext(
+                "Page %(pages)s is a scanned image; its text was read by the model and may contain errors.",
+                "Pages %(pages)s are scanned images; their text was read by the model and may contain errors.",
+                len(read_by_model),
+            )
             % {"pages": page_list(read_by_model)}
         )
     if read_by_ocr:
         notes.append(
-            _(
-                "Pages %(pages)s are scanned images; their text was read by text recognition (OCR) and may contain errors."
+            ngettext(
+                "Page %(pages)s is a scanned image; its text was read by text recognition (OCR) and may contain errors.",
+                "Pages %(pages)s are scanned images; their text was read by text recognition (OCR) and may contain errors.",
+                len(read_by_ocr),
             )
             % {"pages": page_list(read_by_ocr)}
         )
     left_out = [number for number in scanned if number not in {*read_by_ocr, *read_by_model}]
     if left_out:
         notes.append(
-            _(
-                "Pages %(pages)s have no text layer (scanned images) and were left out: text recognition (OCR) is not available."
+            ngettext(
+                "Page %(pages)s has no text layer (a scanned image) and was left out: text recognition (OCR) is not available.",
+                "Pages %(pages)s have no text layer (scanned images) and were left out: text recognition (OCR) is not available.",
+                len(left_out),
             )
             % {"pages": page_list(left_out)}
         )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.documents import formats, pdf_open
 from chat.documents.extraction import decode_text, document_kind, iter_text_pages, pdf_refusal
@@ -65,7 +66,11 @@ def _check_pdf(data: bytes, password: str | None) -> tuple[int, bytes]:
 def _check_page_limit(pages: int) -> None:
     if pages > settings.DOCUMENT_MAX_PAGES:
         raise DocumentError(
-            _("The document has %(pages)d pages; the limit is %(limit)d.")
+            ngettext(
+                "The document has %(pages)d page; the limit is %(limit)d.",
+                "The document has %(pages)d pages; the limit is %(limit)d.",
+                pages,
+            )
             % {"pages": pages, "limit": settings.DOCUMENT_MAX_PAGES}
         )
 

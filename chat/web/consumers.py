@@ -15,6 +15,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.conversations import images, services
 from chat.conversations.runs import hub
@@ -63,7 +64,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         if text_data is None or len(text_data) > max_frame_chars():
             await self._error(
-                _("The message is too large: text is limited to %(chars)d characters and images to %(mb).0f MB.")
+                ngettext(
+                    "The message is too large: text is limited to %(chars)d character and images to %(mb).0f MB.",
+                    "The message is too large: text is limited to %(chars)d characters and images to %(mb).0f MB.",
+                    settings.CHAT_MAX_MESSAGE_CHARS,
+                )
                 % {"chars": settings.CHAT_MAX_MESSAGE_CHARS, "mb": settings.CHAT_MAX_IMAGE_BYTES / 1_048_576}
             )
             return
@@ -104,7 +109,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         text = text.strip()
         if len(text) > settings.CHAT_MAX_MESSAGE_CHARS:
             raise ChatError(
-                _("The message is too long: the limit is %(chars)d characters.")
+                ngettext(
+                    "The message is too long: the limit is %(chars)d character.",
+                    "The message is too long: the limit is %(chars)d characters.",
+                    settings.CHAT_MAX_MESSAGE_CHARS,
+                )
                 % {"chars": settings.CHAT_MAX_MESSAGE_CHARS}
             )
         image = None

@@ -9,7 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.http import content_disposition_header
-from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.conversations import editing, export, search, selectors, services
@@ -99,5 +99,6 @@ def delete_many(request):
         return redirect("chat:index")
     count = services.delete_conversations(request.user, form.cleaned_data["ids"])
     hub.stop_from_thread(form.cleaned_data["ids"], request.user.pk)
-    flash.success(request, _("Conversations deleted: %(count)d.") % {"count": count})
+    deleted = ngettext("%(count)d conversation deleted.", "%(count)d conversations deleted.", count)
+    flash.success(request, deleted % {"count": count})
     return redirect("chat:index")

@@ -9,7 +9,7 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
 from chat.conversations.presets import SYSTEM_PROMPT_MAX_CHARS, preset_choices
 from chat.conversations.services import THINKING_BUDGET_MAX
@@ -76,8 +76,10 @@ class PromptSettingsForm(forms.Form):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["system_prompt"].error_messages["max_length"] = _(
-            "A system prompt can have at most %(limit)d characters."
+        self.fields["system_prompt"].error_messages["max_length"] = ngettext(
+            "A system prompt can have at most %(limit)d character.",
+            "A system prompt can have at most %(limit)d characters.",
+            SYSTEM_PROMPT_MAX_CHARS,
         ) % {"limit": SYSTEM_PROMPT_MAX_CHARS}
 
 

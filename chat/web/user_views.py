@@ -11,6 +11,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.accounts import selectors, services, signup
@@ -95,7 +96,11 @@ def create_invite(request):
         return redirect("chat:users")
     _invite, token = signup.create_invite(request.user, data["note"])
     link = request.build_absolute_uri(reverse("chat:signup-invite", args=[token]))
-    label = _("Invite link (shown only now; it works once, for %(days)d days):") % {"days": settings.INVITE_DAYS}
+    label = ngettext(
+        "Invite link (shown only now; it works once, for %(days)d day):",
+        "Invite link (shown only now; it works once, for %(days)d days):",
+        settings.INVITE_DAYS,
+    ) % {"days": settings.INVITE_DAYS}
     return _users_page(request, shown_secret=link, secret_label=label, status=201)
 
 

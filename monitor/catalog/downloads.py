@@ -25,6 +25,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from monitor import timeline
 from monitor.catalog.blocks import CHUNK, BlockPipeline
@@ -94,7 +95,14 @@ def create_job(user, url: str, expected_sha256: str = "") -> DownloadJob:
     else:
         names, urls = [name], [url]
     if hashes and len(hashes) != len(names):
-        raise DownloadError(_("Give one SHA256 per file: this set has %(count)d files.") % {"count": len(names)})
+        raise DownloadError(
+            ngettext(
+                "Give one SHA256 per file: this set has %(count)d file.",
+                "Give one SHA256 per file: this set has %(count)d files.",
+                len(names),
+            )
+            % {"count": len(names)}
+        )
     for item in names:
         if (models_dir() / item).exists():
             raise DownloadError(_("%(name)s is already in the models directory.") % {"name": item})

@@ -177,7 +177,7 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
         errors["n_cpu_moe"] = _("%(name)s is not a mixture-of-experts model.") % {"name": profile.model_file}
     if main and draft and (draft.vocab_size != main.vocab_size or draft.architecture.split("-")[0] == ""):
         errors["draft_model_file"] = _(
-            "The draft model's vocabulary (%(draft)d tokens) does not match the model's (%(main)d tokens)."
+            "The draft model's vocabulary size (%(draft)d) does not match the model's (%(main)d)."
         ) % {"draft": draft.vocab_size, "main": main.vocab_size}
     if projector and projector.architecture != "clip":
         errors["mmproj_file"] = _("%(name)s is not a vision projector.") % {"name": profile.mmproj_file}

@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from monitor import timeline
 from monitor.llama.client import LlamaClient, run_with_client
@@ -70,7 +71,11 @@ async def _check(client: LlamaClient) -> list[str]:
         failures = store.incr(FAILURES_KEY)
         store.expire(FAILURES_KEY, 3600)
         if failures % FAILURES_BEFORE_RESTART == 0:  # every second failed check, for as long as it lasts
-            reason = _("llama-server did not answer %(n)d checks in a row.") % {"n": failures}
+            reason = ngettext(
+                "llama-server did not answer %(n)d check in a row.",
+                "llama-server did not answer %(n)d checks in a row.",
+                failures,
+            ) % {"n": failures}
             if request_restart(reason):
                 notes.append("restart requested")
             else:

@@ -65,7 +65,7 @@ def test_planner_shows_the_breakdown(browser):
     # 42 MiB of KV cache on the CPU, as llama-server allocates for these settings.
     expect(totals.locator("tr", has_text="KV cache").locator("td").nth(2)).to_have_text("42")
     expect(page.locator("#plan-layers tbody tr")).to_have_count(20)
-    expect(page.locator("#advice")).to_contain_text("GPU layers 19")
+    expect(page.locator("#advice")).to_contain_text("GPU layers: 19")
     page.close()
 
 

@@ -201,7 +201,7 @@ def test_daily_turn_quota_on_the_socket_is_named_in_the_persons_language(llama):
         assert events_until(ws)[-1]["status"] == "stopped"
         send(ws, type="send", text="one more")
         refused = events_until(ws, "accepted")[-1]
-    assert refused["message"] == ("You have reached your daily limit of 1 turns; it resets at midnight (server time).")
+    assert refused["message"] == ("You have reached your daily limit of 1 turn; it resets at midnight (server time).")
     assert DailyUsage.objects.get(user=person, day=timezone.localdate()).turns == 1
     # Tokens: a page in Chinese reads its refusal in Chinese.
     other = make_user()
@@ -247,7 +247,7 @@ def test_daily_quota_on_the_api_is_429_in_openai_shape():
     assert refused.status_code == 429
     assert refused.json() == {
         "error": {
-            "message": "You have reached your daily limit of 1 turns; it resets at midnight (server time).",
+            "message": "You have reached your daily limit of 1 turn; it resets at midnight (server time).",
             "type": "insufficient_quota",
             "param": None,
             "code": "daily_turns_exceeded",

@@ -121,8 +121,8 @@ def test_keys_per_person_are_limited_and_the_page_says_so(web_server):
         headers={"Referer": base_url() + "/keys/"},
     )  # fmt: skip
     assert f"You have {settings.MAX_API_KEYS_PER_USER} API keys, the most one person may have" in page.text
-    limits = f"You may hold {settings.MAX_API_KEYS_PER_USER} keys that are not revoked; each key may make"
-    assert limits in page.text and f"{settings.API_KEY_RPM} requests a minute" in page.text
+    limits = f"You may hold {settings.MAX_API_KEYS_PER_USER} keys that are not revoked."
+    assert limits in page.text and f"Each key may make {settings.API_KEY_RPM} requests a minute." in page.text
     assert not ApiKey.objects.filter(owner=person, name="one too many").exists()
     http.post(
         f"/keys/{ApiKey.objects.filter(owner=person).first().pk}/revoke/",

@@ -265,7 +265,7 @@ def test_delete_many_touches_only_the_owners():
     assert "One of the chosen conversations does not exist." in refused.content.decode()
     assert Conversation.objects.filter(id__in=[mine[2].id, theirs.id]).count() == 2
     done = client.post("/c/delete-many/", {"ids": [str(mine[2].id)]}, follow=True)
-    assert "Conversations deleted: 1." in done.content.decode()
+    assert "1 conversation deleted." in done.content.decode()
     assert not Conversation.objects.filter(owner=user).exists()
 
 

@@ -38,7 +38,7 @@ def cells(html: str, row_class: str) -> list[list[str]]:
 def test_hybrid_moe_plan_layer_by_layer(staff, tmp_path):
     write_model(tmp_path / "hybrid.gguf", Shape("qwen35moe", n_layer=8, nextn=1))
     html = page(staff, tmp_path, "hybrid.gguf")
-    assert "6 recurrent" in html and "2 full attention" in html and "1 MTP blocks" in html
+    assert "6 recurrent" in html and "2 full attention" in html and "MTP blocks: 1" in html
     attention, recurrent, mtp = cells(html, "attention"), cells(html, "recurrent"), cells(html, "mtp")
     assert len(attention) == 2 and len(recurrent) == 6 and len(mtp) == 1
     assert all(row[-1] == "0" for row in attention)  # no recurrent state on attention layers

@@ -73,7 +73,7 @@ def odd_files():
         ({"model_file": "missing.gguf"}, "model_file", "not in the models directory"),
         ({"model_file": "../../etc/passwd"}, "model_file", "not a path"),
         ({"model_file": "not-a-model.gguf"}, "model_file", "not a GGUF file"),
-        ({"draft_model_file": "tiny-draft.gguf"}, "draft_model_file", "vocabulary (5000 tokens) does not match"),
+        ({"draft_model_file": "tiny-draft.gguf"}, "draft_model_file", "vocabulary size (5000) does not match"),
         ({"n_cpu_moe": 4}, "n_cpu_moe", "not a mixture-of-experts"),
         ({"extra_args": "--port 9999"}, "extra_args", "--port is not allowed in a profile"),
         ({"extra_args": "--no-such-flag 1"}, "extra_args", "--no-such-flag is not allowed in a profile"),

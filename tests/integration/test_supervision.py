@@ -2,7 +2,8 @@
 
 A killed part is started again by supervisord while the others keep running, the
 restart lands on the timeline (the event listener), and ``supervisorctl shutdown``
-(`make stop`) stops everything.
+(`make stop`) stops everything. A killed supervisord leaves its programs running: the next
+`make run` stops them and starts clean, and `make stop` stops them without supervisord.
 """
 
 from __future__ import annotations
@@ -10,14 +11,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
+import httpx
 import psutil
 import pytest
+import redis
+from celery import Celery
 
+from scripts.leftovers import alive, describe, processes_of_run, stop
 from scripts.supervisor_config import supervisorctl
-from tests.support.stack import Service, wait_until
-from tests.support.supervised import Supervised, supervised_env
+from tests.support.stack import ROOT, Service, wait_until
+from tests.support.supervised import Supervised, program_pids, supervised_env
 
 
 @pytest.fixture
@@ -31,9 +38,7 @@ def supervised(tmp_path):
         wait_until(lambda: {"redis", "sampler"} <= set(stack.pids()), 30, "supervisord's programs", stack.process)
         yield stack
     finally:
-        if stack.process.poll() is None:
-            os.killpg(stack.process.pid, signal.SIGKILL)
-            stack.process.wait(10)
+        stack.stop_everything()
 
 
 def test_killed_part_is_restarted_recorded_and_make_stop_stops_all(supervised):
@@ -75,3 +80,82 @@ def test_llama_supervisor_killed_alone_leaves_no_router_behind(llama):
     wait_until(lambda: llama.router_pid() not in (None, orphan), 60, "a new router", llama.process, llama.log_path)
     assert _gone(orphan)
     wait_until(llama.healthy, 120, "the default profile answers again", llama.process, llama.log_path)
+
+
+STACK = [sys.executable, str(ROOT / "scripts" / "stack.py")]
+PROGRAMS = {"redis", "llama", "web", "worker", "documents", "watchdog", "beat", "sampler"}
+WORKERS = {"celery", "documents", "watchdog"}
+
+
+def every_part_answers(var_dir: Path, env: dict) -> bool:
+    """Each program RUNNING under supervisord, and each part answering on its own port or queue."""
+    assert PROGRAMS <= set(program_pids(var_dir))
+    assert httpx.get(f"http://127.0.0.1:{env['QWENWEB_PORT']}/login/", timeout=5).status_code == 200
+    assert redis.Redis.from_url(env["REDIS_URL"], socket_timeout=5).ping()
+    key = env.get("LLAMA_API_KEY") or (var_dir / "llama_api_key").read_text().strip()
+    served = httpx.get(env["LLAMA_SERVER_URL"] + "/models", headers={"Authorization": f"Bearer {key}"}, timeout=5)
+    # A profile's instance loaded: the router alone would answer too.
+    assert any(model["status"]["value"] == "loaded" for model in served.json()["data"])
+    answered = Celery(broker=env["REDIS_URL"]).control.ping(timeout=3)
+    return {name.split("@")[0] for reply in answered for name in reply} >= WORKERS
+
+
+def test_make_run_after_a_killed_supervisord_stops_the_old_run_and_starts_clean(tmp_path):
+    """supervisord SIGKILLed leaves every program running (each in a group of its own) and holding its
+    port; `make run` again stops all of it, saying what, and every part comes up; `make stop` with
+    supervisord killed again stops every part of the new run."""
+    var_dir = tmp_path / "var"
+    var_dir.mkdir()
+    env = supervised_env(var_dir, os.environ, fresh_ports=True)
+    log_path = tmp_path / "make-run.log"
+    runs = []
+
+    def make_run() -> subprocess.Popen:
+        with log_path.open("ab") as log:
+            runs.append(subprocess.Popen([*STACK, "run"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT))
+        wait_until(lambda: every_part_answers(var_dir, env), 300, "every part", runs[-1], log_path)
+        return runs[-1]
+
+    try:
+        first = make_run()
+        old = processes_of_run(var_dir)
+        assert {leftover.part for leftover in old} >= {"supervisord", "events", *PROGRAMS}
+        llama_servers = [left for left in old if left.part == "llama" and left.process.name() == "llama-server"]
+        assert len(llama_servers) >= 2, describe(old)  # the router and the default profile's instance
+
+        first.kill()
+        first.wait(10)
+        time.sleep(1)
+        # The trap: without supervisord every program still runs and holds its port.
+        assert [
+            left.part for left in old if left.part not in ("supervisord", "events") and not alive(left.process)
+        ] == []
+        assert httpx.get(f"http://127.0.0.1:{env['QWENWEB_PORT']}/login/", timeout=5).status_code == 200
+
+        supervisord_log = var_dir / "log" / "supervisord.log"
+        first_run_log = len(supervisord_log.read_text())
+        said = len(log_path.read_text())
+        second = make_run()
+        output = log_path.read_text()[said:]
+        assert "stopping what the last run left running" in output, output
+        for part in ("web:", "redis:", "llama:", "worker:", "sampler:"):
+            assert part in output, output
+        assert [left.part for left in old if alive(left.process)] == []
+        # Started clean: no part of the new run exited (a web server that found its port taken would).
+        exits = [line for line in supervisord_log.read_text()[first_run_log:].splitlines() if "exited:" in line]
+        assert [line for line in exits if "exited: ready" not in line] == []
+
+        new = processes_of_run(var_dir)
+        second.kill()
+        second.wait(10)
+        stopped = subprocess.run([*STACK, "stop"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert "supervisord is gone" in stopped.stdout and "web:" in stopped.stdout, stopped.stdout
+        assert [left.part for left in new if alive(left.process)] == []
+        assert processes_of_run(var_dir) == []
+    finally:
+        stop(processes_of_run(var_dir), 5)
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+                run.wait(10)

@@ -1,7 +1,8 @@
 """The product under `make run`'s supervisord in a private folder, for tests and benchmarks.
 
-The configuration is the one `make run` writes (scripts/supervisor_config.py); the parts
-are found and killed as an operator would: ``supervisorctl status`` for each program's
+The configuration is the one `make run` writes (scripts/supervisor_config.py), each start
+recorded as under `make run` (scripts/leftovers.py), so that whatever a test leaves behind is
+found and stopped even when supervisord is gone; the parts are found and killed as an operator would: ``supervisorctl status`` for each program's
 pid, the llama-server supervisor's pid file for its router. Stored rows are read
 straight from the run's SQLite file, so a test's own Django set-up is left alone.
 """
@@ -17,8 +18,10 @@ from pathlib import Path
 
 import psutil
 
+from scripts.leftovers import processes_of_run, stop
 from scripts.local_services import free_port, redis_server_binary
-from scripts.supervisor_config import supervisorctl, supervisord, write_config
+from scripts.stack import launch
+from scripts.supervisor_config import supervisorctl
 from tests.support.stack import ROOT
 
 # Every long-lived part, as the faults kill them: supervisord's programs, and "llama-server"
@@ -57,23 +60,27 @@ class Supervised:
         return subprocess.run(argv, env=self.env, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
 
     def start(self, only: set[str] | None = None) -> None:
-        write_config(self.env, with_redis=True, var_dir=self.var_dir, only=only)
+        argv = launch(self.env, self.var_dir, with_redis=True, only=only)
         log = (self.var_dir / "supervisord.out").open("ab")
         self.process = subprocess.Popen(
-            supervisord(self.var_dir), env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+            argv, env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         log.close()
 
     def shutdown(self) -> None:
-        """`make stop`; everything SIGKILLed if that did not end supervisord in time."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        subprocess.run(supervisorctl(self.var_dir, "shutdown"), check=False, stdout=subprocess.DEVNULL)
-        try:
-            self.process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """`make stop`; every process of the run stopped without supervisord if that did not end it in time."""
+        if self.process is not None and self.process.poll() is None:
+            subprocess.run(supervisorctl(self.var_dir, "shutdown"), check=False, stdout=subprocess.DEVNULL)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                pass
+        self.stop_everything()
+
+    def stop_everything(self) -> None:
+        """Every process of this run, supervisord's programs and their children alike (SIGTERM, then SIGKILL)."""
+        stop(processes_of_run(self.var_dir), 5)
+        if self.process is not None and self.process.poll() is None:
             self.process.wait(10)
 
     def pids(self) -> dict[str, int]:

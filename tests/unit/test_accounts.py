@@ -157,7 +157,7 @@ def test_token_quota_lets_the_crossing_turn_finish_and_refuses_the_next():
 def test_the_default_quota_applies_unless_the_person_has_their_own_and_zero_is_no_limit():
     person, other = make_user(), make_user()
     check_quota(person.pk)
-    with pytest.raises(QuotaExceeded, match="limit of 1 turns"):
+    with pytest.raises(QuotaExceeded, match="limit of 1 turn;"):
         check_quota(person.pk)
     services.set_quotas(other.pk, 0, None)
     for _turn in range(3):

@@ -143,7 +143,7 @@ def test_ingest_stores_pages_and_reports_scans(monkeypatch):
     assert list(document.pages.values_list("number", flat=True)) == [1, 2, 3]
     assert not uploads.stored_file(document).exists()
     payload = selectors.document_payload(document)
-    assert payload["scanned_note"].startswith("Pages 3 have no text layer (scanned images)")
+    assert payload["scanned_note"].startswith("Page 3 has no text layer (a scanned image) and was left out")
 
 
 def test_scan_only_document_fails_and_leaves_nothing(monkeypatch):

@@ -6,6 +6,7 @@ import tracemalloc
 
 import pytest
 from django.test import override_settings
+from django.utils import translation
 
 from chat.documents import extraction, formats, ingest, selectors, uploads
 from chat.documents.extraction import extract_pdf_pages, ocr_options
@@ -28,6 +29,25 @@ def test_scanned_pages_are_read_by_ocr_in_english_and_chinese():
     assert "灯塔的报告" in chinese and "预算增加" in chinese
 
 
+def test_one_scanned_page_is_named_in_the_singular_in_english_and_chinese():
+    """Page 2 of three is a scan (page 1 and 3 typed text): the note names one page, not "Pages 2 are"."""
+    user = client.make_user()
+    data = pdfs.image_text_pdf([["Typed text on page one."], ENGLISH, ["Typed text on page three."]], (1, 3))
+    document = uploads.create_document(user, None, "mixed.pdf", data)
+    assert ingest.ingest(document.id) is True
+    document.refresh_from_db()
+    assert document.scanned_pages == [2] and document.ocr_pages == [2]
+    note = "Page 2 is a scanned image; its text was read by text recognition (OCR) and may contain errors."
+    assert selectors.document_payload(document)["scanned_note"] == note
+    with translation.override("zh-hans"):
+        assert (
+            selectors.document_payload(document)["scanned_note"]
+            == "第 2 页是扫描图像；其文字由文字识别（OCR）读取，可能有误。"
+        )
+    several = "Pages 2, 5 are scanned images; their text was read by text recognition (OCR) and may contain errors."
+    assert selectors.scanned_note([2, 5], [2, 5]) == several
+
+
 def test_ingest_marks_pages_read_by_ocr(monkeypatch):
     user = client.make_user()
     data = pdfs.image_text_pdf([ENGLISH])
@@ -37,7 +57,7 @@ def test_ingest_marks_pages_read_by_ocr(monkeypatch):
     assert document.scanned_pages == [1] and document.ocr_pages == [1]
     assert "lighthouse keeper" in document.pages.get(number=1).text
     note = selectors.document_payload(document)["scanned_note"]
-    assert note.startswith("Pages 1 are scanned images; their text was read by text recognition (OCR)")
+    assert note.startswith("Page 1 is a scanned image; its text was read by text recognition (OCR)")
     chunk = DocumentChunk(document=document, level=0, index=0, first_page=1, last_page=1, text="", tokens=1)
     assert chunk.pages_label == "p. 1 (OCR)"
 

@@ -77,7 +77,7 @@ def test_without_a_vision_projector_tesseract_reads_the_scans_and_the_card_says_
     note = selectors.document_payload(document)["scanned_note"]
     assert note.startswith(
         "The model could not read the scanned pages (its server profile has no vision projector), "
-        "so text recognition (OCR) read them. Pages 1 are scanned images; their text was read by text recognition"
+        "so text recognition (OCR) read them. Page 1 is a scanned image; its text was read by text recognition"
     ), note
     chunk = DocumentChunk(document=document, level=0, index=0, first_page=1, last_page=1, text="", tokens=1)
     assert chunk.pages_label == "p. 1 (OCR)"

@@ -6,6 +6,7 @@ import configparser
 import shlex
 from pathlib import Path
 
+from scripts.leftovers import recorded
 from scripts.supervisor_config import programs, render
 
 ENV = {
@@ -40,9 +41,13 @@ def test_every_long_lived_part_restarts_and_logs_with_rotation():
 
 def test_commands_are_the_argv_with_percent_escaped():
     config = parsed()
+    var_dir = Path(ENV["QWENWEB_VAR_DIR"])
     for program in programs(ENV, with_redis=True):
         line = config[f"program:{program.name}"]["command"]
-        assert shlex.split(line.replace("%%", "%")) == program.argv
+        # Each start recorded under its name first (scripts/leftovers.py), then the program's own argv.
+        assert shlex.split(line.replace("%%", "%")) == recorded(var_dir, program.name, program.argv)
+    listener = shlex.split(config["eventlistener:events"]["command"])
+    assert listener[: listener.index("--") + 1] == recorded(var_dir, "events", [])
     assert "watchdog@%%h" in config["program:watchdog"]["command"]
     # Long document work has its own worker: the default one takes only the default queue.
     assert "--queues documents" in config["program:documents"]["command"]

@@ -63,11 +63,11 @@ def test_placeholders_match(catalogue):
 
 
 def test_placeholders_format(catalogue):
-    """Each python-format msgstr accepts the same keyword arguments as its msgid."""
+    """Each python-format msgstr accepts the same keyword arguments as its msgid (and msgid_plural)."""
     for entry in catalogue:
         if "python-format" not in entry.flags:
             continue
-        names = {name: 1 for name in re.findall(r"%\((\w+)\)", entry.msgid)}
+        names = {name: 1 for name in re.findall(r"%\((\w+)\)", entry.msgid + (entry.msgid_plural or ""))}
         for text in [entry.msgstr] if not entry.msgid_plural else list(entry.msgstr_plural.values()):
             assert text % names
 
@@ -84,8 +84,10 @@ def test_django_uses_chinese(compiled):
         assert translation.gettext("Stop") == "Stop"
 
 
-def test_every_string_in_the_code_has_a_translation(tmp_path):
-    """makemessages over a copy of the tree finds no string the catalogue lacks or has only fuzzily."""
+@pytest.fixture(scope="module")
+def extracted(tmp_path_factory) -> polib.POFile:
+    """The catalogue makemessages makes from a copy of the tree now: every string the code and templates hold."""
+    tmp_path = tmp_path_factory.mktemp("makemessages")
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for name in tracked.splitlines():
         source = ROOT / name
@@ -101,7 +103,94 @@ def test_every_string_in_the_code_has_a_translation(tmp_path):
         check=True,
         capture_output=True,
     )
-    catalogue = polib.pofile(str(tmp_path / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"))
-    live = [entry for entry in catalogue if not entry.obsolete]
+    return polib.pofile(str(tmp_path / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"))
+
+
+def test_every_string_in_the_code_has_a_translation(extracted):
+    """makemessages over a copy of the tree finds no string the catalogue lacks or has only fuzzily."""
+    live = [entry for entry in extracted if not entry.obsolete]
     missing = [entry.msgid for entry in live if not entry.translated() or "fuzzy" in entry.flags]
     assert missing == []
+
+
+# A count shown to people goes through ngettext ({% blocktranslate count %} in a template): "1 page",
+# "2 pages"; Chinese has the one form. The rule, on every string of the code and of the catalogue:
+# an entry that is not a plural one puts no number placeholder next to an English plural noun,
+#   "%(n)d pages", "%(n)d earlier messages": a placeholder followed, at most one word on, by a word
+#       ending in "s" that is not a verb or a unit (NOT_PLURAL_NOUNS);
+#   "Pages %(pages)s are", "on pages %(pages)s": such a word right before the placeholder.
+# A label's colon ("MTP blocks: %(mtp)s") and a unit's symbol ("%(s)d s", "%(mb)d MB") are fine, and
+# placeholders named for text (TEXT_PLACEHOLDERS: a name, a URL, a reason) hold no count.
+PLACEHOLDER_AT = re.compile(r"%\((\w+)\)(?:\.\d+)?[sdf]")
+WORD_AFTER = re.compile(r"[ ]+([A-Za-z/-]+)(?:[ ]+([A-Za-z/-]+))?")
+WORD_BEFORE = re.compile(r"([A-Za-z]+)[ ]+$")
+NOT_PLURAL_NOUNS = frozenset(
+    {"is", "was", "has", "does", "this", "its", "as", "us", "plus", "always", "yes", "less", "unless", "across"}
+    | {"process", "address", "status", "access", "tokens/s", "tok/s", "ms"}
+)
+TEXT_PLACEHOLDERS = frozenset(
+    {"name", "url", "reason", "kind", "arch", "processname", "title", "query", "model", "id", "where", "why"}
+    | {"error", "problem", "option", "value", "path", "method", "step", "profile", "username", "date", "at"}
+    | {"types", "ids", "roles", "choices", "shape", "media", "actual", "low", "high", "percent"}
+)
+# Formatted by the pages' scripts (chat/web/views.py's ui_strings and document_strings): their plural
+# forms are the scripts' part of the work (static/), done apart from this test's Python and templates.
+SCRIPT_STRINGS = frozenset(
+    {
+        "%(prompt)s prompt tokens · %(output)s output tokens · first token %(ttft)s ms · %(tps)s tokens/s",
+        "%(done)s of %(total)s pages read",
+        "%(done)s of %(total)s parts summarized",
+    }
+)
+
+
+def _plural_noun(word: str | None) -> bool:
+    return bool(word) and len(word) >= 3 and word.lower().endswith("s") and word.lower() not in NOT_PLURAL_NOUNS
+
+
+def counts_in_the_singular(entries) -> list[str]:
+    """The msgids of singular-only entries that put a count next to a plural noun (the rule above)."""
+    found = []
+    for entry in entries:
+        if entry.obsolete or entry.msgid_plural or entry.msgid in SCRIPT_STRINGS:
+            continue
+        for match in PLACEHOLDER_AT.finditer(entry.msgid):
+            if match.group(1) in TEXT_PLACEHOLDERS:
+                continue
+            after = WORD_AFTER.match(entry.msgid, match.end())
+            before = WORD_BEFORE.search(entry.msgid[: match.start()])
+            if (after and (_plural_noun(after.group(1)) or _plural_noun(after.group(2)))) or (
+                before and _plural_noun(before.group(1))
+            ):
+                found.append(entry.msgid)
+                break
+    return found
+
+
+def test_the_rule_catches_a_count_formatted_into_a_singular_string():
+    def entry(msgid: str, plural: str = "") -> polib.POEntry:
+        return polib.POEntry(msgid=msgid, msgid_plural=plural)
+
+    caught = ["%(n)d widgets.", "Pages %(pages)s are scanned images.", "%(count)d earlier messages were left out."]
+    caught += ["No text on pages %(pages)s.", "valid {days} days".replace("{days}", "%(days)s")]
+    fine = ["Loading %(name)s…", "MTP blocks: %(mtp)s.", "after %(seconds).0f s.", "the limit is %(mb)d MB."]
+    fine += ["%(name)s does not match", "Waiting in line: you are number %(position)s."]
+    entries = [entry(msgid) for msgid in caught + fine] + [entry("%(n)d widget.", "%(n)d widgets.")]
+    assert counts_in_the_singular(entries) == caught
+
+
+def test_no_count_is_formatted_into_a_singular_string(catalogue, extracted):
+    assert counts_in_the_singular(catalogue) == []
+    assert counts_in_the_singular(extracted) == []
+
+
+def test_no_template_puts_a_count_before_a_word_translated_alone():
+    """``{{ n }} {% translate "cells" %}`` is a count formatted into a singular string too."""
+    variable_then_word = re.compile(r"\}\}\s*\{%\s*(?:translate|trans)\s+\"([A-Za-z/-]+)")
+    found = [
+        f"{path.relative_to(ROOT)}: {word}"
+        for path in sorted((ROOT / "templates").rglob("*.html"))
+        for word in variable_then_word.findall(path.read_text())
+        if _plural_noun(word)
+    ]
+    assert found == []

@@ -121,6 +121,7 @@ class TurnRunner:
         self.stop_note = ""
         self.task: asyncio.Task | None = None
         self._save_task: asyncio.Task | None = None
+        self._saving = False
         self._last_save = 0.0
 
     def start(self) -> asyncio.Task:
@@ -315,19 +316,33 @@ class TurnRunner:
             await self._emit({"type": "token", "text": text})
 
     def _maybe_save(self) -> None:
-        now = time.monotonic()
-        if now - self._last_save < settings.CHAT_SAVE_INTERVAL_S:
-            return
-        if self._save_task and not self._save_task.done():
-            return
-        self._last_save = now
-        self._save_task = asyncio.create_task(
-            database_sync_to_async(save_progress)(self.assistant_id, "".join(self.content), "".join(self.reasoning))
-        )
+        """Keep the stored partial answer at most CHAT_SAVE_INTERVAL_S behind what the pages show (a web
+        process that dies keeps that much): a save is due that long after the last one, and takes the
+        newest text when it runs, so text that came just after a save is saved when its time comes
+        even if nothing more arrives."""
+        if self._save_task is not None and not self._save_task.done():
+            return  # the next save is scheduled (or writing): it takes the newest text when it runs
+        wait = self._last_save + settings.CHAT_SAVE_INTERVAL_S - time.monotonic()
+        self._save_task = asyncio.create_task(self._save_after(max(0.0, wait)))
+
+    async def _save_after(self, wait_s: float) -> None:
+        if wait_s:
+            await asyncio.sleep(wait_s)
+        self._last_save = time.monotonic()
+        self._saving = True
+        try:
+            await database_sync_to_async(save_progress)(
+                self.assistant_id, "".join(self.content), "".join(self.reasoning)
+            )
+        finally:
+            self._saving = False
 
     async def _finish(self, status: str, error: str, stats: dict | None = None) -> None:
-        if self._save_task and not self._save_task.done():
-            await asyncio.gather(self._save_task, return_exceptions=True)
+        if self._save_task is not None and not self._save_task.done():
+            if self._saving:  # let a write under way land before the final one
+                await asyncio.gather(self._save_task, return_exceptions=True)
+            else:  # a save still waiting for its time: the final write below replaces it
+                self._save_task.cancel()
         if self.citations:  # stopped half-way: what was held back is checked and kept too
             self.content.append(self.citations.finish())
         content, reasoning = "".join(self.content), "".join(self.reasoning)

@@ -74,7 +74,7 @@ def redis_server():
 
 @pytest.fixture(scope="session")
 def llama_server():
-    server = stack.start_llama(RUN_DIR)
+    server = stack.start_llama(RUN_DIR, slots_debug=True)
     yield server
     server.stop()
 

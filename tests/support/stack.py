@@ -196,12 +196,15 @@ def start_redis(run_dir: Path) -> Service:
     return service
 
 
-def start_llama(run_dir: Path) -> LlamaServer:
+def start_llama(run_dir: Path, *, slots_debug: bool = False) -> LlamaServer:
+    """``slots_debug``: llama-server's own record of each slot's last request (its prompt and the text
+    it generated) in GET /slots, what a test compares the app's delivered text with
+    (``LlamaServer.last_request``); off for benchmarks, whose /slots reads it would make heavier."""
     from monitor.llama.binary import llama_environment
 
-    # llama-server's own record of each slot's last request (its prompt and the text it generated)
-    # in GET /slots: what a test compares the app's delivered text with (LlamaServer.last_request).
-    env = {**llama_environment(), "LLAMA_SERVER_SLOTS_DEBUG": "1"}
+    env = llama_environment()
+    if slots_debug:
+        env["LLAMA_SERVER_SLOTS_DEBUG"] = "1"
     server = LlamaServer(run_dir, env)
     server.start()
     return server

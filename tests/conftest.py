@@ -39,6 +39,29 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if item not in other]
 
 
+@pytest.fixture(autouse=True)
+def fresh_state():
+    """Each test starts from what it makes itself, not from what an earlier test left behind.
+
+    This process's caches of facts about llama-server (what a model id serves, the router's
+    states, each chat template's measure) are emptied: an earlier test may have restarted or
+    reloaded the server they describe; the fair queues' objects are made anew. The timeline is emptied too, so a check on its events
+    reads only the events this test caused.
+    """
+    from chat.conversations.context import forget_template_overheads
+    from monitor.llama.serving import forget_serving_info
+    from monitor.models import Event
+    from monitor.profiles.status import forget_status
+    from monitor.serving.slot import forget_queues
+
+    forget_serving_info()
+    forget_status()
+    forget_queues()
+    forget_template_overheads()
+    Event.objects.all().delete()
+    yield
+
+
 @pytest.fixture(scope="session")
 def run_dir():
     yield RUN_DIR
@@ -53,7 +76,7 @@ def redis_server():
 
 @pytest.fixture(scope="session")
 def llama_server():
-    server = stack.start_llama(RUN_DIR)
+    server = stack.start_llama(RUN_DIR, slots_debug=True)
     yield server
     server.stop()
 

@@ -2,26 +2,37 @@
 
 import contextlib
 import json
-import time
+import re
+import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync
 from websockets.exceptions import InvalidStatus
 
 from chat.models import Conversation, Message
+from monitor.models import ServerProfile
+from monitor.profiles.loading import ensure_serving
+from monitor.profiles.presets import live_id
+from monitor.profiles.selectors import find_profile
+from monitor.profiles.services import clone_profile, delete_profile, save_profile
+from monitor.profiles.validation import validate_profile
 from tests.support.client import chat_socket, events_until, login, make_user, send, text_of
+from tests.support.hold import instance_paused
+from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("web_server")
 
 SHORT = {"seed": 7, "max_tokens": 24, "temperature": 0}
 
 
-def answer_started(ws, text: str, options: dict, tokens: int = 3) -> tuple[dict, list[dict]]:
-    """Ask; returns the 'accepted' event and the events up to the answer's ``tokens``-th token."""
-    send(ws, type="send", text=text, options=options)
+def answer_started(ws, frames: int = 1) -> tuple[dict, list[dict]]:
+    """After a send: the 'accepted' event and the events up to the answer's ``frames``-th text frame."""
     accepted = events_until(ws, "accepted")[-1]
+    assert accepted["type"] == "accepted", accepted
     seen: list[dict] = []
-    while len([e for e in seen if e["type"] == "token"]) < tokens:
+    while len([e for e in seen if e["type"] == "token"]) < frames:
         seen.append(json.loads(ws.recv(timeout=60)))
     return accepted, seen
 
@@ -33,6 +44,28 @@ def person(llama):
     with chat_socket(http) as ws:
         yield user, http, ws
     http.close()
+
+
+@pytest.fixture
+def endless(llama) -> Iterator[ServerProfile]:
+    """The default profile's copy whose answers never end by themselves (``--ignore-eos``): they run
+    to their max_tokens, so an answer a test stops, cuts or opens again is still running when the
+    test acts, whatever the model would have chosen to write. Loading it unloads the default (one
+    instance at a time); the default is loaded again after."""
+    profile = clone_profile(find_profile(None))
+    profile.name, profile.extra_args = f"endless-{uuid.uuid4().hex[:6]}", "--ignore-eos"
+    validate_profile(profile)
+    save_profile(profile)
+    async_to_sync(ensure_serving)(profile)
+    profile.refresh_from_db()
+    try:
+        yield profile
+    finally:
+        if not llama.running:
+            llama.start()
+        delete_profile(profile)
+        async_to_sync(ensure_serving)(find_profile(None))
+        wait_until(llama.healthy, 120, "the default profile loaded again")
 
 
 def test_chat_template_renders_gemma_turns(llama):
@@ -54,38 +87,55 @@ def test_llama_server_wants_the_key_the_browser_never_sees(llama, person):
     assert llama.env["LLAMA_API_KEY"] not in page
 
 
-def test_answer_streams_token_by_token_and_is_saved(person):
+def test_answer_streams_and_is_saved_exactly_as_llama_server_wrote_it(person, llama):
+    """Every token llama-server generated reaches the page once, in order, and is what is stored:
+    compared with llama-server's own record of this request (its slot's generated text and count)."""
     user, http, ws = person
-    send(ws, type="send", text="Write a short poem about the sea.", options={"seed": 1, "max_tokens": 48})
+    marker = uuid.uuid4().hex[:8]  # finds this request's slot among llama-server's
+    llama.wait_idle()
+    predicted_before = llama.tokens_predicted()
+    send(ws, type="send", text=f"Write a short poem about the sea ({marker}).", options={"seed": 1, "max_tokens": 48})
     accepted = events_until(ws, "accepted")[-1]
     assert accepted["type"] == "accepted"
     events = events_until(ws)
-    tokens = [e for e in events if e["type"] == "token"]
-    assert len(tokens) > 3, events
     done = events[-1]
-    assert done["type"] == "done" and done["status"] == "complete"
-    assert done["stats"]["output_tokens"] == len(tokens) or done["stats"]["output_tokens"] >= len(tokens) - 1
+    assert done["type"] == "done" and done["status"] == "complete", done
+    frames = [e for e in events if e["type"] == "token"]
+    assert frames and all(e["text"] for e in frames)  # one or more tokens each: how many frames is the machine's speed
+    slot = llama.last_request(marker)
+    assert not slot["is_processing"]
+    generated = slot["generated"]
+    assert text_of(events) == generated  # nothing lost, doubled or reordered on the way
+    assert done["stats"]["output_tokens"] == llama.tokens_predicted() - predicted_before > 0
     assert done["stats"]["ttft_ms"] > 0 and done["stats"]["tokens_per_second"] > 0
     message = Message.objects.get(id=accepted["assistant_message"]["id"])
     assert message.status == "complete"
-    assert message.content == text_of(events)
+    assert message.content == generated
     assert message.conversation.owner == user
     # The conversation page shows it after a reload.
     page = http.get(f"/c/{accepted['conversation']}/").text
-    assert json.dumps(message.content)[1:20] in page or message.content[:10] in page
+    history = json.loads(re.search(r'<script id="history-data" type="application/json">(.*?)</script>', page).group(1))
+    assert [m["content"] for m in history if m["id"] == message.id] == [generated]
 
 
-def test_stop_closes_the_upstream_request_and_frees_the_slot(person, llama):
+def test_stop_closes_the_upstream_request_and_frees_the_slot(person, llama, endless):
     _, _, ws = person
-    accepted, _ = answer_started(ws, "Count from one to five hundred.", {"seed": 2, "max_tokens": 1000}, tokens=5)
-    assert any(slot["is_processing"] for slot in llama.slots())
-    send(ws, type="stop", conversation=accepted["conversation"])
-    done = events_until(ws)[-1]
-    assert done["status"] == "stopped"
-    deadline = time.monotonic() + 5  # each hop (web, router, instance) notices on its next write
-    while any(slot["is_processing"] for slot in llama.slots()):
-        assert time.monotonic() < deadline, "llama-server kept generating after Stop"
-        time.sleep(0.05)
+    served = live_id(endless)
+    llama.wait_idle(served)
+    predicted_before = llama.tokens_predicted(served)
+    options = {"seed": 2, "max_tokens": 1000}
+    question = f"Count to five hundred ({uuid.uuid4().hex[:8]})."
+    send(ws, type="send", text=question, options=options, profile=endless.name)
+    accepted, _ = answer_started(ws)
+    with instance_paused(llama, served):  # the answer cannot end by itself before the Stop
+        send(ws, type="stop", conversation=accepted["conversation"])
+        done = events_until(ws)[-1]
+        assert done["status"] == "stopped"
+    llama.wait_idle(served, timeout=10)  # each hop (web, router, instance) notices on its next write
+    slot = llama.last_request(question, served)
+    assert slot["params"]["ignore_eos"]  # it would have gone on to its max_tokens
+    generated = llama.tokens_predicted(served) - predicted_before
+    assert 0 < generated < slot["params"]["n_predict"], "llama-server kept generating after Stop"
     message = Message.objects.get(id=accepted["assistant_message"]["id"])
     assert message.status == "stopped" and message.content  # the partial answer is kept
 
@@ -102,10 +152,13 @@ def test_regenerate_replaces_the_last_answer(person):
     assert [m.id for m in answers] == [second["assistant_message"]["id"]]
 
 
-def test_llama_server_killed_mid_stream(person, llama):
+def test_llama_server_killed_mid_stream(person, llama, endless):
     _, _, ws = person
-    accepted, seen = answer_started(ws, "Tell me a long story about a dragon.", {"seed": 3, "max_tokens": 1000})
-    llama.kill()
+    options = {"seed": 3, "max_tokens": 1000}
+    send(ws, type="send", text="Tell me a long story about a dragon.", options=options, profile=endless.name)
+    accepted, seen = answer_started(ws)
+    with instance_paused(llama, live_id(endless)):  # the answer is still running when the server dies
+        llama.kill()
     done = events_until(ws)[-1]
     assert done["status"] == "incomplete"
     assert "stopped in the middle of the answer" in done["error"]
@@ -243,15 +296,15 @@ def test_new_rename_delete_own_conversation(person):
     assert not Conversation.objects.filter(id=conversation.id).exists()
 
 
-def test_answer_outlives_its_socket_and_a_new_socket_gets_all_of_it_once(person, llama):
+def test_answer_outlives_its_socket_and_a_new_socket_gets_all_of_it_once(person, llama, endless):
     """The socket that asked closes mid-answer; a fresh one subscribes: snapshot + numbered live
     text, put together, is exactly the stored answer, which finished as if nothing happened."""
-    from tests.support.hold import llama_paused
-
     _, http, ws = person
-    accepted, seen = answer_started(ws, "Tell me a long story about a dragon.", {"seed": 3, "max_tokens": 300})
+    options = {"seed": 3, "max_tokens": 64}
+    send(ws, type="send", text="Tell me a long story about a dragon.", options=options, profile=endless.name)
+    accepted, seen = answer_started(ws)
     with contextlib.ExitStack() as kept_open:
-        with llama_paused(llama):  # before the new socket's handshake: the answer is still running
+        with instance_paused(llama, live_id(endless)):  # the answer is still running while the pages change
             again = kept_open.enter_context(chat_socket(http))
             ws.close()
             send(again, type="subscribe", conversation=accepted["conversation"])

@@ -265,7 +265,6 @@ def test_a_waiter_no_longer_heard_is_dropped_and_joins_again_if_it_comes_back(po
     """A waiter whose process stopped (it does not look again for longer than the stale limit) is
     dropped from the line; when it comes back it is not failed: it joins again at the end, and the
     timeline says it lost its place."""
-    Event.objects.filter(kind=Event.Kind.QUEUE_OVERFLOW).delete()
     pool = pool_factory(slots=1, stale_s=0.5, poll_s=0.1)
     stuck = FairQueue(pool.name, redis_url=os.environ["REDIS_URL"], stale_s=0.5, poll_s=3.0)
     served: list[str] = []

@@ -124,3 +124,22 @@ def llama_paused(llama) -> Iterator[None]:
         yield
     finally:
         os.kill(router, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def instance_paused(llama, model_id: str | None = None) -> Iterator[None]:
+    """Freeze the llama-server instance that serves ``model_id`` (SIGSTOP) until the block ends: it
+    generates nothing meanwhile, however fast the machine, so an answer that has started is still
+    running for as long as the test needs (to stop it, cut it, or open another page on it). The
+    router stays up: a request that gives up meanwhile is closed there, and the instance learns it
+    at its next write once it goes on. Killing it inside the block is fine."""
+    import os
+    import signal
+
+    instance = llama.instance_pid(model_id)
+    os.kill(instance, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed inside the block
+            os.kill(instance, signal.SIGCONT)

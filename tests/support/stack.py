@@ -8,6 +8,7 @@ and the processes it talks to agree on every address.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -143,9 +145,37 @@ class LlamaServer(Service):
 
         return read_pid(router_pid_path())
 
+    def instance_pid(self, model_id: str | None = None) -> int:
+        """The router's child process that serves ``model_id`` (the default profile's by default)."""
+        model_id = model_id or self.model_id
+        router = psutil.Process(self.router_pid())
+        return next(child.pid for child in router.children() if model_id in " ".join(child.cmdline()))
+
     def slots(self, model_id: str | None = None) -> list[dict]:
         params = {"model": model_id or self.model_id}
         return httpx.get(self.url + "/slots", params=params, headers=self.headers, timeout=5).json()
+
+    def tokens_predicted(self, model_id: str | None = None) -> int:
+        """How many tokens the instance has generated since it started (its Prometheus counter, which
+        counts an answer's tokens as its slot is released, before the next request is served)."""
+        params = {"model": model_id or self.model_id}
+        metrics = httpx.get(self.url + "/metrics", params=params, headers=self.headers, timeout=5).text
+        return int(float(re.search(r"^llamacpp:tokens_predicted_total (\S+)$", metrics, re.M).group(1)))
+
+    def wait_idle(self, model_id: str | None = None, timeout: float = 60) -> None:
+        """Until no slot of the instance is generating (an earlier test's answer has ended)."""
+        wait_until(
+            lambda: not any(slot["is_processing"] for slot in self.slots(model_id)),
+            timeout,
+            "llama-server's slots to go idle",
+        )
+
+    def last_request(self, marker: str, model_id: str | None = None) -> dict:
+        """The slot whose last request's prompt holds ``marker`` (a test's own words): llama-server's
+        record of what it generated for it (``generated``, ``next_token[0]["n_decoded"]``)."""
+        found = [slot for slot in self.slots(model_id) if marker in slot.get("prompt", "")]
+        assert len(found) == 1, f"{len(found)} slots hold a request with {marker!r}"
+        return found[0]
 
 
 def start_redis(run_dir: Path) -> Service:
@@ -166,10 +196,16 @@ def start_redis(run_dir: Path) -> Service:
     return service
 
 
-def start_llama(run_dir: Path) -> LlamaServer:
+def start_llama(run_dir: Path, *, slots_debug: bool = False) -> LlamaServer:
+    """``slots_debug``: llama-server's own record of each slot's last request (its prompt and the text
+    it generated) in GET /slots, what a test compares the app's delivered text with
+    (``LlamaServer.last_request``); off for benchmarks, whose /slots reads it would make heavier."""
     from monitor.llama.binary import llama_environment
 
-    server = LlamaServer(run_dir, llama_environment())
+    env = llama_environment()
+    if slots_debug:
+        env["LLAMA_SERVER_SLOTS_DEBUG"] = "1"
+    server = LlamaServer(run_dir, env)
     server.start()
     return server
 

@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
 from django.test import Client
@@ -40,15 +41,30 @@ def test_coalesce_joins_consecutive_text_of_one_kind_and_keeps_the_last_seq():
     assert events == before  # shared with other pages: never changed in place
 
 
+WAIT_S = 5  # how long a wait on something the code under test must do gives it before failing
+
+
 class Socket:
     def __init__(self):
         self.frames: list[tuple[float, dict]] = []
+        self._arrived = asyncio.Event()
 
     async def send(self, event: dict) -> None:
         self.frames.append((time.monotonic(), event))
+        self._arrived.set()
 
     def events(self) -> list[dict]:
         return [event for _, event in self.frames]
+
+    async def until(self, check: Callable[[list[dict]], bool]) -> None:
+        """Wait until the events received so far satisfy ``check`` (each delivery wakes it)."""
+
+        async def wait() -> None:
+            while not check(self.events()):
+                self._arrived.clear()
+                await self._arrived.wait()
+
+        await asyncio.wait_for(wait(), WAIT_S)
 
 
 def test_first_text_goes_at_once_and_the_rest_of_a_frame_goes_in_one():
@@ -61,7 +77,7 @@ def test_first_text_goes_at_once_and_the_rest_of_a_frame_goes_in_one():
         for seq in range(2, 6):
             await sender.push({"type": "token", "text": str(seq), "seq": seq})
         assert len(socket.frames) == 2  # waiting for the frame's end
-        await asyncio.sleep(FRAME_S * 2)
+        await socket.until(lambda events: len(events) == 3)  # the frame's timer sends the rest
         assert socket.events()[-1] == {"type": "token", "text": "2345", "seq": 5}
         gap = socket.frames[2][0] - socket.frames[1][0]
         assert gap >= FRAME_S * 0.9
@@ -115,12 +131,14 @@ class ScriptedRunner:
         self.tokens: asyncio.Queue = asyncio.Queue()
         self.task: asyncio.Task | None = None
         self.stop_status = "complete"
+        self.stops: list[str] = []  # every stop asked of it, as it is asked
 
     def start(self) -> asyncio.Task:
         self.task = asyncio.create_task(self.run())
         return self.task
 
     def stop(self, status: str = "stopped", note: str = "") -> None:
+        self.stops.append(status)
         self.stop_status = status
         self.task.cancel()
 
@@ -128,10 +146,32 @@ class ScriptedRunner:
         try:
             while (text := await self.tokens.get()) is not None:
                 await self.send({"type": "token", "text": text, "message": 1})
+                self.tokens.task_done()  # published: what ``delivered`` waits for
         except asyncio.CancelledError:
             await self.send({"type": "done", "status": self.stop_status, "message": 1})
             raise
         await self.send({"type": "done", "status": "complete", "message": 1})
+        self.tokens.task_done()
+
+
+async def delivered(run) -> None:
+    """Every token given to the runner so far has been published to the pages watching (``frame_s=0``:
+    a page's frame goes as its event is published)."""
+    await asyncio.wait_for(run.runner.tokens.join(), WAIT_S)
+
+
+async def ended(run) -> None:
+    """The run's task has finished (its 'done' published, the hub told)."""
+    finished, _ = await asyncio.wait([run.runner.task], timeout=WAIT_S)
+    assert finished, "the answer never ended"
+
+
+async def loop_caught_up() -> None:
+    """Every callback handed to this loop before now (``call_soon_threadsafe`` from a view's thread
+    included) has run: the loop runs them in the order they came."""
+    caught_up = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(caught_up.set_result, None)
+    await caught_up
 
 
 async def start_scripted(hub: RunHub, conversation: Conversation):
@@ -144,11 +184,6 @@ async def start_scripted(hub: RunHub, conversation: Conversation):
     )
 
 
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
-
-
 def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
     async def scenario():
         hub = RunHub(frame_s=0)
@@ -159,11 +194,11 @@ def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
         run = await start_scripted(hub, conversation)
         for text in ("one ", "two "):
             run.runner.tokens.put_nowait(text)
-        await settle()
-        # The first page closes: the answer goes on.
+        await delivered(run)
+        # The first page closes (no page watches now): the answer goes on.
         hub.unwatch(first_sender)
         run.runner.tokens.put_nowait("three ")
-        await settle()
+        await delivered(run)
         second = Socket()
         opening = hub.watch(hub.sender(second.send, 7), conversation)
         snapshot = opening[0]
@@ -172,7 +207,7 @@ def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
             await second.send(event)
         run.runner.tokens.put_nowait("four")
         run.runner.tokens.put_nowait(None)
-        await settle()
+        await delivered(run)  # its 'done' too
         live = [e for e in second.events() if e["type"] == "token"]
         assert all(e["seq"] > snapshot["seq"] for e in live)
         assert snapshot["content"] + "".join(e["text"] for e in live) == "one two three four"
@@ -198,14 +233,16 @@ def test_stop_from_any_page_of_the_owner_and_nobody_elses():
             with hub.claim(str(conversation.id), 7):
                 pass
         run.runner.tokens.put_nowait("hello")
-        await settle()
+        await delivered(run)
         hub.stop(str(conversation.id), 8)  # not theirs: nothing happens
-        await settle()
-        assert hub.running(str(conversation.id)) is run
+        assert run.runner.stops == [] and hub.running(str(conversation.id)) is run
+        run.runner.tokens.put_nowait("still here")
+        await delivered(run)  # the answer went on after the stranger's Stop
         hub.stop(str(conversation.id), 7)
-        await settle()
+        await ended(run)
+        assert run.runner.stops == ["stopped"]
         for page in pages:
-            assert [e["type"] for e in page.events()] == ["accepted", "token", "done"]
+            assert [e["type"] for e in page.events()] == ["accepted", "token", "token", "done"]
             assert page.events()[-1]["status"] == "stopped"
         assert stranger.frames == []
         assert hub.running(str(conversation.id)) is None
@@ -244,10 +281,10 @@ def test_stop_from_thread_stops_only_the_owners_answer():
         conversation = Conversation(id=uuid.uuid4(), owner_id=7)
         run = await start_scripted(hub, conversation)
         await asyncio.to_thread(hub.stop_from_thread, [conversation.id, uuid.uuid4()], 8)  # not theirs
-        await settle()
-        assert hub.running(str(conversation.id)) is run
+        await loop_caught_up()  # what the view's thread handed to the loop has run
+        assert run.runner.stops == [] and hub.running(str(conversation.id)) is run
         await asyncio.to_thread(hub.stop_from_thread, [conversation.id], 7)
-        await settle()
-        assert hub.running(str(conversation.id)) is None and run.runner.stop_status == "stopped"
+        await ended(run)
+        assert hub.running(str(conversation.id)) is None and run.runner.stops == ["stopped"]
 
     asyncio.run(scenario())

@@ -88,7 +88,7 @@ def test_a_crash_loops_back_off_is_not_cut_short_by_the_exit_itself(watcher):
     """llama-server dying at once (a broken preset) sets the wake-up before the supervisor waits for it."""
     watcher.process = subprocess.Popen(["/bin/false"])
     watcher.process.wait()  # exited, and reaped: as a poll() that finds it dead
-    time.sleep(0.2)  # its SIGCHLD has been handled
+    assert watcher._wake.wait(5), "the exit's SIGCHLD never reached the supervisor"  # handled: the wake-up is set
     watcher._wait()
     started = time.monotonic()
     watcher._back_off(1.0)

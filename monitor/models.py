@@ -77,13 +77,12 @@ class ServerProfile(models.Model):
         _("remote model name"), max_length=200, blank=True, help_text=_("for a remote router; empty: its only model")
     )
     load_on_startup = models.BooleanField(_("load when llama-server starts"), default=False)
-    # Every change of the launch options is a new revision, served by the router as
-    # "<name>@<revision>". The live revision is the last one that loaded: it keeps
-    # serving while a newer one loads, and stays when the newer one fails.
+    # Every change of the launch options is a new revision, served by a node's router as
+    # "<name>@<revision>". Each node that serves the profile (its Placement) has its own live
+    # revision: the last one that loaded there, which keeps serving while a newer one loads
+    # and stays when the newer one fails there.
     revision = models.PositiveIntegerField(default=1, editable=False)
     revision_options = models.JSONField(default=list, editable=False)
-    live_revision = models.PositiveIntegerField(null=True, editable=False)
-    live_options = models.JSONField(default=list, editable=False)
     ctx_size = models.PositiveIntegerField(_("context size"), default=8192)
     gpu_layers = models.CharField(_("GPU layers"), max_length=8, default="auto", help_text=_("a number, auto or all"))
     n_cpu_moe = models.PositiveIntegerField(_("MoE layers on CPU"), default=0)
@@ -135,6 +134,65 @@ class ServerProfile(models.Model):
             ServerProfile.objects.exclude(pk=self.pk).filter(is_default=True).update(is_default=False)
 
 
+class Node(models.Model):
+    """An inference box on the LAN: its llama-server router serves the profiles placed on it.
+
+    The main box is a node too (``is_local``, named after its host): a single-box install has one.
+    The app reaches a node's router at ``url`` with ``api_key`` (generated when it joined; never
+    shown to a browser); the node proves itself with its credential (only its hash is kept)."""
+
+    name = models.SlugField(_("name"), max_length=48, unique=True)
+    url = models.CharField(_("llama-server address"), max_length=200, blank=True)  # empty: this box's own
+    api_key = models.CharField(max_length=200, blank=True, editable=False)
+    credential_hash = models.CharField(max_length=64, blank=True, editable=False)
+    redis_user = models.CharField(max_length=64, blank=True, editable=False)
+    is_local = models.BooleanField(default=False, editable=False)
+    # What the node registered: its GPUs and VRAM, RAM, CPU cores, llama-server build, models (with SHA256).
+    facts = models.JSONField(default=dict, blank=True)
+    joined_at = models.DateTimeField(auto_now_add=True)
+    registered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-is_local", "name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class JoinToken(models.Model):
+    """A one-time token that lets a box join as a node; shown once, only its SHA-256 kept."""
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    note = models.CharField(_("note"), max_length=200, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="join_tokens")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+
+class Placement(models.Model):
+    """A profile served by a node, with its live revision there (safe changes go node by node)."""
+
+    profile = models.ForeignKey(ServerProfile, on_delete=models.CASCADE, related_name="placements")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="placements")
+    live_revision = models.PositiveIntegerField(null=True, editable=False)
+    live_options = models.JSONField(default=list, editable=False)
+    # Why the profile's current revision did not load on this node ("" when it did, or was not tried).
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["node__name"]
+        constraints = [models.UniqueConstraint(fields=["profile", "node"], name="one_placement_per_node")]
+
+    def __str__(self) -> str:
+        return f"{self.profile.name} on {self.node.name}"
+
+
 class Event(models.Model):
     """One line of the box's timeline: loads, failures, restarts, downloads, queue overflows."""
 
@@ -152,6 +210,11 @@ class Event(models.Model):
         PROCESS_EXITED = "process_exited", _("Process exited")
         PROCESS_RESTARTED = "process_restarted", _("Process restarted")
         PROCESS_FATAL = "process_fatal", _("Process gave up restarting")
+        NODE_JOINED = "node_joined", _("Node joined")
+        NODE_LEFT = "node_left", _("Node left")
+        NODE_DOWN = "node_down", _("Node down")
+        NODE_UP = "node_up", _("Node back")
+        NODE_REFUSED = "node_refused", _("Node refused")
 
     class Level(models.TextChoices):
         INFO = "info", _("info")
@@ -161,6 +224,7 @@ class Event(models.Model):
     kind = models.CharField(max_length=32, choices=Kind.choices)
     level = models.CharField(max_length=8, choices=Level.choices, default=Level.INFO)
     profile = models.CharField(max_length=64, blank=True)
+    node = models.CharField(max_length=48, blank=True)
     message = models.TextField()
     details = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

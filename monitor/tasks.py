@@ -12,16 +12,21 @@ from datetime import timedelta
 from pathlib import Path
 
 import redis
+from asgiref.sync import async_to_sync
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
 from monitor.catalog import downloads
 from monitor.llama.client import run_with_client
+from monitor.llama.errors import LlamaError
 from monitor.maintenance.backup import create_backup, prune_backups
 from monitor.models import MetricMinute, ServerProfile
+from monitor.nodes.registry import node_queue, nodes_serving
+from monitor.profiles import services
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import load_profile as load
+from monitor.profiles.loading import unload_profile as unload_named
 from monitor.router.watchdog import run_watchdog
 from monitor.telemetry.health import record_beat_tick
 from monitor.telemetry.selftest import run_self_test as self_test
@@ -65,16 +70,47 @@ def nightly_backup() -> str:
 
 @shared_task(name="monitor.tasks.load_profile")
 def load_profile(profile_id: int) -> dict:
-    """Load a profile's saved settings (beside the live ones); the result for the admin page."""
+    """On a node (its own queue): load a profile's saved settings there, beside the live ones; the result
+    for the admin page."""
     profile = ServerProfile.objects.get(pk=profile_id)
 
     async def work(client) -> dict:
         try:
-            return {"ok": True, "load_s": await load(profile, client)}
+            return {"ok": True, "node": settings.NODE_NAME, "load_s": await load(profile, client)}
         except LoadFailed as error:
-            return {"ok": False, "error": str(error)}
+            return {"ok": False, "node": settings.NODE_NAME, "error": str(error)}
 
     return run_with_client(work)
+
+
+@shared_task(name="monitor.tasks.apply_profile")
+def apply_profile(profile_id: int) -> dict:
+    """On a node: a saved change of a profile applied there (its new revision loads beside the live one
+    when it serves; a node where that fails keeps the old one and says why)."""
+    if services.apply_here(ServerProfile.objects.get(pk=profile_id)):
+        return load_profile(profile_id)
+    return {"ok": True, "node": settings.NODE_NAME, "loaded": False}
+
+
+@shared_task(name="monitor.tasks.unload_profile")
+def unload_profile(name: str) -> dict:
+    """On a node: unload every served revision of the profile named ``name`` there (by name: it may be
+    deleted, or no longer placed there)."""
+    try:
+        async_to_sync(unload_named)(name)
+    except LlamaError as error:
+        return {"ok": False, "node": settings.NODE_NAME, "error": str(error)}
+    return {"ok": True, "node": settings.NODE_NAME}
+
+
+def on_nodes(task, profile: ServerProfile) -> list[str]:
+    """Send ``task`` for the profile (its id; its name for an unload) to every node that serves it, each to
+    its own queue; their names."""
+    names = [node.name for node in nodes_serving(profile)]
+    argument = profile.name if task is unload_profile else profile.pk
+    for name in names:
+        task.apply_async((argument,), queue=node_queue(name))
+    return names
 
 
 @shared_task(name="monitor.tasks.run_self_test")

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qwenweb.network import node_name_from_host
 from scripts.leftovers import recorded
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +61,9 @@ def programs(env: dict, *, with_redis: bool) -> list[Program]:
         Program("llama", [*manage, "run_llama_server"], priority=20),
         Program("web", web, priority=30),
         Program(
-            "worker", [*background, *celery, "worker", "--loglevel", "INFO", "--concurrency", "2", *QUIET], priority=40
+            "worker",
+            [*background, *celery, "worker", "--loglevel", "INFO", "--concurrency", "2", *node_queues(env), *QUIET],
+            priority=40,
         ),
         Program(
             "documents", [*background, *celery, "worker", "--loglevel", "INFO", *DOCUMENTS_QUEUE, *QUIET], priority=40
@@ -83,6 +86,11 @@ def niced(env: dict) -> list[str]:
     if level <= 0:
         return []
     return [shutil.which("nice") or "/usr/bin/nice", "-n", str(min(level, 19))]
+
+
+def node_queues(env: dict) -> list[str]:
+    """The default worker also takes this box's jobs as a node (its profile loads, downloads, self-tests)."""
+    return ["--queues", f"celery,node.{env.get('QWENWEB_NODE_NAME') or node_name_from_host()}"]
 
 
 BACKGROUND_NICE = 10

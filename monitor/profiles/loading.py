@@ -19,8 +19,9 @@ from monitor import timeline
 from monitor.llama.client import LlamaClient, get_client
 from monitor.llama.errors import LlamaError, LlamaRejected
 from monitor.llama.logs import instance_log_tail
-from monitor.models import Event, ServerProfile
+from monitor.models import Event, Placement, ServerProfile
 from monitor.nodes import readiness
+from monitor.nodes.registry import placement_here
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.presets import current_options, live_id, parse_served_id, served_id, write_preset
 from monitor.profiles.selectors import startup_profiles
@@ -76,17 +77,30 @@ async def _load(client: LlamaClient, model_id: str) -> float:
 
 
 @sync_to_async
-def _refresh(profile: ServerProfile) -> ServerProfile:
-    return ServerProfile.objects.get(pk=profile.pk)
+def _here(profile: ServerProfile) -> tuple[ServerProfile, Placement]:
+    """The profile as stored, and its placement on this node (LoadFailed: it is not served here)."""
+    profile = ServerProfile.objects.get(pk=profile.pk)
+    placement = placement_here(profile)
+    if placement is None:
+        raise LoadFailed(
+            _("%(name)s is not served by this node (%(node)s).") % {"name": profile.name, "node": settings.NODE_NAME}
+        )
+    return profile, placement
 
 
 @sync_to_async
-def _promote(profile: ServerProfile) -> None:
-    """The loaded revision goes live (unless a later save made another revision current meanwhile)."""
+def _promote(profile: ServerProfile, placement: Placement) -> None:
+    """The loaded revision goes live on this node (unless a later save made another revision current meanwhile)."""
     options = [list(option) for option in current_options(profile)]
-    ServerProfile.objects.filter(pk=profile.pk, revision=profile.revision).update(
-        live_revision=profile.revision, live_options=options
+    Placement.objects.filter(pk=placement.pk, profile__revision=profile.revision).update(
+        live_revision=profile.revision, live_options=options, error=""
     )
+
+
+@sync_to_async
+def _note_failure(placement: Placement, error: LoadFailed) -> None:
+    """Why the current revision did not load on this node (the live one, if any, keeps serving)."""
+    Placement.objects.filter(pk=placement.pk).update(error=str(error)[:2000])
 
 
 record = sync_to_async(timeline.record)
@@ -94,13 +108,21 @@ publish_preset = sync_to_async(write_preset)
 
 
 async def _record_loaded(profile: ServerProfile, seconds: float, **details) -> None:
-    message = _("%(name)s loaded in %(s).1f s.") % {"name": profile.name, "s": seconds}
-    await record(Event.Kind.PROFILE_LOADED, message, profile=profile.name, load_s=round(seconds, 3), **details)
-
-
-async def _record_failed(profile: ServerProfile, error: LoadFailed) -> None:
+    message = _("%(name)s loaded on %(node)s in %(s).1f s.") % {
+        "name": profile.name,
+        "node": settings.NODE_NAME,
+        "s": seconds,
+    }
     await record(
-        Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name,
+        Event.Kind.PROFILE_LOADED, message, profile=profile.name, node=settings.NODE_NAME, load_s=round(seconds, 3),
+        **details,
+    )  # fmt: skip
+
+
+async def _record_failed(profile: ServerProfile, placement: Placement, error: LoadFailed) -> None:
+    await _note_failure(placement, error)
+    await record(
+        Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name, node=settings.NODE_NAME,
         log_tail=error.log_tail[-20:], exit_code=error.exit_code,
     )  # fmt: skip
 
@@ -119,17 +141,17 @@ async def load_profile(profile: ServerProfile, client: LlamaClient | None = None
     revision (if any) keeps serving.
     """
     client = client or get_client()
-    profile = await _refresh(profile)
+    profile, placement = await _here(profile)
     target = served_id(profile.name, profile.revision)
     await reload_presets(client)
     try:
         seconds = await _load(client, target)
     except LoadFailed as error:
-        await _record_failed(profile, error)
+        await _record_failed(profile, placement, error)
         raise
-    if profile.live_revision != profile.revision:
-        old = live_id(profile) if profile.live_revision else None
-        await _promote(profile)  # new requests go to the new revision from now on
+    if placement.live_revision != profile.revision:
+        old = live_id(profile, placement) if placement.live_revision else None
+        await _promote(profile, placement)  # new requests go to the new revision from now on
         await _announce(client, profile.name, target)
         if old:
             await _wait_idle(client, old, settings.PROFILE_DRAIN_S)
@@ -148,37 +170,40 @@ async def _announce(client: LlamaClient, pool: str, model: str) -> None:
 
 
 async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = None) -> str:
-    """Make sure the profile's live revision is loaded (loading it if needed); returns its id."""
+    """Make sure the profile's live revision on this node is loaded (loading it if needed); returns its id."""
     if profile.is_remote:
         return profile.remote_model
     client = client or get_client()
-    model_id = live_id(profile)
+    profile, placement = await _here(profile)
+    model_id = live_id(profile, placement)
     status = (await router_status(client)).get(model_id, {})
     if status.get("value") in ("loaded", "sleeping"):
         return model_id
-    if profile.live_revision is None:
+    if placement.live_revision is None:
         await load_profile(profile, client)
-        return live_id(await _refresh(profile))
+        return live_id(*await _here(profile))
     try:
         seconds = await _load(client, model_id)
     except LoadFailed as error:
-        await _record_failed(profile, error)
+        await _record_failed(profile, placement, error)
         raise
     await trim(client, keep=model_id)
     await _record_loaded(profile, seconds)
     return model_id
 
 
-async def unload_profile(profile: ServerProfile, client: LlamaClient | None = None) -> None:
+async def unload_profile(name: str, client: LlamaClient | None = None) -> None:
+    """Unload every served revision of the profile named ``name`` on this node."""
     client = client or get_client()
-    await readiness.mark_failed(settings.NODE_NAME, profile.name)  # no more requests sent there
+    await readiness.mark_failed(settings.NODE_NAME, name)  # no more requests sent there
     statuses = await router_status(client, fresh=True)
     for model_id, status in statuses.items():
         parsed = parse_served_id(model_id)
-        if parsed and parsed[0] == profile.name and status.get("value") in ("loaded", "loading", "sleeping"):
+        if parsed and parsed[0] == name and status.get("value") in ("loaded", "loading", "sleeping"):
             await client.unload_model(model_id)
     forget_status()
-    await record(Event.Kind.PROFILE_UNLOADED, _("%(name)s unloaded.") % {"name": profile.name}, profile=profile.name)
+    message = _("%(name)s unloaded on %(node)s.") % {"name": name, "node": settings.NODE_NAME}
+    await record(Event.Kind.PROFILE_UNLOADED, message, profile=name, node=settings.NODE_NAME)
 
 
 async def trim(client: LlamaClient, *, keep: str) -> list[str]:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from monitor.models import ServerProfile
+from monitor.models import Placement, ServerProfile
+from monitor.nodes.registry import placements_here
 from monitor.profiles.options import Option, profile_options, write_template
 
 
@@ -20,9 +21,10 @@ def served_id(name: str, revision: int) -> str:
     return f"{name}@{revision}"
 
 
-def live_id(profile: ServerProfile) -> str:
-    """The id requests go to: the live revision, or the current one before any has loaded."""
-    return served_id(profile.name, profile.live_revision or profile.revision)
+def live_id(profile: ServerProfile, placement: Placement | None) -> str:
+    """The id requests go to on a node: its live revision there, or the current one before any loaded."""
+    live = placement.live_revision if placement is not None else None
+    return served_id(profile.name, live or profile.revision)
 
 
 def parse_served_id(model_id: str) -> tuple[str, int] | None:
@@ -38,11 +40,13 @@ def current_options(profile: ServerProfile) -> list[Option]:
     return [tuple(option) for option in profile.revision_options] or profile_options(profile)
 
 
-def sections(profile: ServerProfile) -> dict[str, list[Option]]:
-    """Served id -> options: the current revision, and the live one while it differs."""
+def sections(placement: Placement) -> dict[str, list[Option]]:
+    """Served id -> options on the placement's node: the current revision, and the live one there while it differs."""
+    profile = placement.profile
     result = {served_id(profile.name, profile.revision): current_options(profile)}
-    if profile.live_revision and profile.live_revision != profile.revision and profile.live_options:
-        result[served_id(profile.name, profile.live_revision)] = [tuple(option) for option in profile.live_options]
+    live = placement.live_revision
+    if live and live != profile.revision and placement.live_options:
+        result[served_id(profile.name, live)] = [tuple(option) for option in placement.live_options]
     return result
 
 
@@ -50,7 +54,7 @@ def _value(value: str | None) -> str:
     return "true" if value is None else value
 
 
-def preset_text(profiles: list[ServerProfile]) -> str:
+def preset_text(placements: list[Placement]) -> str:
     lines = [
         "version = 1",
         "",
@@ -59,28 +63,27 @@ def preset_text(profiles: list[ServerProfile]) -> str:
         "slots = true",
         f"stop-timeout = {settings.LLAMA_STOP_TIMEOUT_S}",
     ]
-    for profile in profiles:
-        if profile.is_remote or not profile.model_file:
+    for placement in placements:
+        if placement.profile.is_remote or not placement.profile.model_file:
             continue
         # No load-on-startup here: a section that changes is unloaded by the router, so
         # making another profile the default would unload both; the supervisor loads them.
-        for model_id, options in sections(profile).items():
+        for model_id, options in sections(placement).items():
             lines += ["", f"[{model_id}]"]
             lines += [f"{name.lstrip('-')} = {_value(value)}" for name, value in options]
     return "\n".join(lines) + "\n"
 
 
 def write_preset() -> Path:
-    """Write the presets of every local profile (and their templates); atomic."""
-    profiles = list(ServerProfile.objects.all())
-    for profile in profiles:
-        if not profile.is_remote:
-            write_template(profile)
+    """Write the presets of every profile this node serves (and their templates); atomic."""
+    placements = list(placements_here())
+    for placement in placements:
+        write_template(placement.profile)
     path = preset_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     # The web process, the worker and the supervisor all write it: each through its own temporary file.
     handle, partial = tempfile.mkstemp(dir=path.parent, prefix=".models-preset-", suffix=".tmp")
     with os.fdopen(handle, "w") as out:
-        out.write(preset_text(profiles))
+        out.write(preset_text(placements))
     os.replace(partial, path)
     return path

@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.utils.translation import gettext as _
 
-from monitor.models import ServerProfile
+from monitor.models import Placement, ServerProfile
+from monitor.nodes.registry import placements_here
 from monitor.profiles.errors import ProfileUnavailable
 
 
@@ -26,10 +27,10 @@ def find_profile(name: str | None = None, *, for_users: bool = False) -> ServerP
     return profile
 
 
+def startup_placements() -> list[Placement]:
+    """What this node serves that should always be loaded: the default profile and those marked load-on-start."""
+    return [p for p in placements_here() if p.profile.is_default or p.profile.load_on_startup]
+
+
 def startup_profiles() -> list[ServerProfile]:
-    """Local profiles that should always be loaded: the default and those marked load-on-start."""
-    return [
-        profile
-        for profile in ServerProfile.objects.filter(remote_url="")
-        if profile.is_default or profile.load_on_startup
-    ]
+    return [placement.profile for placement in startup_placements()]

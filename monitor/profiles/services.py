@@ -10,14 +10,17 @@ from __future__ import annotations
 import logging
 
 from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext as _
 
 from monitor.llama.errors import LlamaError
-from monitor.models import ServerProfile
+from monitor.models import Placement, ServerProfile
+from monitor.nodes import readiness
+from monitor.nodes.registry import nodes_serving, place_here, placement_here
 from monitor.profiles.loading import reload_presets, unload_profile
 from monitor.profiles.options import profile_options
-from monitor.profiles.presets import current_options, write_preset
+from monitor.profiles.presets import current_options
 from monitor.profiles.status import router_status, state_of
 from monitor.profiles.validation import validate_profile
 
@@ -42,8 +45,8 @@ def save_profile(profile: ServerProfile) -> bool:
         profile.revision += 1
     profile.revision_options = options
     profile.save()
-    if not profile.is_remote:
-        write_preset()
+    if not profile.is_remote and not profile.placements.exists():
+        place_here(profile)  # a new profile is served by this box's node until an admin places it elsewhere
     return changed
 
 
@@ -59,13 +62,13 @@ def _served_options(profile: ServerProfile) -> list[list]:
 
 
 def is_serving(profile: ServerProfile) -> bool:
-    """Whether the profile (as stored) serves; when llama-server is down nobody can tell,
+    """Whether the profile (as stored) serves on this node; when llama-server is down nobody can tell,
     so it counts as serving and its live revision is kept."""
     try:
         statuses = async_to_sync(router_status)(fresh=True)
     except LlamaError:
         return True
-    return state_of(profile, statuses).state in ("loaded", "loading", "sleeping")
+    return state_of(profile, statuses, placement_here(profile)).state in ("loaded", "loading", "sleeping")
 
 
 def _publish_presets() -> None:
@@ -77,20 +80,28 @@ def _publish_presets() -> None:
 
 
 def save_and_apply(profile: ServerProfile) -> bool:
-    """Save an edited, validated profile and apply the change.
+    """Save an edited, validated profile and apply the change on this node (``apply_here``).
 
-    Returns True when the profile serves and its launch options changed: the caller
-    then queues the load of the new revision, beside the live one. Otherwise there is
-    no old revision to protect, and the next load uses the new settings.
+    Returns True when it serves here and must load its new revision: the caller queues that load,
+    beside the live one. (The staff pages save, then have every node that serves it apply.)
     """
-    stored = ServerProfile.objects.filter(pk=profile.pk).first() if profile.pk else None
-    was_serving = stored is not None and is_serving(stored)
     with transaction.atomic():
-        changed = save_profile(profile)
-    if was_serving and changed:
+        save_profile(profile)
+    return apply_here(profile)
+
+
+def apply_here(profile: ServerProfile) -> bool:
+    """A saved change, applied on this node. True when the profile serves here on an older revision:
+    the new one must load beside it (the caller queues the load). Otherwise there is no live revision
+    to protect: the presets are published and the next load uses the new settings."""
+    profile = ServerProfile.objects.get(pk=profile.pk)
+    placement = placement_here(profile)
+    if profile.is_remote or placement is None:
+        return False
+    if placement.live_revision not in (None, profile.revision) and is_serving(profile):
         return True
-    if not was_serving:
-        ServerProfile.objects.filter(pk=profile.pk).update(live_revision=None, live_options=[])
+    if placement.live_revision != profile.revision:
+        Placement.objects.filter(pk=placement.pk).update(live_revision=None, live_options=[])
     _publish_presets()
     return False
 
@@ -105,10 +116,9 @@ def apply_plan(
     cache_type_v: str,
     cpu_moe_layers: int,
 ) -> bool:
-    """Write a planner recommendation into a profile, validated and applied like any edit.
-
-    Returns what ``save_and_apply`` returns. Raises ValidationError (nothing saved).
-    """
+    """Write a planner recommendation into a profile, validated and saved like any edit (the caller has
+    every node that serves it apply the change). Returns whether its launch options changed. Raises
+    ValidationError (nothing saved)."""
     profile.gpu_layers = str(gpu_layers)
     profile.ctx_size = ctx_size
     profile.parallel = parallel
@@ -116,7 +126,8 @@ def apply_plan(
     profile.cache_type_v = cache_type_v
     profile.n_cpu_moe = cpu_moe_layers
     validate_profile(profile)
-    return save_and_apply(profile)
+    with transaction.atomic():
+        return save_profile(profile)
 
 
 def clone_profile(source: ServerProfile) -> ServerProfile:
@@ -127,26 +138,44 @@ def clone_profile(source: ServerProfile) -> ServerProfile:
         name, n = f"{base}-{n}", n + 1
     clone = ServerProfile.objects.get(pk=source.pk)
     clone.pk, clone.name, clone.is_default = None, name, False
-    clone.revision, clone.revision_options, clone.live_revision, clone.live_options = 1, [], None, []
+    clone.revision, clone.revision_options = 1, []
     save_profile(clone)
+    for placement in source.placements.all():
+        Placement.objects.get_or_create(profile=clone, node=placement.node)
     return clone
 
 
-def delete_profile(profile: ServerProfile) -> None:
-    """Unload and delete a profile; the default one is refused (ProfileProtected)."""
+def delete_profile(profile: ServerProfile) -> list[str]:
+    """Delete a profile (the default one is refused: ProfileProtected); returns the nodes that served it,
+    which the caller has unload it (by name). This node's instances are unloaded here at once."""
     if profile.is_default:
         raise ProfileProtected(
             _("%(name)s is the default profile; make another one the default first.") % {"name": profile.name}
         )
-    if not profile.is_remote:
+    nodes = [node.name for node in nodes_serving(profile)]
+    withdraw(profile)
+    if settings.NODE_NAME in nodes:
         try:
-            async_to_sync(unload_profile)(profile)
+            async_to_sync(unload_profile)(profile.name)
         except LlamaError as error:
             log.warning("%s: not unloaded before its deletion: %s", profile.name, error)
     profile.delete()
     _publish_presets()
+    return [name for name in nodes if name != settings.NODE_NAME]
+
+
+def serves_anywhere(profile: ServerProfile) -> bool:
+    """Whether some node serves the profile now (as their heartbeats say)."""
+    names = [node.name for node in nodes_serving(profile)]
+    return bool(names) and bool(async_to_sync(readiness.served_on)(names, profile.name))
+
+
+def withdraw(profile: ServerProfile) -> None:
+    """No new request goes to the profile on any node (its instances are about to be unloaded)."""
+    for node in nodes_serving(profile):
+        async_to_sync(readiness.mark_failed)(node.name, profile.name)
 
 
 def unload(profile: ServerProfile) -> None:
     """Unload every served revision of a profile now; raises LlamaError when the router cannot."""
-    async_to_sync(unload_profile)(profile)
+    async_to_sync(unload_profile)(profile.name)

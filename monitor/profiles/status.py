@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass
 
 from monitor.llama.client import LlamaClient, get_client
-from monitor.models import ServerProfile
+from monitor.models import Placement, ServerProfile
 from monitor.profiles.presets import live_id, served_id
 
 STATUS_CACHE_S = 1.0
@@ -20,32 +20,35 @@ class ProfileState:
     exit_code: int | None = None
 
 
-_status_cache: tuple[float, dict[str, dict]] | None = None
+_status_cache: dict[str, tuple[float, dict[str, dict]]] = {}
 
 
 async def router_status(client: LlamaClient | None = None, *, fresh: bool = False) -> dict[str, dict]:
-    """Model id -> the router's status object; raises LlamaUnavailable when it is down."""
-    global _status_cache
+    """Model id -> a router's status object (this node's, unless ``client`` names another); raises
+    LlamaUnavailable when it is down. Kept STATUS_CACHE_S per router."""
+    client = client or get_client()
     now = time.monotonic()
-    if not fresh and _status_cache and now - _status_cache[0] < STATUS_CACHE_S:
-        return _status_cache[1]
-    models = await (client or get_client()).list_models()
+    cached = _status_cache.get(client.base_url)
+    if not fresh and cached and now - cached[0] < STATUS_CACHE_S:
+        return cached[1]
+    models = await client.list_models()
     statuses = {model["id"]: model.get("status", {}) for model in models}
-    _status_cache = (now, statuses)
+    _status_cache[client.base_url] = (now, statuses)
     return statuses
 
 
 def forget_status() -> None:
-    global _status_cache
-    _status_cache = None
+    _status_cache.clear()
 
 
-def state_of(profile: ServerProfile, statuses: dict[str, dict]) -> ProfileState:
+def state_of(profile: ServerProfile, statuses: dict[str, dict], placement: Placement | None = None) -> ProfileState:
+    """The profile's state on one node, from that node's router statuses and its placement there."""
     if profile.is_remote:
         return ProfileState("remote", profile.remote_model or "", False)
     current = served_id(profile.name, profile.revision)
-    pending = bool(profile.live_revision) and profile.live_revision != profile.revision
-    for model_id in (current, live_id(profile)):
+    live = placement.live_revision if placement is not None else None
+    pending = bool(live) and live != profile.revision
+    for model_id in (current, live_id(profile, placement)):
         status = statuses.get(model_id, {})
         value = status.get("value", "unloaded")
         if value in ("loaded", "sleeping", "loading"):
@@ -53,4 +56,4 @@ def state_of(profile: ServerProfile, statuses: dict[str, dict]) -> ProfileState:
     status = statuses.get(current, {})
     if status.get("failed"):
         return ProfileState("failed", current, pending, status.get("exit_code"))
-    return ProfileState("unloaded", live_id(profile), pending)
+    return ProfileState("unloaded", live_id(profile, placement), pending)

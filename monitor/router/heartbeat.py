@@ -31,16 +31,13 @@ from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaError
 from monitor.models import Event, ServerProfile
 from monitor.nodes import readiness
+from monitor.nodes.registry import placements_here
 from monitor.profiles.loading import ensure_serving
 from monitor.profiles.presets import live_id, parse_served_id
 
 log = logging.getLogger(__name__)
 ROUTER_TIMEOUT_S = 2.0
 ROUTER_FAILURES = 3
-
-
-def _local_profiles() -> list[ServerProfile]:
-    return list(ServerProfile.objects.filter(remote_url=""))
 
 
 class Heartbeat:
@@ -98,10 +95,10 @@ class Heartbeat:
         self.failures = 0
         loaded = {model["id"] for model in models if model.get("status", {}).get("value") in ("loaded", "sleeping")}
         serving = {}
-        for profile in await sync_to_async(_local_profiles)():
-            model = live_id(profile)
+        for placement in await sync_to_async(list)(placements_here()):
+            model = live_id(placement.profile, placement)
             if model in loaded:
-                serving[profile.name] = (await self._slots_of(model), model)
+                serving[placement.profile.name] = (await self._slots_of(model), model)
         await asyncio.to_thread(readiness.publish, self.node, serving)
 
     async def _slots_of(self, model: str) -> int:

@@ -25,7 +25,7 @@ from monitor.models import Event
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import ensure_serving
 from monitor.profiles.presets import live_id
-from monitor.profiles.selectors import startup_profiles
+from monitor.profiles.selectors import startup_placements
 from monitor.profiles.status import router_status
 from monitor.router.supervisor import request_restart
 
@@ -87,8 +87,9 @@ async def _check(client: LlamaClient) -> list[str]:
                 notes.append("down, no supervisor")
         return notes or ["unreachable"]
     store.delete(FAILURES_KEY)
-    for profile in await sync_to_async(startup_profiles)():
-        status = statuses.get(live_id(profile), {})
+    for placement in await sync_to_async(startup_placements)():
+        profile = placement.profile
+        status = statuses.get(live_id(profile, placement), {})
         if status.get("value") == "unloaded" and status.get("failed"):
             if await sync_to_async(_failed_recently)(profile.name):
                 notes.append(f"{profile.name} failed to load lately; not retried yet")

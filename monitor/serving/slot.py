@@ -23,20 +23,26 @@ free node.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
+from celery import current_app
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaError, LlamaHung, LlamaStreamBroken, LlamaUnavailable
 from monitor.llama.serving import ServingInfo, forget_serving_info, serving_info
 from monitor.models import ServerProfile
 from monitor.nodes import readiness
-from monitor.profiles.clients import node_client, remote_client
+from monitor.nodes.registry import address, node_queue, nodes_serving, placement_here
+from monitor.profiles.clients import client_at, remote_client
+from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import ensure_serving
 from monitor.profiles.presets import live_id
 from monitor.profiles.selectors import find_profile
@@ -48,6 +54,8 @@ log = logging.getLogger(__name__)
 AFFINITY_TTL_S = 3600
 STILL_WORKING_TIMEOUT_S = 3.0
 LoadingCallback = Callable[[str], Awaitable[None]]
+Served = dict[str, tuple[int, str]]  # node -> (slots, served id)
+LOAD_POLL_S = 0.25
 _redis = LoopRedis()
 _queues: dict[str, FairQueue] = {}
 
@@ -61,8 +69,9 @@ def pool_queue(name: str) -> FairQueue:
 
 
 def forget_queues() -> None:
-    """Drop the cached queues (tests: a fresh set per test)."""
+    """Drop the cached queues and pool members (tests: a fresh set per test)."""
     _queues.clear()
+    _members.clear()
 
 
 def remote_node(profile: ServerProfile) -> str:
@@ -70,17 +79,42 @@ def remote_node(profile: ServerProfile) -> str:
     return f"remote-{profile.pk}"
 
 
-def pool_nodes(profile: ServerProfile) -> list[str]:
-    """The nodes that may serve a profile."""
+Members = dict[str, tuple[str, str]]  # node name -> (its router's URL, its key)
+MEMBERS_CACHE_S = 3.0
+_members: dict[int, tuple[float, Members]] = {}
+
+
+def pool_members(profile: ServerProfile) -> Members:
+    """The nodes that may serve a profile and where each is reached (a remote profile: its own server)."""
     if profile.is_remote:
-        return [remote_node(profile)]
-    return [settings.NODE_NAME]
+        return {remote_node(profile): (profile.remote_url.rstrip("/"), profile.remote_api_key)}
+    return {node.name: address(node) for node in nodes_serving(profile)}
 
 
-def _client(profile: ServerProfile, node: str, model: str) -> LlamaClient:
+def pool_nodes(profile: ServerProfile) -> list[str]:
+    return list(pool_members(profile))
+
+
+async def _members_now(profile: ServerProfile) -> Members:
+    """``pool_members``, read again at most every MEMBERS_CACHE_S (a node placed or removed meanwhile)."""
+    cached = _members.get(profile.pk)
+    if cached is None or time.monotonic() - cached[0] > MEMBERS_CACHE_S:
+        cached = _members[profile.pk] = (time.monotonic(), await sync_to_async(pool_members)(profile))
+    return cached[1]
+
+
+async def _needs_loading(profile: ServerProfile) -> bool:
+    """Whether the profile's live revision on this node must be loaded first (worth telling the person)."""
+    statuses = await router_status()
+    placement = await sync_to_async(placement_here)(profile)
+    return statuses.get(live_id(profile, placement), {}).get("value") not in ("loaded", "sleeping")
+
+
+def _client(profile: ServerProfile, members: Members, node: str, model: str) -> LlamaClient:
     if profile.is_remote:
         return remote_client(profile)
-    return node_client(node, model)
+    url, key = members[node]
+    return client_at(url, key, model)
 
 
 @dataclass
@@ -151,13 +185,18 @@ class ServingPool:
     the pool's (every serving node's) when it was found."""
 
     profile: ServerProfile
-    nodes: list[str]
+    members: Members
     info: ServingInfo
     client: LlamaClient
     slots: int
 
+    @property
+    def nodes(self) -> list[str]:
+        return list(self.members)
+
     async def _nodes_now(self) -> list[str]:
-        return self.nodes
+        self.members = await _members_now(self.profile)
+        return list(self.members)
 
     @asynccontextmanager
     async def slot(
@@ -185,7 +224,7 @@ class ServingPool:
         )
         serving = None
         try:
-            client = _client(self.profile, grant.node, grant.model)
+            client = _client(self.profile, self.members, grant.node, grant.model)
             info = self.info if client is self.client else await serving_info(client)
             remembered = affinity if remember_as is None else remember_as
             serving = ServingSlot(self.profile, grant.node, client, info, grant, remembered)
@@ -224,39 +263,69 @@ async def serving_pool(
     when its server does not answer."""
     if not isinstance(profile, ServerProfile):
         profile = await sync_to_async(find_profile)(profile, for_users=for_users)
-    nodes = pool_nodes(profile)
-    served = await readiness.served_on(nodes, profile.name)
+    members = await _members_now(profile)
+    if not members:
+        raise LoadFailed(_("%(name)s is not placed on any node.") % {"name": profile.name})
+    served = await readiness.served_on(list(members), profile.name)
     if not served:
-        served = await _bring_up(profile, nodes, on_loading)
+        served = await _bring_up(profile, members, on_loading)
     node, (_slots, model) = next(iter(served.items()))
-    client = _client(profile, node, model)
+    client = _client(profile, members, node, model)
     slots = sum(node_slots for node_slots, _model in served.values())
-    return ServingPool(profile, nodes, await serving_info(client), client, slots)
+    return ServingPool(profile, members, await serving_info(client), client, slots)
 
 
-async def _bring_up(
-    profile: ServerProfile, nodes: list[str], on_loading: LoadingCallback | None
-) -> dict[str, tuple[int, str]]:
-    """No node serves the profile (as far as the heartbeats said): read the remote server, or load it."""
+async def _bring_up(profile: ServerProfile, members: Members, on_loading: LoadingCallback | None) -> Served:
+    """No node serves the profile (as far as the heartbeats said): read the remote server, or load it, on
+    this node in this process when it is one of the pool's, else on every node of the pool (their own
+    workers' queues), and take the first that serves."""
+    nodes = list(members)
     if profile.is_remote:
         client = remote_client(profile)
         info = await serving_info(client, fresh=True)
         model = profile.remote_model or ""
         await readiness.mark_ready(nodes[0], profile.name, info.total_slots, model, ttl_s=readiness.REMOTE_READY_TTL_S)
         return {nodes[0]: (info.total_slots, model)}
-    node = nodes[0]
-    if on_loading is not None and await _needs_loading(profile):
+    if settings.NODE_NAME in members:
+        if on_loading is not None and await _needs_loading(profile):
+            await on_loading(profile.name)
+        model = await ensure_serving(profile)
+        info = await serving_info(_client(profile, members, settings.NODE_NAME, model))
+        await readiness.mark_ready(settings.NODE_NAME, profile.name, info.total_slots, model)
+        return {settings.NODE_NAME: (info.total_slots, model)}
+    if on_loading is not None:
         await on_loading(profile.name)
-    model = await ensure_serving(profile)
-    info = await serving_info(node_client(node, model))
-    await readiness.mark_ready(node, profile.name, info.total_slots, model)
-    return {node: (info.total_slots, model)}
+    return await load_on_nodes(profile, nodes)
 
 
-async def _needs_loading(profile: ServerProfile) -> bool:
-    """Whether the profile's live revision must be loaded first (worth telling the person)."""
-    statuses = await router_status()
-    return statuses.get(live_id(profile), {}).get("value") not in ("loaded", "sleeping")
+async def load_on_nodes(profile: ServerProfile, nodes: list[str]) -> Served:
+    """Have each node load the profile (a job on its own queue); wait until one serves it. LoadFailed when
+    none could (their reasons), or none did within QWENWEB_PROFILE_LOAD_TIMEOUT_S."""
+    jobs = [
+        current_app.send_task("monitor.tasks.load_profile", (profile.pk,), queue=node_queue(node)) for node in nodes
+    ]
+    deadline = time.monotonic() + settings.PROFILE_LOAD_TIMEOUT_S
+    while time.monotonic() < deadline:
+        served = await readiness.served_on(nodes, profile.name)
+        if served:
+            return served
+        outcomes = await asyncio.to_thread(_outcomes, jobs)
+        if len(outcomes) == len(jobs) and not any(outcome.get("ok") for outcome in outcomes):
+            raise LoadFailed("; ".join(f"{o.get('node')}: {o.get('error', '')}" for o in outcomes))
+        await asyncio.sleep(LOAD_POLL_S)
+    raise LoadFailed(
+        _("%(name)s did not load within %(s)d s.") % {"name": profile.name, "s": settings.PROFILE_LOAD_TIMEOUT_S}
+    )
+
+
+def _outcomes(jobs: list) -> list[dict]:
+    """What the load jobs that ended returned (a job that crashed: its error)."""
+    outcomes = []
+    for job in jobs:
+        if job.ready():
+            result = job.result
+            outcomes.append(result if isinstance(result, dict) else {"ok": False, "error": str(result)})
+    return outcomes
 
 
 @asynccontextmanager

@@ -25,7 +25,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils.translation import gettext as _
 
-from monitor.models import ServerProfile
+from monitor.nodes.registry import placements_here
 from monitor.profiles.clients import local_server_client
 from monitor.profiles.presets import live_id
 from monitor.telemetry.sampler import LIVE_KEY
@@ -126,10 +126,10 @@ def check_llama() -> list[Part]:
         # Bounded here too: a hung router must not keep this thread for the client's long read timeout.
         models = asyncio.run(asyncio.wait_for(listing(), settings.HEALTH_TIMEOUT_S))
         loaded = {m.get("id") for m in models if (m.get("status") or {}).get("value") == "loaded"}
-        local = [p for p in ServerProfile.objects.all() if not p.is_remote]
+        local = list(placements_here())
     finally:
         connection.close()
-    names = [p.name for p in local if live_id(p) in loaded]
+    names = [p.profile.name for p in local if live_id(p.profile, p) in loaded]
     detail = ", ".join(names) if names else _("no profile loaded")
     return [Part("llama-server", True, detail), Part("profiles", bool(names), detail)]
 

@@ -25,7 +25,8 @@ from django.conf import settings
 
 from monitor.llama.client import LlamaClient, get_client
 from monitor.llama.errors import LlamaError
-from monitor.models import MetricMinute, ServerProfile
+from monitor.models import MetricMinute, Placement, ServerProfile
+from monitor.nodes.registry import placements_here
 from monitor.profiles.clients import local_server_client, profile_client
 from monitor.profiles.presets import live_id
 from monitor.telemetry.gpu import NvmlSampler
@@ -113,11 +114,10 @@ def host_figures() -> dict:
     }
 
 
-def _local_profiles() -> tuple[list[ServerProfile], list[ServerProfile]]:
-    profiles = list(ServerProfile.objects.all())
-    local = [p for p in profiles if not p.is_remote]
-    local.sort(key=lambda p: not p.is_default)  # the default first
-    return local, [p for p in profiles if p.is_remote]
+def _local_profiles() -> tuple[list[Placement], list[ServerProfile]]:
+    """The profiles this node serves (the default first) and the remote ones."""
+    local = sorted(placements_here(), key=lambda placement: not placement.profile.is_default)
+    return local, list(ServerProfile.objects.exclude(remote_url=""))
 
 
 async def find_targets(timeout_s: float) -> list[Target]:
@@ -125,7 +125,7 @@ async def find_targets(timeout_s: float) -> list[Target]:
     profiles it has loaded (router mode) or the default one (a single-model server).
     Never names an unloaded router model, which would make the router load it."""
     local, remote = await sync_to_async(_local_profiles)()
-    targets = [Target(p.name, profile_client(p)) for p in remote]
+    targets = [Target(p.name, profile_client(p, None)) for p in remote]
     if not local:
         return [Target("default", get_client()), *targets]
     try:
@@ -135,8 +135,9 @@ async def find_targets(timeout_s: float) -> list[Target]:
         entries = []
     if any(isinstance(entry.get("status"), dict) for entry in entries):  # router mode
         loaded = {e.get("id") for e in entries if (e.get("status") or {}).get("value") == "loaded"}
-        return [Target(p.name, profile_client(p)) for p in local if live_id(p) in loaded] + targets
-    return [Target(local[0].name, profile_client(local[0])), *targets]
+        served = [p for p in local if live_id(p.profile, p) in loaded]
+        return [Target(p.profile.name, profile_client(p.profile, p)) for p in served] + targets
+    return [Target(local[0].profile.name, profile_client(local[0].profile, local[0])), *targets]
 
 
 class Sampler:

@@ -17,6 +17,7 @@ from monitor import timeline
 from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaError
 from monitor.models import Event, SelfTestResult, ServerProfile
+from monitor.nodes.registry import placement_here
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
 
@@ -113,7 +114,7 @@ async def run_self_test(profile_name: str | None = None) -> SelfTestResult:
     except LlamaError as error:
         result = await sync_to_async(_save)(profile_name or "default", "", {}, str(error))
         return result
-    client = profile_client(profile)
+    client = profile_client(profile, await sync_to_async(placement_here)(profile))
     try:
         figures = await measure(
             client,

@@ -9,7 +9,8 @@ from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
 from monitor.catalog.planner import CACHE_TYPE_BYTES, GIB, PlanRequest
-from monitor.models import ServerProfile
+from monitor.models import Node, ServerProfile
+from monitor.nodes.registry import place_on
 from monitor.profiles.validation import BUILTIN_TEMPLATES, validate_profile
 
 CACHE_CHOICES = [(name, name) for name in CACHE_TYPE_BYTES]
@@ -113,6 +114,20 @@ class ServerProfileForm(forms.ModelForm):
         if self.instance.pk and self.instance.remote_api_key:
             self.fields["remote_api_key"].help_text = _("A key is stored; leave empty to keep it.")
         self._stored_key = self.instance.remote_api_key if self.instance.pk else ""
+        self.fields["nodes"] = forms.ModelMultipleChoiceField(
+            label=_("served by"),
+            queryset=Node.objects.all(),
+            required=False,
+            widget=forms.CheckboxSelectMultiple,
+            help_text=_("Nodes that serve this profile; several make one pool with one line. None: this box's own."),
+            initial=[placement.node_id for placement in self.instance.placements.all()] if self.instance.pk else [],
+        )
+
+    def save_placements(self, profile: ServerProfile) -> list[Node]:
+        """Place the saved profile on the chosen nodes; returns those it left (their revisions are unloaded)."""
+        if profile.is_remote:
+            return []
+        return place_on(profile, list(self.cleaned_data.get("nodes") or ()))
 
     def clean_remote_api_key(self) -> str:
         return self.cleaned_data.get("remote_api_key") or self._stored_key

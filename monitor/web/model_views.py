@@ -158,8 +158,8 @@ def apply_recommendation(request):
     except ValidationError as error:
         flash.error(request, " ".join(" ".join(messages) for messages in error.message_dict.values()))
         return redirect("monitor:planner")
-    if loading:
-        tasks.load_profile.delay(profile.pk)
+    serving = loading and services.serves_anywhere(profile)
+    if tasks.on_nodes(tasks.apply_profile, profile) and serving:
         flash.info(request, loading_new_settings_message(profile))
     else:
         flash.success(request, _("Profile %(name)s now uses the recommended settings.") % {"name": profile.name})

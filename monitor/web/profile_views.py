@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages as flash
+from django.db import transaction
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
@@ -11,8 +12,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from monitor import tasks
 from monitor.catalog import downloads
 from monitor.catalog.registry import scan_models
-from monitor.llama.errors import LlamaError
 from monitor.models import Event, ServerProfile
+from monitor.nodes.registry import node_queue
 from monitor.profiles import overview, services
 from monitor.profiles.options import command_line
 from monitor.web.access import staff_only
@@ -30,32 +31,38 @@ def _model_names() -> list[str]:
     return [model.path.name for model in models]
 
 
+def _down(statuses: overview.NodeStatuses) -> str:
+    """The nodes whose router did not answer, and why ("" when every one did)."""
+    return "; ".join(f"{name}: {why}" for name, (_statuses, why) in statuses.items() if why)
+
+
 @staff_only
 @require_GET
 def profile_list(request):
-    statuses, down = overview.router_statuses()
+    statuses = overview.router_statuses()
     profiles = list(ServerProfile.objects.all())
     rows = [(profile, overview.profile_payload(profile, statuses)) for profile in profiles]
-    return render(request, "monitor/profiles.html", {"rows": rows, "down": down})
+    return render(request, "monitor/profiles.html", {"rows": rows, "down": _down(statuses)})
 
 
 @staff_only
 @require_GET
 def profile_status(request):
-    statuses, down = overview.router_statuses()
+    statuses = overview.router_statuses()
     wanted = request.GET.get("log")
     data = [
         overview.profile_payload(profile, statuses, with_log=str(profile.pk) == wanted)
         for profile in ServerProfile.objects.all()
     ]
-    return JsonResponse({"profiles": data, "down": down})
+    return JsonResponse({"profiles": data, "down": _down(statuses)})
 
 
 @staff_only
 @require_GET
 def profile_detail(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
-    statuses, down = overview.router_statuses()
+    statuses = overview.router_statuses()
+    down = _down(statuses)
     return render(
         request,
         "monitor/profile_detail.html",
@@ -76,8 +83,13 @@ def profile_edit(request, profile_id: int | None = None):
     form = ServerProfileForm(request.POST or None, instance=profile, model_names=_model_names())
     if request.method == "POST" and form.is_valid():
         profile = form.save(commit=False)
-        if services.save_and_apply(profile):
-            tasks.load_profile.delay(profile.pk)
+        serving = bool(profile.pk) and services.serves_anywhere(profile)
+        with transaction.atomic():
+            changed = services.save_profile(profile)
+            left = form.save_placements(profile)
+        for node in left:  # the nodes it no longer serves on unload it
+            tasks.unload_profile.apply_async((profile.name,), queue=node_queue(node.name))
+        if tasks.on_nodes(tasks.apply_profile, profile) and changed and serving:
             flash.info(request, loading_new_settings_message(profile))
         else:
             flash.success(request, _("Saved."))
@@ -86,7 +98,9 @@ def profile_edit(request, profile_id: int | None = None):
 
 
 def loading_new_settings_message(profile: ServerProfile) -> str:
-    return _("Saved. %(name)s is loading its new settings; the old ones serve until then.") % {"name": profile.name}
+    return _("Saved. Where %(name)s serves, each node loads its new settings; the old ones serve there until then.") % {
+        "name": profile.name
+    }
 
 
 @staff_only
@@ -104,7 +118,8 @@ def profile_delete(request, profile_id: int):
     if request.method == "GET":
         return render(request, "monitor/profile_delete.html", {"profile": profile})
     try:
-        services.delete_profile(profile)
+        for node in services.delete_profile(profile):
+            tasks.unload_profile.apply_async((profile.name,), queue=node_queue(node))
     except services.ProfileProtected as error:
         flash.error(request, str(error))
         return redirect("monitor:profile", profile_id=profile.pk)
@@ -116,7 +131,7 @@ def profile_delete(request, profile_id: int):
 @require_POST
 def profile_load(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
-    tasks.load_profile.delay(profile.pk)
+    tasks.on_nodes(tasks.load_profile, profile)
     flash.info(request, _("Loading %(name)s…") % {"name": profile.name})
     return _back(request, profile)
 
@@ -125,9 +140,7 @@ def profile_load(request, profile_id: int):
 @require_POST
 def profile_unload(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
-    try:
-        services.unload(profile)
-        flash.success(request, _("Unloaded %(name)s.") % {"name": profile.name})
-    except LlamaError as error:
-        flash.error(request, str(error))
+    services.withdraw(profile)  # no new request goes to it from now on
+    tasks.on_nodes(tasks.unload_profile, profile)
+    flash.success(request, _("Unloading %(name)s…") % {"name": profile.name})
     return _back(request, profile)

@@ -19,6 +19,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from monitor.models import Event, ServerProfile
+from monitor.nodes.registry import placement_here
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import load_profile
 from monitor.profiles.presets import live_id, served_id
@@ -120,13 +121,17 @@ def test_corrupt_model_fails_to_load_and_the_serving_profile_keeps_answering(lla
         ServerProfile.objects.filter(pk=profile.pk).delete()
 
 
+def here(profile: ServerProfile):
+    """The profile's placement on this box's node, as stored now."""
+    return placement_here(profile)
+
+
 def test_a_change_that_fails_keeps_the_old_settings_serving_then_a_good_change_goes_live(llama):
     profile = new_profile("safe-change", ctx_size=2048)
     user_http = login(make_user())
     try:
         async_to_sync(load_profile)(profile)
-        profile.refresh_from_db()
-        assert profile.live_revision == 1 and router_state(llama, "safe-change@1")["value"] == "loaded"
+        assert here(profile).live_revision == 1 and router_state(llama, "safe-change@1")["value"] == "loaded"
 
         # A bad option (a LoRA adapter in the models folder that is no adapter) passes the form but not llama-server.
         (MODELS / "not-an-adapter.gguf").write_bytes(b"GGUF" + b"\0" * 64)
@@ -136,10 +141,10 @@ def test_a_change_that_fails_keeps_the_old_settings_serving_then_a_good_change_g
         with pytest.raises(LoadFailed) as failed:
             async_to_sync(load_profile)(profile)
         assert "safe-change@2 failed to load" in str(failed.value)
-        profile.refresh_from_db()
-        assert profile.live_revision == 1
+        assert here(profile).live_revision == 1
+        assert "safe-change@2 failed to load" in here(profile).error  # the node says why
         assert router_state(llama, "safe-change@1")["value"] == "loaded"
-        assert live_id(profile) == "safe-change@1"
+        assert live_id(profile, here(profile)) == "safe-change@1"
         done = chat_once(user_http, "safe-change")
         assert done["status"] == "complete", done
 
@@ -150,7 +155,8 @@ def test_a_change_that_fails_keeps_the_old_settings_serving_then_a_good_change_g
         async_to_sync(load_profile)(profile)
         profile.refresh_from_db()
         new_id = served_id("safe-change", profile.revision)
-        assert profile.live_revision == profile.revision and live_id(profile) == new_id
+        assert here(profile).live_revision == profile.revision and live_id(profile, here(profile)) == new_id
+        assert here(profile).error == ""
         props = httpx.get(llama.url + "/props", params={"model": new_id}, headers=llama.headers).json()
         assert props["default_generation_settings"]["n_ctx"] == 3072
         assert router_state(llama, "safe-change@1").get("value") in (None, "unloaded")

@@ -126,10 +126,12 @@ class LlamaServer(Service):
     @property
     def model_id(self) -> str:
         """The loaded instance of the default profile (the one chat uses)."""
+        from monitor.nodes.registry import placement_here
         from monitor.profiles.presets import live_id
         from monitor.profiles.selectors import find_profile
 
-        return live_id(find_profile(None))
+        profile = find_profile(None)
+        return live_id(profile, placement_here(profile))
 
     def healthy(self) -> bool:
         if httpx.get(self.url + "/health", timeout=2).status_code != 200:
@@ -251,7 +253,9 @@ class Workers:
     time each, to keep the tests small); killed and started together, as one fault."""
 
     def __init__(self, run_dir: Path):
-        self.default = _worker(run_dir, "celery")
+        from django.conf import settings
+
+        self.default = _worker(run_dir, "celery", "--queues", f"celery,node.{settings.NODE_NAME}")
         self.documents = _worker(run_dir, "celery-documents", "--queues", "documents", "--hostname", "documents@%h")
         self.log_path = self.default.log_path
 

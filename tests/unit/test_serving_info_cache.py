@@ -11,7 +11,8 @@ import uuid
 
 from monitor.llama import serving
 from monitor.llama.client import LlamaClient
-from monitor.models import ServerProfile
+from monitor.models import Placement, ServerProfile
+from monitor.nodes.registry import local_node
 from monitor.profiles.options import profile_options
 from monitor.profiles.presets import live_id, sections
 from monitor.profiles.services import save_profile
@@ -30,13 +31,14 @@ class StandInServer(LlamaClient):
         return {"model_alias": self.model, "total_slots": self.slots_by_id[self.model], "n_ctx": 4096}
 
 
-def seeded_profile(**fields) -> ServerProfile:
+def seeded_profile(**fields) -> tuple[ServerProfile, Placement]:
     """Like a migration's seeded profile once loaded: saved by the ORM, no recorded revision
-    options, its revision 1 live (``loading._promote`` records the options it serves with)."""
+    options, its revision 1 live on this box's node (``loading._promote`` records the options it serves with)."""
     profile = ServerProfile(name=f"seeded-{uuid.uuid4().hex[:8]}", model_file="model.gguf", parallel=2, **fields)
-    profile.live_revision, profile.live_options = 1, [list(option) for option in profile_options(profile)]
     profile.save()
-    return profile
+    options = [list(option) for option in profile_options(profile)]
+    placement = Placement.objects.create(profile=profile, node=local_node(), live_revision=1, live_options=options)
+    return profile, placement
 
 
 def slots_of(client: LlamaClient) -> int:
@@ -45,19 +47,20 @@ def slots_of(client: LlamaClient) -> int:
 
 def test_a_seeded_profile_changed_to_one_slot_is_a_new_served_id_with_its_own_cache_entry():
     serving.forget_serving_info()
-    profile = seeded_profile()
-    before = live_id(profile)
+    profile, placement = seeded_profile()
+    before = live_id(profile, placement)
     server = {before: 2}
     assert slots_of(StandInServer(before, server)) == 2  # cached for a minute, under its served id
 
     profile.parallel = 1
     assert save_profile(profile) is True
     assert profile.revision == 2, "a change of --parallel must make a new revision"
-    assert ("--parallel", "1") in sections(profile)[f"{profile.name}@2"]
-    assert ("--parallel", "2") in sections(profile)[before]  # the live one, until the new one loads
+    placement.profile = profile
+    assert ("--parallel", "1") in sections(placement)[f"{profile.name}@2"]
+    assert ("--parallel", "2") in sections(placement)[before]  # the live one, until the new one loads
 
-    profile.live_revision = profile.revision  # the load went live (loading._promote)
-    after = live_id(profile)
+    placement.live_revision = profile.revision  # the load went live (loading._promote)
+    after = live_id(profile, placement)
     assert after != before
     server[after] = 1  # what the reloaded llama-server reports
     fresh = StandInServer(after, server)
@@ -66,7 +69,7 @@ def test_a_seeded_profile_changed_to_one_slot_is_a_new_served_id_with_its_own_ca
 
 
 def test_saving_a_seeded_profile_unchanged_keeps_its_revision():
-    profile = seeded_profile()
+    profile, _placement = seeded_profile()
     assert save_profile(profile) is False
     assert profile.revision == 1 and profile.revision_options
     profile.description = "only words changed"

@@ -10,6 +10,10 @@ revision live writes it at once (``mark_ready``), not at the next beat.
 
 from __future__ import annotations
 
+import time
+
+import orjson
+
 from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
 
 HEARTBEAT_S = 2.0
@@ -21,6 +25,12 @@ _redis = LoopRedis()
 
 def ready_key(node: str) -> str:
     return f"qwenweb:node:{node}:ready"
+
+
+def beat_key(node: str) -> str:
+    """The node's last heartbeat (JSON: ``node``, ``at`` (epoch s), ``router`` (it answered), ``serving``
+    (profile -> slots, served id)); it lives READY_TTL_S, so a node whose key is gone is down."""
+    return f"qwenweb:node:{node}:beat"
 
 
 def recover_key(node: str) -> str:
@@ -91,14 +101,27 @@ async def request_recovery(node: str, pool: str, model: str, reason: str) -> Non
         await pipe.execute()
 
 
-def publish(node: str, serving: dict[str, tuple[int, str]]) -> None:
+def publish(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> None:
     """The heartbeat's beat: what the node serves now replaces what it served (synchronous)."""
+    beat = {"node": node, "at": time.time(), "router": router, "serving": serving}
     pipe = sync_client().pipeline(transaction=True)
     pipe.delete(ready_key(node))
     if serving:
         pipe.hset(ready_key(node), mapping={pool: f"{slots} {model}" for pool, (slots, model) in serving.items()})
         pipe.expire(ready_key(node), READY_TTL_S)
+    pipe.set(beat_key(node), orjson.dumps(beat), ex=READY_TTL_S)
     pipe.execute()
+
+
+def withdraw_node(node: str) -> None:
+    """The node stops (its supervisor exits): out of every pool now, and no beat."""
+    sync_client().delete(ready_key(node), beat_key(node))
+
+
+def beats(nodes: list[str]) -> dict[str, dict | None]:
+    """Each node's last heartbeat (None: none within READY_TTL_S: the node is down)."""
+    values = sync_client().mget([beat_key(node) for node in nodes]) if nodes else []
+    return {node: orjson.loads(value) if value else None for node, value in zip(nodes, values, strict=True)}
 
 
 def take_recovery_requests(node: str) -> dict[str, str]:

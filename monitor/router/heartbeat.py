@@ -15,6 +15,7 @@ Runs in the llama-server supervisor (``manage.py run_llama_server``), beside the
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
@@ -80,7 +81,7 @@ class Heartbeat:
             async with asyncio.timeout(ROUTER_TIMEOUT_S):
                 models = await self.client.list_models()
         except (LlamaError, TimeoutError):
-            await asyncio.to_thread(readiness.publish, self.node, {})
+            await asyncio.to_thread(functools.partial(readiness.publish, self.node, {}, router=False))
             self.failures += 1
             if self.failures == ROUTER_FAILURES and self.router_pid() is not None:
                 self.on_router_hung(

@@ -262,7 +262,7 @@ class RouterSupervisor:
             heartbeat.stop()
             self._stop_router()
             try:
-                readiness.publish(settings.NODE_NAME, {})  # out of every pool now, not when the beat expires
+                readiness.withdraw_node(settings.NODE_NAME)  # out of every pool now, not when the beat expires
             except Exception:
                 log.warning("could not withdraw the node's readiness", exc_info=True)
             for path in (router_pid_path(), supervisor_pid_path()):

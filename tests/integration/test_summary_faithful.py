@@ -14,8 +14,8 @@ import time
 import pytest
 
 from chat.documents import uploads
-from chat.documents.summaries import SummaryRun
 from chat.documents.summary_review import COPIED_SOURCE, MAP_SYSTEM, RETRY_SYSTEM
+from chat.documents.summary_run import SummaryRun
 from chat.models import Document, DocumentChunk, DocumentPage
 from chat.queue import FairQueue
 from monitor.public import LlamaClient

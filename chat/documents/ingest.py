@@ -23,7 +23,6 @@ from chat.models import Document, DocumentPage
 
 log = logging.getLogger(__name__)
 
-
 PAGE_BATCH = 50
 
 

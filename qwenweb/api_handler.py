@@ -19,7 +19,7 @@ from django.middleware.security import SecurityMiddleware
 from django.utils import translation
 from django.utils.cache import patch_vary_headers
 
-from qwenweb.body_limit import API_PREFIX, request_language
+from qwenweb.body_limit import API_PREFIX
 from qwenweb.csp import ContentSecurityPolicyMiddleware
 
 
@@ -41,7 +41,7 @@ class ApiMiddleware:
 
     async def __call__(self, request):
         request.get_host()  # DisallowedHost (400) for a name the box does not answer to
-        language = request_language(request.headers.get("Cookie", ""), request.headers.get("Accept-Language", ""))
+        language = translation.get_language_from_request(request)  # LocaleMiddleware's choice, its own rule
         translation.activate(language)  # this request's context only (asgiref Local), as LocaleMiddleware does
         request.LANGUAGE_CODE = language
         response = self.security.process_request(request) or await self.get_response(request)

@@ -13,7 +13,8 @@ from urllib.parse import urlsplit
 
 from daphne import http_protocol
 
-from qwenweb.body_limit import body_limit, refusal, request_language
+from qwenweb.body_limit import body_limit, refusal
+from qwenweb.request_language import request_language
 
 STATUS_LINE = b"HTTP/1.1 413 Content Too Large\r\n"
 

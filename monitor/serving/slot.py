@@ -319,7 +319,9 @@ async def load_on_nodes(profile: ServerProfile, nodes: list[str]) -> Served:
 
 def _send_loads(profile: ServerProfile, nodes: list[str]) -> list:
     """A load of the profile for each node, on its own queue (its worker runs it there)."""
-    return [current_app.send_task("monitor.tasks.load_profile", (profile.pk,), queue=node_queue(node)) for node in nodes]
+    return [
+        current_app.send_task("monitor.tasks.load_profile", (profile.pk,), queue=node_queue(node)) for node in nodes
+    ]
 
 
 def _outcomes(jobs: list) -> list[dict]:

@@ -199,8 +199,6 @@ WHITENOISE_USE_FINDERS = True
 # Channels layer: every socket's events come from its own consumer, so a Redis restart closes none.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
 CELERY_BROKER_URL = REDIS_URL
-# kombu's Redis transport, waking idle workers every 3 s instead of every second (qwenweb.broker).
-CELERY_BROKER_TRANSPORT = "qwenweb.broker:Transport"
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from importlib import metadata
+from types import SimpleNamespace
 
 import pytest
 from daphne import http_protocol
@@ -88,3 +89,19 @@ def test_the_web_process_and_a_worker_refuse_to_start(library, argv):
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"but {library} 99.0 is installed" in done.stderr
+
+
+def test_the_body_cap_never_guesses_the_path(monkeypatch):
+    """Without the request line's path the limit would be a guess (the generic one): the request
+    ends there instead; the check at start-up makes sure Twisted still sets it."""
+    from qwenweb.patches.daphne_body_cap import BodyCappedRequest
+
+    passed_on = []
+    monkeypatch.setattr(http_protocol.WebRequest, "gotLength", lambda self, length: passed_on.append(length))
+    request = object.__new__(BodyCappedRequest)
+    request.channel = SimpleNamespace()  # no _path
+    with pytest.raises(AttributeError):
+        request.gotLength(10)
+    request.channel._path = b"/documents/upload/?x=1"
+    request.gotLength(10)
+    assert passed_on == [10] and request._cap_path == "/documents/upload/"

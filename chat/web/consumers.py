@@ -37,10 +37,6 @@ def max_frame_chars() -> int:
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
-    # Events go straight to this socket, never through the channel layer: without one, a Redis
-    # restart does not close every open chat page mid-answer (Channels ends the consumer with 1011).
-    channel_layer_alias = None
-
     @classmethod
     async def encode_json(cls, content) -> str:
         # Every streamed frame goes through here; orjson keeps that cheap.

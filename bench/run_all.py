@@ -5,6 +5,8 @@ import sys
 from pathlib import Path
 
 BENCHES = [
+    "queue_bench.py",
+    "pool_bench.py",
     "stream_bench.py",
     "planner_bench.py",
     "download_bench.py",

@@ -100,8 +100,9 @@
       node.append(chunks);
     }
     if (data.summary) {
+      // A model's text, hostile: rendered to sanitized nodes, inserted as nodes (never as markup).
       const summary = el("div", "summary body");
-      summary.innerHTML = Qw.renderMarkdown(data.summary);
+      summary.replaceChildren(QwRender.renderMarkdown(data.summary));
       node.append(summary);
     }
     if (data.active) schedule(data);

@@ -11,12 +11,6 @@
     return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
   }
 
-  // Markdown (hostile text) is rendered by common/render.js, which the pages that show it load; kept here
-  // by name for the scripts that call Qw.renderMarkdown.
-  function renderMarkdown(text) {
-    return QwRender.renderMarkdown(text);
-  }
-
   // The value of a {{ value|json_script:"id" }} block.
   function readJson(id) {
     return JSON.parse(document.getElementById(id).textContent);
@@ -96,7 +90,6 @@
   window.Qw = Object.freeze({
     POLL_INTERVAL_MS,
     fmt,
-    renderMarkdown,
     readJson,
     dataNumber,
     el,

@@ -5,7 +5,6 @@
   const root = document.getElementById("chat");
   const section = document.getElementById("documents");
   if (!root || !section) return;
-  const T = Qw.readJson("document-strings");
   const list = document.getElementById("document-list");
   const form = document.getElementById("document-form");
   const formName = document.getElementById("document-form-name");
@@ -13,6 +12,8 @@
   const errorLine = document.getElementById("document-error");
   const input = document.getElementById("document-input");
   const views = new Map(); // document id -> {el, data}
+  const UPLOAD_FAILED = gettext("The upload failed; try again.");
+  const CHUNK_STATES = { waiting: gettext("waiting"), running: gettext("summarizing"), done: gettext("done") };
   let pendingFile = null;
 
   function csrfToken() {
@@ -32,9 +33,14 @@
     try {
       body = await response.json();
     } catch (error) {
-      body = { error: T.upload_failed };
+      body = { error: UPLOAD_FAILED };
     }
     return { ok: response.ok, body };
+  }
+
+  // "3 of 10 pages read": the plural form follows the total.
+  function progress(format, done, total) {
+    return interpolate(format, { done, total }, true);
   }
 
   function draw(data) {
@@ -61,26 +67,36 @@
       const bar = el("progress");
       bar.max = data.page_count || 1;
       bar.value = data.pages_done;
-      header.append(bar, el("span", "doc-progress", Qw.fmt(T.pages, { done: data.pages_done, total: data.page_count })));
+      const read = progress(
+        ngettext("%(done)s of %(total)s page read", "%(done)s of %(total)s pages read", data.page_count),
+        data.pages_done,
+        data.page_count
+      );
+      header.append(bar, el("span", "doc-progress", read));
     }
     if (data.chunks_total && (data.status === "summarizing" || data.status === "failed" || data.status === "cancelled")) {
       const bar = el("progress");
       bar.max = data.chunks_total;
       bar.value = data.chunks_done;
-      header.append(bar, el("span", "doc-progress", Qw.fmt(T.parts, { done: data.chunks_done, total: data.chunks_total })));
+      const summarized = progress(
+        ngettext("%(done)s of %(total)s part summarized", "%(done)s of %(total)s parts summarized", data.chunks_total),
+        data.chunks_done,
+        data.chunks_total
+      );
+      header.append(bar, el("span", "doc-progress", summarized));
     }
     if (data.active) {
-      const cancel = el("button", "danger doc-cancel", T.cancel);
+      const cancel = el("button", "danger doc-cancel", gettext("Cancel"));
       cancel.type = "button";
       header.append(cancel);
     } else if (data.status !== "failed" || data.chunks_total) {
       if (data.status !== "queued") {
-        const again = el("button", "doc-summarize", data.status === "ready" ? T.summarize_again : T.retry);
+        const again = el("button", "doc-summarize", data.status === "ready" ? gettext("Summarize again") : gettext("Continue the summary"));
         again.type = "button";
         header.append(again);
       }
     }
-    const remove = el("button", "danger doc-delete", T.delete);
+    const remove = el("button", "danger doc-delete", gettext("Delete"));
     remove.type = "button";
     header.append(remove);
     node.append(header);
@@ -94,7 +110,7 @@
       const chunks = el("div", "chunks");
       for (const chunk of data.chunks) {
         const item = el("span", "chunk " + chunk.state, (chunk.level ? "Σ" : "") + chunk.pages);
-        item.title = T[chunk.state] || chunk.state;
+        item.title = CHUNK_STATES[chunk.state] || chunk.state;
         chunks.append(item);
       }
       node.append(chunks);
@@ -133,7 +149,7 @@
     const view = card && views.get(card.dataset.id);
     if (!view) return;
     if (button.classList.contains("doc-cancel")) act(view.data.urls.cancel);
-    if (button.classList.contains("doc-delete") && window.confirm(T.delete_confirm)) remove(view);
+    if (button.classList.contains("doc-delete") && window.confirm(gettext("Delete this document, its pages and its summary?"))) remove(view);
     if (button.classList.contains("doc-summarize")) {
       const body = new FormData();
       body.append("language", form.querySelector("select[name=language]").value);
@@ -151,7 +167,7 @@
   async function remove(view) {
     const result = await post(view.data.urls.delete);
     if (!result.ok) {
-      showError(result.body.error || T.upload_failed);
+      showError(result.body.error || UPLOAD_FAILED);
       return;
     }
     clearTimeout(view.timer);
@@ -182,12 +198,12 @@
     const password = form.querySelector("input[name=password]").value;
     if (password) body.append("password", password);
     if (root.dataset.conversation) body.append("conversation", root.dataset.conversation);
-    errorLine.textContent = T.uploading;
+    errorLine.textContent = gettext("Uploading…");
     let result;
     try {
       result = await post(section.dataset.upload, body);
     } catch (error) {
-      showError(T.upload_failed);
+      showError(UPLOAD_FAILED);
       return;
     }
     if (!result.ok) {
@@ -195,7 +211,7 @@
         passwordField.hidden = false;
         form.querySelector("input[name=password]").focus();
       }
-      showError(result.body.error || T.upload_failed);
+      showError(result.body.error || UPLOAD_FAILED);
       return;
     }
     pendingFile = null;

@@ -1,15 +1,12 @@
 // Helpers every page script shares, published as window.Qw. Loaded by base.html before the page scripts
 // (no bundler); it only defines functions, so loading it on a page that needs none of them costs nothing.
+// Translated strings are not its business: they come from Django's JavaScript catalogue, which base.html
+// loads first (gettext(), ngettext() and interpolate(), globals), and nothing else carries text for scripts.
 (function () {
   "use strict";
 
   // How often a page asks the server again for something that is still changing.
   const POLL_INTERVAL_MS = 1000;
-
-  // Fill "%(name)s" placeholders: the strings come translated from the views, gettext-style.
-  function fmt(template, values) {
-    return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
-  }
 
   // The value of a {{ value|json_script:"id" }} block.
   function readJson(id) {
@@ -82,14 +79,13 @@
   function duration(seconds) {
     if (seconds == null) return "";
     seconds = Math.round(seconds);
-    const m = Math.floor(seconds / 60),
-      s = seconds % 60;
-    return m ? m + " min " + s + " s" : s + " s";
+    const values = { minutes: Math.floor(seconds / 60), seconds: seconds % 60 };
+    const format = values.minutes ? gettext("%(minutes)s min %(seconds)s s") : gettext("%(seconds)s s");
+    return interpolate(format, values, true);
   }
 
   window.Qw = Object.freeze({
     POLL_INTERVAL_MS,
-    fmt,
     readJson,
     dataNumber,
     el,

@@ -63,11 +63,14 @@
   });
   const mathPurifier = DOMPurify(window);
 
-  // Translated labels, given by the page (templates/common/render_assets.html).
-  function label(name) {
-    const holder = document.getElementById("render-strings");
-    return holder ? holder.dataset[name] || "" : "";
-  }
+  // Labels, from the page's script catalogue (gettext).
+  const LABELS = Object.freeze({
+    copy: gettext("Copy"),
+    copied: gettext("Copied"),
+    copyFailed: gettext("Copy failed"),
+    copyCode: gettext("Copy code"),
+    copyMessage: gettext("Copy message"),
+  });
 
   // ---- maths: marked extensions turn $...$, \(...\), $$...$$ and \[...\] into numbered placeholders, so
   // Markdown never sees (and mangles) the TeX; the sanitized page gets KaTeX's MathML in their place.
@@ -200,9 +203,9 @@
   }
 
   function copyCodeButton() {
-    const button = Qw.el("button", "copy copy-code", label("copy"));
+    const button = Qw.el("button", "copy copy-code", LABELS.copy);
     button.type = "button";
-    button.setAttribute("aria-label", label("copyCode"));
+    button.setAttribute("aria-label", LABELS.copyCode);
     return button;
   }
 
@@ -298,19 +301,19 @@
   async function copyWithFeedback(button, text) {
     const copied = await copyText(text);
     button.dataset.copied = copied ? "1" : "0";
-    button.textContent = copied ? label("copied") : label("copyFailed");
+    button.textContent = copied ? LABELS.copied : LABELS.copyFailed;
     setTimeout(() => {
-      button.textContent = label("copy");
+      button.textContent = LABELS.copy;
       delete button.dataset.copied;
     }, COPIED_FOR_MS);
   }
 
   // A "Copy" button for a whole message; getText gives its text (the Markdown as written) when pressed.
   function copyMessageButton(getText) {
-    const button = Qw.el("button", "copy copy-message", label("copy"));
+    const button = Qw.el("button", "copy copy-message", LABELS.copy);
     button.type = "button";
-    button.title = label("copyMessage");
-    button.setAttribute("aria-label", label("copyMessage"));
+    button.title = LABELS.copyMessage;
+    button.setAttribute("aria-label", LABELS.copyMessage);
     button.addEventListener("click", () => copyWithFeedback(button, getText()));
     return button;
   }

@@ -23,7 +23,8 @@
       const row = body.insertRow();
       row.dataset.id = job.id;
       row.dataset.status = job.status;
-      row.insertCell().textContent = job.name + (job.parts > 1 ? " (" + job.parts + ")" : "");
+      const parts = ngettext("%(count)s part", "%(count)s parts", job.parts);
+      row.insertCell().textContent = job.name + (job.parts > 1 ? " (" + interpolate(parts, { count: job.parts }, true) + ")" : "");
       const status = row.insertCell();
       status.textContent = job.status_label;
       if (job.error) {
@@ -40,8 +41,8 @@
       row.insertCell().textContent = job.rate_bps ? size(job.rate_bps) + "/s" : "";
       row.insertCell().textContent = job.active ? Qw.duration(job.eta_s) : "";
       const actions = row.insertCell();
-      if (job.active) actions.append(button(urls.cancelLabel, urls.cancel, job.id));
-      if (job.status === "failed") actions.append(button(urls.resumeLabel, urls.resume, job.id));
+      if (job.active) actions.append(button(gettext("Cancel"), urls.cancel, job.id));
+      if (job.status === "failed") actions.append(button(gettext("Resume"), urls.resume, job.id));
     }
   }
 

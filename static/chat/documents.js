@@ -1,4 +1,5 @@
-// Documents on the chat page: upload (button or drag and drop), live progress by polling, summary with pages.
+// Documents on the chat page: upload (button or drag and drop), live progress by polling while a document is
+// being read or summarized (not once it has settled, nor while the tab is hidden), summary with pages.
 (function () {
   "use strict";
 
@@ -11,7 +12,7 @@
   const passwordField = document.getElementById("password-field");
   const errorLine = document.getElementById("document-error");
   const input = document.getElementById("document-input");
-  const views = new Map(); // document id -> {el, data}
+  const views = new Map(); // document id -> {el, data, follow}
   const UPLOAD_FAILED = gettext("The upload failed; try again.");
   const CHUNK_STATES = { waiting: gettext("waiting"), running: gettext("summarizing"), done: gettext("done") };
   let pendingFile = null;
@@ -43,6 +44,7 @@
     return interpolate(format, { done, total }, true);
   }
 
+  // Draws a document's card; returns whether it is still in motion (being read or summarized).
   function draw(data) {
     let view = views.get(data.id);
     if (!view) {
@@ -50,12 +52,11 @@
       view.el.dataset.id = data.id;
       list.append(view.el);
       views.set(data.id, view);
+      view.follow = Qw.follow(data.urls.status, (answer) => views.has(data.id) && draw(answer.document));
     }
+    if (data.active) view.follow.start();
     const signature = JSON.stringify(data);
-    if (view.signature === signature) {
-      if (data.active) schedule(data);
-      return; // unchanged: keep the nodes, so a click in progress is not lost
-    }
+    if (view.signature === signature) return data.active; // unchanged: keep the nodes, so a click in progress is not lost
     view.signature = signature;
     view.data = data;
     const node = view.el;
@@ -121,25 +122,7 @@
       summary.replaceChildren(QwRender.renderMarkdown(data.summary));
       node.append(summary);
     }
-    if (data.active) schedule(data);
-  }
-
-  function schedule(data) {
-    const view = views.get(data.id);
-    if (!view || view.timer) return; // deleted meanwhile, or already polling
-    view.timer = setTimeout(async () => {
-      view.timer = null;
-      try {
-        const response = await fetch(data.urls.status, { credentials: "same-origin" });
-        if (response.ok) {
-          if (views.has(data.id)) draw((await response.json()).document);
-          return;
-        }
-      } catch (error) {
-        /* the next poll tries again */
-      }
-      schedule(data);
-    }, Qw.POLL_INTERVAL_MS);
+    return data.active;
   }
 
   // One listener for every card: buttons are redrawn as progress comes in.
@@ -170,7 +153,7 @@
       showError(result.body.error || UPLOAD_FAILED);
       return;
     }
-    clearTimeout(view.timer);
+    view.follow.stop();
     views.delete(view.data.id);
     view.el.remove();
   }

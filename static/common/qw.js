@@ -36,21 +36,60 @@
     return scheme + location.host + path;
   }
 
-  // Ask `url` for JSON every intervalMs, for as long as the page is open; onData gets each good answer.
-  // A failed request or a throwing onData waits for the next round.
-  function pollJson(url, onData, options) {
+  // Keeps a page in step with something changing on the server, asking only while it is in motion.
+  // onData(answer) draws the answer and returns whether anything is still in motion; asking ends when it
+  // says no (a failed request asks again next round). Nothing is asked while the tab is hidden; shown
+  // again, a follow still in motion asks at once. start(): the page itself set something in motion (an
+  // answer asked for before the latest start cannot end it); stop(): the thing followed is gone.
+  function follow(url, onData, options) {
     const intervalMs = (options && options.intervalMs) || POLL_INTERVAL_MS;
-    async function poll() {
+    let moving = Boolean(options && options.moving);
+    let starts = 0;
+    let timer = null;
+    let asking = false;
+
+    function schedule(delayMs) {
+      if (!moving || asking || timer !== null || document.hidden) return;
+      timer = setTimeout(ask, delayMs);
+    }
+
+    async function ask() {
+      timer = null;
+      asking = true;
+      const round = starts;
       try {
         const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-        if (response.ok) onData(await response.json());
+        if (response.ok && !onData(await response.json()) && round === starts) moving = false;
       } catch (error) {
-        /* the next poll tries again */
+        /* asked again next round */
+      } finally {
+        asking = false;
       }
-      setTimeout(poll, intervalMs);
+      schedule(intervalMs);
     }
-    if (options && options.immediate === false) setTimeout(poll, intervalMs);
-    else poll();
+
+    function start() {
+      starts++;
+      moving = true;
+      schedule(intervalMs);
+    }
+
+    function stop() {
+      moving = false;
+      clearTimeout(timer);
+      timer = null;
+    }
+
+    document.addEventListener("visibilitychange", () => {
+      if (!document.hidden) {
+        schedule(0);
+      } else if (timer !== null) {
+        clearTimeout(timer);
+        timer = null;
+      }
+    });
+    schedule(intervalMs); // the page was drawn with the current state: the first ask waits one round
+    return Object.freeze({ start, stop });
   }
 
   // ---- formatting figures
@@ -85,12 +124,11 @@
   }
 
   window.Qw = Object.freeze({
-    POLL_INTERVAL_MS,
     readJson,
     dataNumber,
     el,
     socketUrl,
-    pollJson,
+    follow,
     number,
     gigabytes,
     bytes,

@@ -1,5 +1,6 @@
 // The admin dashboard: live samples over /ws/monitor/, charts drawn with the vendored uPlot,
-// tables (request figures, self-tests, timeline) refreshed from dashboard.json.
+// tables (request figures, self-tests, timeline) refreshed from dashboard.json when the samples show
+// they can have changed (never on a clock while the box is idle, nor while the tab is hidden).
 (function () {
   "use strict";
   const root = document.getElementById("dashboard");
@@ -189,6 +190,7 @@
       const body = await response.json();
       if (!response.ok) throw new Error(body.error || response.statusText);
       waitingSelfTest = true;
+      selfTest.start();
     } catch (error) {
       status.textContent = gettext("Self-test failed:") + " " + error.message;
       document.getElementById("selftest-run").disabled = false;
@@ -207,13 +209,17 @@
       const event = JSON.parse(message.data);
       if (event.type === "history") {
         live = event.samples.slice(-LIVE_POINTS);
-        if (live.length) drawCards(live[live.length - 1]);
+        if (live.length) {
+          drawCards(live[live.length - 1]);
+          shownActivity = activity(live[live.length - 1]); // the tables came with the page
+        }
         drawCharts();
       } else if (event.type === "sample") {
         live.push(event.sample);
         if (live.length > LIVE_POINTS) live.shift();
         drawCards(event.sample);
         if (range === "live") drawCharts();
+        noteActivity(event.sample);
       } else if (event.type === "stale") {
         const stale = document.getElementById("stale");
         stale.hidden = false;
@@ -228,8 +234,43 @@
     };
   }
 
+  // ---- when the tables are asked for again
+  // Request figures and the timeline change while llama-server answers someone, and when a server or a
+  // source comes or goes: while a sample shows requests, at most every TABLES_EVERY_MS, once more after
+  // the last, and after such a change. The self-test's result is followed by itself (selfTest).
+  const TABLES_EVERY_MS = 5000;
+  let shownActivity = "";
+  let tablesDue = false;
+  let tablesAskedAt = 0;
+
+  function busy(sample) {
+    return sample.servers.some((s) => (s.requests_processing || 0) + (s.requests_deferred || 0) > 0);
+  }
+
+  function activity(sample) {
+    return JSON.stringify([sample.servers.map((s) => [s.profile, s.ok]), sample.stale.length, busy(sample)]);
+  }
+
+  function noteActivity(sample) {
+    const now = activity(sample);
+    if (busy(sample) || now !== shownActivity) tablesDue = true;
+    shownActivity = now;
+    refreshTablesIfDue();
+  }
+
+  function refreshTablesIfDue() {
+    if (!tablesDue || document.hidden || Date.now() - tablesAskedAt < TABLES_EVERY_MS) return;
+    tablesDue = false;
+    tablesAskedAt = Date.now();
+    refreshTables(false);
+  }
+
+  document.addEventListener("visibilitychange", refreshTablesIfDue);
+  const selfTest = Qw.follow(root.dataset.json, (body) => {
+    drawTables(body);
+    return waitingSelfTest;
+  });
+
   drawTables(initial);
   connect();
-  setInterval(() => refreshTables(false), 5000);
-  setInterval(() => { if (waitingSelfTest) refreshTables(false); }, Qw.POLL_INTERVAL_MS);
 })();

@@ -1,4 +1,5 @@
-// Live download progress: the table is redrawn from /monitor/models/downloads.json every second.
+// Live download progress: the table is redrawn from /monitor/models/downloads.json every second while a
+// download is queued or running, and not at all once every one has ended (or the tab is hidden).
 (function () {
   "use strict";
   const urls = document.getElementById("monitor-urls").dataset;
@@ -44,8 +45,9 @@
       if (job.active) actions.append(button(gettext("Cancel"), urls.cancel, job.id));
       if (job.status === "failed") actions.append(button(gettext("Resume"), urls.resume, job.id));
     }
+    return jobs.some((job) => job.active);
   }
 
-  draw(Qw.readJson("jobs-data"));
-  Qw.pollJson(urls.jobs, (answer) => draw(answer.jobs));
+  const moving = draw(Qw.readJson("jobs-data"));
+  Qw.follow(urls.jobs, (answer) => draw(answer.jobs), { moving });
 })();

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
 import uuid
+from urllib.parse import urlsplit
 
 # A same-origin image the hostile texts end with: rendered (images from this app are allowed), fetched
 # (a 404), and its error event fired after every image before it was inserted and asked for.
@@ -87,3 +89,40 @@ def wait_for_sentinel_error(page) -> None:
 
 def html_writes(page) -> list[str]:
     return page.evaluate("window.qwHtmlWrites")
+
+
+class RequestLog:
+    """The requests a page makes for one path, counted as they start and as they end."""
+
+    def __init__(self, page, path: str):
+        self.page = page
+        self.path = path
+        self.count = 0
+        self.ended = 0
+        page.on("request", self._started)
+        page.on("requestfinished", self._ended)
+        page.on("requestfailed", self._ended)
+
+    def _started(self, request) -> None:
+        self.count += urlsplit(request.url).path == self.path
+
+    def _ended(self, request) -> None:
+        self.ended += urlsplit(request.url).path == self.path
+
+    def _until(self, done, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            assert time.monotonic() < deadline, what
+            self.page.wait_for_timeout(50)  # lets Playwright deliver the page's events
+
+    def wait_for(self, count: int, timeout_s: float = 30) -> None:
+        """Until the page has asked ``count`` times in all."""
+        self._until(lambda: self.count >= count, timeout_s, f"{self.count} requests, not {count}")
+
+    def wait_idle(self, timeout_s: float = 30) -> None:
+        """Until every request the page started has come back."""
+        self._until(lambda: self.ended >= self.count, timeout_s, "a request never came back")
+
+
+def requests_to(page, path: str) -> RequestLog:
+    return RequestLog(page, path)

@@ -22,7 +22,7 @@ from monitor.profiles import services
 from monitor.telemetry.gpu import detect_gpus
 from monitor.web.access import staff_only
 from monitor.web.forms import ApplyPlanForm, DownloadForm, PlannerForm
-from monitor.web.profile_views import loading_new_settings_message
+from monitor.web.profile_views import loading_new_settings_message, start_on_nodes
 
 
 def job_payload(job: DownloadJob) -> dict:
@@ -159,7 +159,7 @@ def apply_recommendation(request):
         flash.error(request, " ".join(" ".join(messages) for messages in error.message_dict.values()))
         return redirect("monitor:planner")
     serving = loading and services.serves_anywhere(profile)
-    if tasks.on_nodes(tasks.apply_profile, profile) and serving:
+    if start_on_nodes(request, profile, tasks.apply_profile, "load" if serving else None) and serving:
         flash.info(request, loading_new_settings_message(profile))
     else:
         flash.success(request, _("Profile %(name)s now uses the recommended settings.") % {"name": profile.name})

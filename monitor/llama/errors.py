@@ -25,6 +25,12 @@ class LlamaStreamBroken(LlamaError):
     default_message = _("The model server stopped in the middle of the answer.")
 
 
+class LlamaHung(LlamaStreamBroken):
+    """No byte came for a stall limit and the caller's check said llama-server is not working on it."""
+
+    default_message = _("The model server stopped responding; the partial answer was kept.")
+
+
 class LlamaRejected(LlamaError):
     """llama-server answered with an error status (bad request, context too long...)."""
 

@@ -94,10 +94,6 @@ class AnswerWatch:
     def __init__(self) -> None:
         self._parser: SSEParser | None = SSEParser()
 
-    @property
-    def began(self) -> bool:
-        return self._parser is None
-
     def feed(self, data: bytes) -> bool:
         """True once (and from) the bytes that completed the first event carrying answer text."""
         if self._parser is None:

@@ -1,6 +1,15 @@
-"""One HTTP/1.1 exchange with llama-server, for ``http://`` and ``https://`` alike: the request
-written and the answer read by h11 (a sans-IO parser) over a ``Connection`` of its own
-(``Connection: close``, so no pool), the body handed on as it comes, on a frame clock.
+"""One HTTP/1.1 exchange with llama-server, for ``http://`` and ``https://`` alike, over a
+``Connection`` of its own (``Connection: close``, so no pool): the request written by h11, the
+answer read by llhttp (``httptools``: Node.js's parser, sans-IO, in C), its body handed on as it
+comes, on a frame clock.
+
+Two maintained parsers, one for each direction: h11 writes and checks the request; llhttp reads
+the answer (informational 1xx answers passed over, duplicate headers, chunked, Content-Length
+and read-until-close bodies, protocol errors) at a fraction of h11's CPU per chunk. llama-server
+writes one chunk per token, and h11's reader costs about 0.1 ms of CPU per frame of a few
+tokens on a busy 2-core box (its state machine runs for every chunk), which put the reader at
+1.5 times the hand-written parser it replaced; llhttp's costs less than that parser did
+(docs/llama-transport.md).
 
 A streamed answer is the app's hot path: llama-server writes one event per token, and every
 wake-up of the web process costs CPU the model needs on a small box. So a stream is read on
@@ -31,6 +40,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 import h11
+import httptools
 from django.utils.translation import gettext_lazy as _
 
 from monitor.llama.connection import Connection, tls_context
@@ -65,6 +75,10 @@ class Upstream:
 
     def tls(self) -> ssl.SSLContext | None:
         return tls_context(self.ca_file) if self.scheme == "https" else None
+
+
+class _Unreadable(Exception):
+    """A transfer coding other than chunked: a body we cannot read."""
 
 
 class _NothingRan(Exception):
@@ -119,10 +133,18 @@ class Exchange:
         self.on_stall = on_stall
         self.status = 0
         self.conn: Connection | None = None
-        self._h11: h11.Connection | None = None
-        self._received = False  # any byte of the answer came
-        self._fault: Exception | None = None  # bad framing, raised once the good bytes before it are handed on
         self._paced = False
+        self._reset()
+
+    def _reset(self) -> None:
+        """A fresh reading of the answer (each attempt's)."""
+        self._parser = httptools.HttpResponseParser(self)
+        self._received = 0  # bytes of the answer so far
+        self._pieces: list[bytes] = []  # body bytes read, not yet handed on
+        self._framed = False  # the body has a length or chunks: a close before its end is a cut
+        self._informational = False
+        self._ended = False
+        self._fault: Exception | None = None  # bad framing, raised once the good bytes before it are handed on
 
     async def open(self) -> None:
         """Send the request and read the answer's head; an error status raises LlamaRejected."""
@@ -136,18 +158,17 @@ class Exchange:
 
     async def _attempt(self) -> None:
         self.close()
-        self._h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
-        self._received = False
+        self._reset()
         await self._connect()
         try:
             async with asyncio.timeout(WRITE_TIMEOUT_S):
                 await self.conn.send(self._request())
-            self.status = (await self._head()).status_code
+            await self._head()
         except ConnectionError as error:
             if self._received:
                 raise LlamaUnavailable() from error
             raise _NothingRan() from error
-        except (OSError, TimeoutError, h11.ProtocolError) as error:
+        except (OSError, TimeoutError, httptools.HttpParserError, httptools.HttpParserUpgrade) as error:
             # No answer began (the request not taken in time, a head too long or garbled): the
             # server is not answering, which is not a broken answer.
             raise LlamaUnavailable() from error
@@ -174,26 +195,59 @@ class Exchange:
         if self.body_data is not None:
             headers += [("Content-Type", "application/json"), ("Content-Length", str(len(self.body_data)))]
         headers.append(("Connection", "close"))
+        writer = h11.Connection(h11.CLIENT)
         try:
-            request = self._h11.send(h11.Request(method=self.method, target=self.target, headers=headers))
+            request = writer.send(h11.Request(method=self.method, target=self.target, headers=headers))
             if self.body_data:
-                request += self._h11.send(h11.Data(data=self.body_data))
-            return request + self._h11.send(h11.EndOfMessage())
+                request += writer.send(h11.Data(data=self.body_data))
+            return request + writer.send(h11.EndOfMessage())
         except h11.LocalProtocolError as error:  # a header h11 will not write (an API key with a newline)
             raise LlamaUnavailable() from error
 
-    async def _head(self) -> h11.Response:
-        """The answer's head; informational answers (1xx) before it are passed over."""
-        while True:
-            event = self._h11.next_event()
-            if event is h11.NEED_DATA:
-                data = await self._wait()
-                if not data and not self._received:
+    async def _head(self) -> None:
+        """Read until the answer's head is whole (``status`` set); what came of the body after it is kept."""
+        while not self.status:
+            data = await self._wait()
+            if not data:
+                if not self._received:
                     raise _NothingRan() from ConnectionResetError("closed before answering")
-                self._received = True
-                self._h11.receive_data(data)
-            elif type(event) is h11.Response:
-                return event
+                raise ConnectionAbortedError("closed in the middle of the answer's head")
+            self._received += len(data)
+            if self._received > MAX_HEAD_BYTES:
+                raise httptools.HttpParserError("the answer's head is too long")
+            try:
+                self._parser.feed_data(data)
+            except httptools.HttpParserError as error:
+                if not self.status:
+                    raise
+                self._fault = error  # in the body that came with the head: raised once the good bytes are handed on
+
+    # llhttp's callbacks (httptools), as it reads the answer.
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"transfer-encoding":
+            if value.strip().lower() != b"chunked":
+                raise _Unreadable(value)  # llhttp would hand on the body still coded
+            self._framed = True
+        elif name == b"content-length":
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # informational (100 Continue, 103 Early Hints): the answer follows
+            self._informational = True
+            self._framed = False
+        else:
+            self.status = status
+
+    def on_body(self, body: bytes) -> None:
+        self._pieces.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._informational:
+            self._informational = False
+        else:
+            self._ended = True
 
     async def _rejection(self) -> LlamaRejected:
         body = bytearray()
@@ -229,14 +283,16 @@ class Exchange:
         """
         loop = asyncio.get_running_loop()
         read_at = loop.time()
+        pieces = self._pieces
         try:
             while True:
-                data, ended = self._drain()
+                data = (pieces[0] if len(pieces) == 1 else b"".join(pieces)) if pieces else b""
+                pieces.clear()
                 if data:
                     yield data
                 if self._fault is not None:
                     raise LlamaStreamBroken() from self._fault
-                if ended:
+                if self._ended:
                     return
                 if data and self._paced and pace_s:
                     # One frame from the read, not from the hand-off's end.
@@ -247,31 +303,24 @@ class Exchange:
                 if received is None:
                     received = await self._wait()
                 read_at = loop.time()
-                self._h11.receive_data(received)
+                if not received:  # the connection's end: the body's own end only when it had neither
+                    if self._framed:  # a length nor chunks
+                        raise LlamaStreamBroken()
+                    self._ended = True
+                    continue
+                try:
+                    self._parser.feed_data(received)
+                except httptools.HttpParserError as error:
+                    self._fault = error  # raised once the good bytes before it are handed on
         except (OSError, TimeoutError) as error:
             raise LlamaStreamBroken() from error
-
-    def _drain(self) -> tuple[bytes, bool]:
-        """(the body's bytes h11 has whole, whether the answer ended); bad framing is kept in ``_fault``."""
-        pieces = []
-        try:
-            while True:
-                event = self._h11.next_event()
-                if type(event) is h11.Data:
-                    pieces.append(event.data)
-                elif event is h11.NEED_DATA:
-                    break
-                else:  # EndOfMessage (what follows it, if anything, is not read)
-                    return b"".join(pieces), True
-        except h11.RemoteProtocolError as error:
-            self._fault = error
-        return b"".join(pieces), False
 
     def close(self) -> None:
         """Closing the connection is how llama-server learns to stop and free the slot."""
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+        self._parser = None  # the parser refers to this exchange: no cycle left for the collector
 
 
 async def fetch(exchange: Exchange, *, deadline_s: float | None = None) -> bytes:

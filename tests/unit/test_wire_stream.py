@@ -464,3 +464,17 @@ def test_an_empty_or_impossible_content_length_answer(length):
     else:
         with pytest.raises(LlamaUnavailable):
             asyncio.run(main())
+
+
+def test_a_head_that_never_ends_is_refused_once_past_its_limit():
+    """Headers past 64 KiB are not buffered on: refused then, not when the server gives up."""
+
+    async def endless_head(writer):
+        writer.write(b"HTTP/1.1 200 OK\r\n" + b"X-Pad: %s\r\n" % (b"a" * 1000) * 100)
+        await writer.drain()
+        await asyncio.sleep(3)  # the head still open
+
+    started = time.monotonic()
+    with pytest.raises(LlamaUnavailable):
+        run(endless_head)
+    assert time.monotonic() - started < 2.5

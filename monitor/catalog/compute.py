@@ -1,0 +1,439 @@
+"""Compute buffers, sized the way llama.cpp sizes them: its graphs, replayed through ggml's allocator.
+
+At start-up llama.cpp reserves (``llama_context::sched_reserve``) the graph of the largest
+micro-batch (``min(n_ctx, n_ubatch)`` tokens over ``n_seq_max`` sequences, ``n_outputs``
+rows of logits), the graph of one token per sequence, and the largest again; the compute
+buffer is the biggest of these. Here each architecture's graph is rebuilt tensor by tensor
+from the pinned tree (``src/models/<arch>.cpp``, ``src/llama-graph.cpp``,
+``src/models/delta-net-base.cpp``), in the order ``ggml_build_forward_expand`` visits it,
+and ``ggml_graph.reserve`` replays the allocator over it. Flash attention is assumed on, as
+llama.cpp picks it on CPU and CUDA (``-fa auto``).
+
+Graphs built: Gated DeltaNet hybrids (``qwen35moe``, ``qwen35``, ``qwen3next``, fused
+DeltaNet kernel), attention models with dense or routed-expert feed-forward (``qwen3moe``,
+``qwen3``, ``llama``), sliding-window ``gemma3``, and the MTP draft head of ``qwen35moe``
+/ ``qwen35``. Weights never enter the compute buffer; only their shapes are used.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from monitor.catalog import ggml_graph as g
+from monitor.catalog.layers import ATTENTION, RECURRENT, SLIDING
+
+# Architectures whose graph this module builds (others keep the planner's older estimate).
+GRAPHS = ("qwen35moe", "qwen35", "qwen3next", "qwen3moe", "qwen3", "llama", "gemma3")
+# Positions per token: the multi-axis (M-)RoPE of the Qwen3.5 family carries 4.
+POSITIONS_PER_TOKEN = {"qwen35moe": 4, "qwen35": 4}
+CPU_ALIGNMENT = 32  # TENSOR_ALIGNMENT, ggml-cpu's buffer type
+CUDA_ALIGNMENT = 128
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a graph's tensor shapes depend on, read from the GGUF header (``from_model``)."""
+
+    arch: str
+    kinds: tuple[str, ...]  # per trunk layer: attention, sliding, recurrent
+    n_embd: int
+    n_head: tuple[int, ...]
+    n_head_kv: tuple[int, ...]
+    head_k: int
+    head_v: int
+    n_ff: tuple[int, ...]
+    n_vocab: int
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    n_ff_shexp: int = 0
+    ssm_conv: int = 0
+    ssm_inner: int = 0
+    ssm_state: int = 0
+    ssm_groups: int = 0
+    ssm_dt_rank: int = 0
+    nextn: int = 0
+
+    @property
+    def n_embd_r(self) -> int:
+        return max(self.ssm_conv - 1, 0) * (self.ssm_inner + 2 * self.ssm_groups * self.ssm_state)
+
+    @property
+    def n_embd_s(self) -> int:
+        return self.ssm_state * self.ssm_inner
+
+
+@dataclass(frozen=True)
+class Context:
+    """The context settings a reserve depends on."""
+
+    n_ctx: int  # the context's cells, all streams (n_ctx padded)
+    n_ctx_seq: int  # KV cells per stream (the whole cache of a stream, as the reserve sees it)
+    n_seq: int  # n_seq_max: llama-server's slots
+    n_ubatch: int = 512
+    n_outputs: int = 1  # rows of logits of the largest micro-batch (llama-server: slots x (1 + draft))
+    kv_unified: bool = False
+    swa_cells: int = 0  # cells of a sliding-window layer's stream
+    type_k: str = "f16"
+    type_v: str = "f16"
+    rs_snapshots: int = 0  # n_rs_seq: recurrent states kept per sequence for MTP rollback
+
+
+class _Builder:
+    """One graph of one micro-batch: ``n_tokens`` tokens over ``n_seqs`` sequences."""
+
+    def __init__(self, shape: Shape, ctx: Context, n_tokens: int, n_seqs: int, n_outputs: int):
+        self.s, self.c = shape, ctx
+        self.n_tokens, self.n_seqs, self.n_outputs = n_tokens, n_seqs, n_outputs
+        self.n_seq_tokens = n_tokens // n_seqs
+        self.gf = g.Graph()
+        self.outputs: list[g.Tensor] = []
+
+    # --- inputs ---------------------------------------------------------------------------
+
+    def inp_embd(self) -> g.Tensor:
+        """build_inp_embd: token rows, embedding rows and the mixed path, all in the graph (a select)."""
+        s, t = self.s, self.n_tokens
+        tok_embd = g.weight("f16", s.n_embd, s.n_vocab)
+        tokens = g.input_tensor("i32", t, name="inp_tokens")
+        branches = [g.get_rows(tok_embd, tokens), g.input_tensor("f32", s.n_embd, t, name="inp_embd")]
+        mixed_tokens = g.input_tensor("i32", t)
+        mixed_slots = g.input_tensor("i64", t)
+        mixed_embd = g.input_tensor("f32", s.n_embd, t)
+        branches.append(g.set_rows(g.dup(mixed_embd), g.get_rows(tok_embd, mixed_tokens), mixed_slots))
+        for branch in branches:
+            self.gf.expand(branch)
+        self.gf.expand(branches[0])
+        return branches[0]
+
+    def inp_attn(self, cells: int) -> dict:
+        """The KV cache's inputs: row indices, the f16 mask over each stream's cells, Hadamard rotations."""
+        c, t = self.c, self.n_tokens
+        streams = 1 if c.kv_unified else self.n_seqs
+        inputs = {
+            "k_idxs": g.input_tensor("i64", t),
+            "v_idxs": g.input_tensor("i64", t),
+            "mask": g.input_tensor("f16", cells, t // streams, 1, streams, name="kq_mask"),
+            "cells": cells,
+            "streams": streams,
+        }
+        inputs["k_rot"] = self._rotation(c.type_k, self.s.head_k, bool_k=True)
+        inputs["v_rot"] = self._rotation(c.type_v, self.s.head_v, bool_k=False)
+        return inputs
+
+    @staticmethod
+    def _rotation(type_name: str, head: int, bool_k: bool) -> g.Tensor | None:
+        """llama_kv_cache: a quantized cache rotates heads by a Hadamard matrix (64, or larger for K)."""
+        if not g.is_quantized(type_name) or head % 64:
+            return None
+        n = 64
+        while bool_k and head % (2 * n) == 0:
+            n *= 2
+        return g.input_tensor("f32", n, n)
+
+    def inp_rs(self) -> g.Tensor:
+        return g.input_tensor("i32", self.c.n_seq, name="rs_s_copy")
+
+    def norm(self, x: g.Tensor, weighted: bool = True) -> g.Tensor:
+        out = g.rms_norm(x)
+        return g.binary(out, g.weight("f32", x.ne[0]), "MUL") if weighted else out
+
+    # --- attention ------------------------------------------------------------------------
+
+    def hadamard(self, cur: g.Tensor, rot: g.Tensor) -> g.Tensor:
+        n = rot.ne[0]
+        count = cur.ne[0] * cur.ne[1] * cur.ne[2] * cur.ne[3]
+        flat = g.reshape(cur, n, count // n) if cur.contiguous else g.cont(cur, n, count // n)
+        return g.reshape(g.mul_mat(rot, flat), *cur.ne)
+
+    def attention(self, inp: dict, q: g.Tensor, k: g.Tensor, v: g.Tensor, n_head_kv: int) -> g.Tensor:
+        """build_attn (KV cache) + build_attn_mha with flash attention."""
+        s, c, gf = self.s, self.c, self.gf
+        if inp["k_rot"] is not None:
+            q, k = self.hadamard(q, inp["k_rot"]), self.hadamard(k, inp["k_rot"])
+        if inp["v_rot"] is not None:
+            v = self.hadamard(v, inp["v_rot"])
+        gf.expand(q)
+        gf.expand(v)
+        gf.expand(k)
+        cells, streams = inp["cells"], inp["streams"]
+        cache_k = g.weight(c.type_k, s.head_k * n_head_kv, cells, streams)
+        cache_v = g.weight(c.type_v, s.head_v * n_head_kv, cells, streams)
+        for cache, cur, idxs in ((cache_k, k, inp["k_idxs"]), (cache_v, v, inp["v_idxs"])):
+            rows = g.view(cur, (cur.ne[0] * cur.ne[1], cur.ne[2]), (cur.nb[2],))
+            target = g.reshape(cache, cache.ne[0], cells * streams) if streams > 1 else cache
+            gf.expand(g.set_rows(target, rows, idxs))
+        k_view = g.view(cache_k, (s.head_k, n_head_kv, cells, streams))
+        v_view = g.view(cache_v, (s.head_v, n_head_kv, cells, streams))
+        q = g.view(q, (q.ne[0], q.ne[1], q.ne[2] // streams, streams), (q.nb[1], q.nb[2]))
+        q, k_view, v_view = (g.permute(x, 0, 2, 1, 3) for x in (q, k_view, v_view))
+        cur = g.flash_attn_ext(q, k_view, v_view, inp["mask"])
+        cur = g.reshape(cur, cur.ne[0] * cur.ne[1], cur.ne[2] * cur.ne[3])
+        gf.expand(cur)
+        if inp["v_rot"] is not None:
+            cur = self.hadamard(cur, inp["v_rot"])
+        return cur
+
+    # --- feed-forward ---------------------------------------------------------------------
+
+    def ffn(self, cur: g.Tensor, n_ff: int) -> g.Tensor:
+        """build_ffn, SiLU with a parallel gate: up, gate, swiglu, down."""
+        up = g.mul_mat(g.weight("f16", cur.ne[0], n_ff), cur)
+        gate = g.mul_mat(g.weight("f16", cur.ne[0], n_ff), cur)
+        return g.mul_mat(g.weight("f16", n_ff, cur.ne[0]), g.glu(gate, up))
+
+    def moe(self, cur: g.Tensor) -> g.Tensor:
+        """build_moe_ffn: softmax router, top-k, normalised weights, experts, weighted sum by views and adds."""
+        s, gf, t = self.s, self.gf, cur.ne[1]
+        logits = g.mul_mat(g.weight("f32", s.n_embd, s.n_expert), cur)
+        probs = g.unary(logits, "SOFT_MAX")
+        selected = g.argsort_top_k(probs, s.n_expert_used)
+        weights = g.get_rows(g.reshape(probs, 1, s.n_expert, t), selected)
+        weights = g.reshape(weights, s.n_expert_used, t)
+        total = g.unary(g.sum_rows(weights), "CLAMP")
+        weights = g.reshape(g.binary(weights, total, "DIV"), 1, s.n_expert_used, t)
+        gf.expand(weights)
+        cur = g.reshape(cur, s.n_embd, 1, t)
+        up = g.mul_mat_id(g.weight("f16", s.n_embd, s.n_ff_exp, s.n_expert), cur, selected)
+        gate = g.mul_mat_id(g.weight("f16", s.n_embd, s.n_ff_exp, s.n_expert), cur, selected)
+        act = g.glu(gate, up)
+        experts = g.mul_mat_id(g.weight("f16", s.n_ff_exp, s.n_embd, s.n_expert), act, selected)
+        experts = g.binary(experts, weights, "MUL")
+        gf.expand(experts)
+        views = [g.view(experts, (s.n_embd, t), (experts.nb[2],)) for _ in range(s.n_expert_used)]
+        for item in views:
+            gf.expand(item)
+        out = views[0]
+        for item in views[1:]:
+            out = g.binary(out, item, "ADD")
+            gf.expand(out)
+        return g.cont(out) if s.n_expert_used == 1 else out
+
+    def shared_expert(self, cur: g.Tensor, moe_out: g.Tensor) -> g.Tensor:
+        shared = self.ffn(cur, self.s.n_ff_shexp)
+        gate = g.unary(g.mul_mat(g.weight("f32", self.s.n_embd), cur), "UNARY")
+        return g.binary(moe_out, g.binary(shared, gate, "MUL"), "ADD")
+
+    # --- Gated DeltaNet (qwen35moe, qwen35, qwen3next) -------------------------------------
+
+    def rs(self, states: g.Tensor, size: int, s_copy: g.Tensor) -> g.Tensor:
+        """build_rs: gather every sequence's state (the reserve's cache is full: n_rs = n_seq_max)."""
+        gf, n_rs = self.gf, self.c.n_seq
+        flat = g.reshape(states, size, states.ne[1])
+        gf.expand(g.inplace(g.view(flat, (size,)), "SCALE"))
+        gathered = g.get_rows(flat, s_copy)
+        out = g.view(gathered, (size, self.n_seqs), (gathered.nb[1],))
+        gf.expand(out)
+        extra = g.view(gathered, (size, n_rs - self.n_seqs), (gathered.nb[1],))
+        gf.expand(g.cpy(extra, g.view(states, (size, n_rs - self.n_seqs), (states.nb[1],))))
+        return out
+
+    def delta_net(self, cur: g.Tensor, s_copy: g.Tensor) -> g.Tensor:
+        """qwen35moe's build_layer_attn_linear with the fused Gated DeltaNet kernel."""
+        s, c, gf = self.s, self.c, self.gf
+        seqs, seq_tokens = self.n_seqs, self.n_seq_tokens
+        head_k, k_heads, v_heads = s.ssm_state, s.ssm_groups, s.ssm_dt_rank
+        head_v = s.ssm_inner // v_heads
+        key_dim, value_dim = head_k * k_heads, head_v * v_heads
+        conv_dim = 2 * key_dim + value_dim
+        rows = c.n_seq * (1 + c.rs_snapshots)
+        qkv = g.mul_mat(g.weight("f16", s.n_embd, conv_dim), cur)
+        qkv = g.reshape(qkv, qkv.ne[0], seq_tokens, seqs)
+        z = g.mul_mat(g.weight("f16", s.n_embd, value_dim), cur)
+        beta = g.unary(g.reshape(g.mul_mat(g.weight("f16", s.n_embd, v_heads), cur), 1, v_heads, seq_tokens, seqs))
+        alpha = g.reshape(g.mul_mat(g.weight("f16", s.n_embd, v_heads), cur), v_heads, seq_tokens, seqs)
+        alpha = g.unary(g.binary(alpha, g.weight("f32", v_heads), "ADD"))
+        gate = g.reshape(g.binary(alpha, g.weight("f32", v_heads), "MUL"), 1, v_heads, seq_tokens, seqs)
+        conv_states_all = g.weight("f32", s.n_embd_r, rows)
+        ssm_states_all = g.weight("f32", s.n_embd_s, rows)
+        # build_conv_state
+        conv_states = g.reshape(self.rs(conv_states_all, s.n_embd_r, s_copy), s.ssm_conv - 1, conv_dim, seqs)
+        conv_input = g.concat(conv_states, g.transpose(qkv), 0)
+        for _ in range(c.rs_snapshots + 1):
+            last = g.view(conv_input, (s.ssm_conv - 1, conv_dim, seqs), conv_input.nb[1:3])
+            gf.expand(g.cpy(last, g.view(conv_states_all, (s.n_embd_r, seqs), (conv_states_all.nb[1],))))
+        state = g.reshape(self.rs(ssm_states_all, s.n_embd_s, s_copy), head_v, head_v, v_heads, seqs)
+        conv = g.unary(g.ssm_conv(conv_input, g.weight("f32", s.ssm_conv, conv_dim)))
+        q = g.view(conv, (head_k, k_heads, seq_tokens, seqs), (head_k * 4, conv.nb[1], conv.nb[1] * seq_tokens))
+        k = g.view(conv, (head_k, k_heads, seq_tokens, seqs), (head_k * 4, conv.nb[1], conv.nb[1] * seq_tokens))
+        v = g.view(conv, (head_v, v_heads, seq_tokens, seqs), (head_v * 4, conv.nb[1], conv.nb[1] * seq_tokens))
+        q = g.unary(g.rms_norm(q), "SCALE")
+        k = g.unary(g.rms_norm(k), "SCALE")
+        out = g.gated_delta_net(q, k, v, gate, beta, state, c.rs_snapshots + 1)
+        output = g.view(out, (head_v, v_heads, seq_tokens, seqs), (head_v * 4, head_v * v_heads * 4))
+        snapshots = min(seq_tokens, c.rs_snapshots + 1)
+        written = g.view(out, (head_v * head_v * v_heads, seqs, snapshots), (out.nb[1],))
+        gf.expand(g.cpy(written, g.view(ssm_states_all, (s.n_embd_s, seqs, snapshots), (ssm_states_all.nb[1],))))
+        z = g.reshape(z, head_v, v_heads, seq_tokens, seqs)
+        normed = g.binary(self.norm(output, weighted=False), g.weight("f32", head_v), "MUL")
+        gated = g.binary(normed, g.unary(z), "MUL")
+        final = g.reshape(gated, value_dim, seq_tokens, seqs)
+        cur = g.mul_mat(g.weight("f16", value_dim, s.n_embd), final)
+        return g.reshape(cur, s.n_embd, seq_tokens * seqs)
+
+    def gated_attention(self, cur: g.Tensor, inp: dict, positions: g.Tensor, il: int) -> g.Tensor:
+        """qwen35moe's build_layer_attn: joint Q + gate projection, Q/K norms, rope, attention, sigmoid gate."""
+        s, t = self.s, self.n_tokens
+        n_head, n_head_kv, hd = s.n_head[il], s.n_head_kv[il], s.head_k
+        q_full = g.mul_mat(g.weight("f16", s.n_embd, hd * 2 * n_head), cur)
+        k = g.mul_mat(g.weight("f16", s.n_embd, hd * n_head_kv), cur)
+        v = g.mul_mat(g.weight("f16", s.n_embd, hd * n_head_kv), cur)
+        row = q_full.nb[0] * hd * 2
+        q = g.view(q_full, (hd, n_head, t), (row, row * n_head))
+        q = self.norm(q)
+        k = self.norm(g.reshape(k, hd, n_head_kv, t))
+        gate = g.cont(g.view(q_full, (hd, n_head, t), (row, row * n_head)), hd * n_head, t)
+        v = g.reshape(v, hd, n_head_kv, t)
+        q, k = g.rope(q, positions), g.rope(k, positions)
+        cur = self.attention(inp, q, k, v, n_head_kv)
+        cur = g.binary(cur, g.unary(gate), "MUL")
+        return g.mul_mat(g.weight("f16", hd * n_head, s.n_embd), cur)
+
+    # --- whole graphs ---------------------------------------------------------------------
+
+    def finish(self, cur: g.Tensor, out_ids: g.Tensor, h_nextn: bool) -> None:
+        s, gf = self.s, self.gf
+        cur = self.norm(cur)
+        if h_nextn:
+            self.outputs.append(cur)
+        cur = g.get_rows(cur, out_ids)
+        self.outputs.append(cur)
+        logits = g.mul_mat(g.weight("f16", s.n_embd, s.n_vocab), cur)
+        self.outputs.append(logits)
+        gf.expand(logits)
+
+    def qwen35(self) -> None:
+        """llama_model_qwen35moe::graph (and qwen35's, with a dense feed-forward)."""
+        s, gf = self.s, self.gf
+        inp_l = self.inp_embd()
+        s_copy = self.inp_rs()
+        attn = self.inp_attn(self.c.n_ctx_seq)
+        positions = g.input_tensor("i32", self.n_tokens * POSITIONS_PER_TOKEN.get(s.arch, 1), name="inp_pos")
+        out_ids = g.input_tensor("i32", self.n_outputs, name="out_ids")
+        for il, kind in enumerate(s.kinds):
+            cur = self.norm(inp_l)
+            gf.expand(cur)
+            if kind == RECURRENT:
+                cur = self.delta_net(cur, s_copy)
+            else:
+                cur = self.gated_attention(cur, attn, positions, il)
+            cur = g.binary(cur, inp_l, "ADD")
+            residual = cur
+            post = self.norm(cur)
+            if s.n_expert:
+                cur = self.shared_expert(post, self.moe(post)) if s.n_ff_shexp else self.moe(post)
+            else:
+                cur = self.ffn(post, s.n_ff[il])
+            inp_l = g.binary(cur, residual, "ADD")
+        self.finish(inp_l, out_ids, h_nextn=True)
+
+    def transformer(self) -> None:
+        """llama / qwen3 / qwen3moe / gemma3: attention (Q/K norms where the model has them), dense or MoE."""
+        s, gf, t = self.s, self.gf, self.n_tokens
+        inp_l = self.inp_embd()
+        if s.arch == "gemma3":
+            inp_l = g.unary(inp_l, "SCALE")
+        positions = g.input_tensor("i32", t, name="inp_pos")
+        full = self.inp_attn(self.c.n_ctx_seq) if ATTENTION in s.kinds else None
+        sliding = self.inp_attn(self.c.swa_cells) if SLIDING in s.kinds else None
+        out_ids = g.input_tensor("i32", self.n_outputs, name="out_ids")
+        for il, kind in enumerate(s.kinds):
+            n_head, n_head_kv = s.n_head[il], s.n_head_kv[il]
+            cur = self.norm(inp_l)
+            q = g.mul_mat(g.weight("f16", s.n_embd, s.head_k * n_head), cur)
+            k = g.mul_mat(g.weight("f16", s.n_embd, s.head_k * n_head_kv), cur)
+            v = g.mul_mat(g.weight("f16", s.n_embd, s.head_v * n_head_kv), cur)
+            q, k = g.reshape(q, s.head_k, n_head, t), g.reshape(k, s.head_k, n_head_kv, t)
+            v = g.reshape(v, s.head_v, n_head_kv, t)
+            if s.arch != "llama":
+                q, k = self.norm(q), self.norm(k)
+            q, k = g.rope(q, positions), g.rope(k, positions)
+            if s.arch == "gemma3":
+                q = g.unary(q, "SCALE")
+            cur = self.attention(sliding if kind == SLIDING else full, q, k, v, n_head_kv)
+            cur = g.mul_mat(g.weight("f16", s.head_v * n_head, s.n_embd), cur)
+            if s.arch == "gemma3":
+                cur = self.norm(cur)
+            cur = g.binary(cur, inp_l, "ADD")
+            residual = cur
+            cur = self.norm(cur)
+            cur = self.moe(cur) if s.n_expert else self.ffn(cur, s.n_ff[il])
+            if s.arch == "gemma3":
+                cur = self.norm(cur)
+            inp_l = g.binary(cur, residual, "ADD")
+        self.finish(inp_l, out_ids, h_nextn=False)
+
+    def mtp(self) -> None:
+        """llama_model_qwen35moe::graph_mtp: the draft head over the target's hidden state."""
+        s, t, gf = self.s, self.n_tokens, self.gf
+        il = len(s.kinds)
+        tokens = g.input_tensor("i32", t)
+        embd = g.input_tensor("f32", s.n_embd, t)
+        del embd  # the token path is the one reserved
+        tok = g.get_rows(g.weight("f16", s.n_embd, s.n_vocab), tokens)
+        h = g.input_tensor("f32", s.n_embd, t)
+        positions = g.input_tensor("i32", t * POSITIONS_PER_TOKEN.get(s.arch, 1), name="inp_pos")
+        out_ids = g.input_tensor("i32", self.n_outputs, name="out_ids")
+        attn = self.inp_attn(self.c.n_ctx_seq)
+        joined = g.concat(self.norm(tok), self.norm(h), 0)
+        cur = g.mul_mat(g.weight("f16", 2 * s.n_embd, s.n_embd), joined)
+        residual = cur
+        cur = self.gated_attention(self.norm(cur), attn, positions, il)
+        cur = g.binary(cur, residual, "ADD")
+        residual = cur
+        post = self.norm(cur)
+        if s.n_expert:
+            cur = self.shared_expert(post, self.moe(post)) if s.n_ff_shexp else self.moe(post)
+        else:
+            cur = self.ffn(post, s.n_ff[il])
+        cur = g.binary(cur, residual, "ADD")
+        cur = self.norm(cur)
+        self.outputs.append(cur)
+        cur = g.get_rows(cur, out_ids)
+        logits = g.mul_mat(g.weight("f16", s.n_embd, s.n_vocab), cur)
+        self.outputs.append(logits)
+        gf.expand(logits)
+
+
+def shape_from_model(model) -> Shape:
+    """The graph-relevant facts of a ``registry.ModelInfo``."""
+    trunk = model.trunk_layers
+    kinds = tuple(model.layer_kinds[:trunk])
+    heads = tuple(model.facts.head_count) or (model.n_head,) * model.n_layer
+    kv_heads = tuple(model.kv_heads(il) for il in range(model.n_layer))
+    ff = tuple(model.facts.feed_forward) or (0,) * model.n_layer
+    ssm = model.facts.ssm
+    return Shape(
+        arch=model.architecture, kinds=kinds, n_embd=model.n_embd, n_head=heads, n_head_kv=kv_heads,
+        head_k=model.head_dim_k, head_v=model.head_dim_v, n_ff=ff, n_vocab=model.vocab_size,
+        n_expert=model.expert_count, n_expert_used=model.expert_used_count, n_ff_exp=model.expert_ff,
+        n_ff_shexp=model.shared_expert_ff, ssm_conv=ssm.conv_kernel, ssm_inner=ssm.inner_size,
+        ssm_state=ssm.state_size, ssm_groups=ssm.group_count, ssm_dt_rank=ssm.time_step_rank,
+        nextn=model.nextn_layers,
+    )  # fmt: skip
+
+
+def _graph_size(shape: Shape, ctx: Context, n_tokens: int, n_seqs: int, n_outputs: int, mtp: bool, alignment: int):
+    if n_tokens % n_seqs:
+        n_tokens = -(-n_tokens // n_seqs) * n_seqs
+    builder = _Builder(shape, ctx, n_tokens, n_seqs, n_outputs)
+    if mtp:
+        builder.mtp()
+    elif shape.arch in ("qwen35moe", "qwen35", "qwen3next"):
+        builder.qwen35()
+    else:
+        builder.transformer()
+    for tensor in builder.outputs:
+        tensor.is_output = True
+    return g.reserve(builder.gf, alignment)
+
+
+@functools.lru_cache(maxsize=256)
+def compute_buffer(shape: Shape, ctx: Context, mtp: bool = False, alignment: int = CPU_ALIGNMENT) -> int:
+    """Bytes of the compute buffer llama.cpp reserves for a context (``mtp``: the MTP draft context's)."""
+    n_tokens = min(ctx.n_ctx, ctx.n_ubatch)
+    n_outputs = min(n_tokens, ctx.n_outputs)
+    prompt = _graph_size(shape, ctx, n_tokens, ctx.n_seq, n_outputs, mtp, alignment)
+    token = _graph_size(shape, ctx, ctx.n_seq, ctx.n_seq, ctx.n_seq, mtp, alignment)
+    return max(prompt, token)

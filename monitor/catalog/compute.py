@@ -241,8 +241,19 @@ class _Builder:
         qkv = g.mul_mat(g.weight("f16", s.n_embd, conv_dim), cur)
         qkv = g.reshape(qkv, qkv.ne[0], seq_tokens, seqs)
         z = g.mul_mat(g.weight("f16", s.n_embd, value_dim), cur)
-        beta = g.unary(g.reshape(g.mul_mat(g.weight("f16", s.n_embd, v_heads), cur), 1, v_heads, seq_tokens, seqs))
-        alpha = g.reshape(g.mul_mat(g.weight("f16", s.n_embd, v_heads), cur), v_heads, seq_tokens, seqs)
+        if s.arch == "qwen3next":  # one projection for beta and alpha, split by views
+            per_head = v_heads // k_heads
+            mixed = g.reshape(
+                g.mul_mat(g.weight("f16", s.n_embd, 2 * v_heads), cur), 2 * per_head, k_heads, seq_tokens, seqs
+            )
+            b = g.view(mixed, (per_head, k_heads, seq_tokens, seqs), mixed.nb[1:])
+            a = g.view(mixed, (per_head, k_heads, seq_tokens, seqs), mixed.nb[1:])
+            beta = g.reshape(g.unary(g.cont(b)), 1, v_heads, seq_tokens, seqs)
+            alpha = g.cont(a, v_heads, seq_tokens, seqs)
+        else:
+            beta = g.reshape(g.mul_mat(g.weight("f16", s.n_embd, v_heads), cur), 1, v_heads, seq_tokens, seqs)
+            beta = g.unary(beta)
+            alpha = g.reshape(g.mul_mat(g.weight("f16", s.n_embd, v_heads), cur), v_heads, seq_tokens, seqs)
         alpha = g.unary(g.binary(alpha, g.weight("f32", v_heads), "ADD"))
         gate = g.reshape(g.binary(alpha, g.weight("f32", v_heads), "MUL"), 1, v_heads, seq_tokens, seqs)
         conv_states_all = g.weight("f32", s.n_embd_r, rows)
@@ -260,6 +271,8 @@ class _Builder:
         v = g.view(conv, (head_v, v_heads, seq_tokens, seqs), (head_v * 4, conv.nb[1], conv.nb[1] * seq_tokens))
         q = g.unary(g.rms_norm(q), "SCALE")
         k = g.unary(g.rms_norm(k), "SCALE")
+        if s.arch == "qwen3next" and k_heads != v_heads:  # no broadcast in its fused kernel yet: repeat
+            q, k = (self.repeat_heads(x, v_heads // k_heads) for x in (q, k))
         out = g.gated_delta_net(q, k, v, gate, beta, state, c.rs_snapshots + 1)
         output = g.view(out, (head_v, v_heads, seq_tokens, seqs), (head_v * 4, head_v * v_heads * 4))
         snapshots = min(seq_tokens, c.rs_snapshots + 1)
@@ -272,6 +285,12 @@ class _Builder:
         cur = g.mul_mat(g.weight("f16", value_dim, s.n_embd), final)
         return g.reshape(cur, s.n_embd, seq_tokens * seqs)
 
+    def repeat_heads(self, x: g.Tensor, factor: int) -> g.Tensor:
+        head, heads = x.ne[0], x.ne[1]
+        flat = g.reshape(x, head, 1, heads, self.n_tokens)
+        repeated = g.Tensor(x.type, (head, factor, heads, self.n_tokens), "REPEAT", (flat,))
+        return g.reshape(repeated, head, heads * factor, self.n_seq_tokens, self.n_seqs)
+
     def gated_attention(self, cur: g.Tensor, inp: dict, positions: g.Tensor, il: int) -> g.Tensor:
         """qwen35moe's build_layer_attn: joint Q + gate projection, Q/K norms, rope, attention, sigmoid gate."""
         s, t = self.s, self.n_tokens
@@ -279,6 +298,8 @@ class _Builder:
         q_full = g.mul_mat(g.weight("f16", s.n_embd, hd * 2 * n_head), cur)
         k = g.mul_mat(g.weight("f16", s.n_embd, hd * n_head_kv), cur)
         v = g.mul_mat(g.weight("f16", s.n_embd, hd * n_head_kv), cur)
+        if s.arch == "qwen3next":
+            q_full = g.reshape(q_full, hd * 2, n_head, t, 1)
         row = q_full.nb[0] * hd * 2
         q = g.view(q_full, (hd, n_head, t), (row, row * n_head))
         q = self.norm(q)
@@ -330,7 +351,7 @@ class _Builder:
 
     def transformer(self) -> None:
         """llama / qwen3 / qwen3moe / gemma3: attention (Q/K norms where the model has them), dense or MoE."""
-        s, gf, t = self.s, self.gf, self.n_tokens
+        s, t = self.s, self.n_tokens
         inp_l = self.inp_embd()
         if s.arch == "gemma3":
             inp_l = g.unary(inp_l, "SCALE")

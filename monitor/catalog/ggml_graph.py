@@ -55,11 +55,11 @@ class Tensor:
         size, block = TYPE_SIZES[self.type]
         if block == 1:
             total = size
-            for n, stride in zip(self.ne, self.nb):
+            for n, stride in zip(self.ne, self.nb, strict=True):
                 total += (n - 1) * stride
             return total
         total = self.ne[0] * self.nb[0] // block
-        for n, stride in zip(self.ne[1:], self.nb[1:]):
+        for n, stride in zip(self.ne[1:], self.nb[1:], strict=True):
             total += (n - 1) * stride
         return total
 

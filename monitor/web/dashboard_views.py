@@ -92,6 +92,7 @@ def _dashboard_strings() -> dict:
         "prompt": _("Prompt"),
         "requests": _("Requests (processing / deferred)"),
         "kv": _("KV cache in use"),
+        "draft": _("Draft acceptance (since start)"),
         "slot": _("Slot"),
         "stale_sources": _("Not updating:"),
         "last_sample": _("Last sample:"),

@@ -61,6 +61,9 @@
         box.append(figure(T.prompt, num(s.prompt_tps) + " tok/s"));
         box.append(figure(T.requests, num(s.requests_processing, 0) + " / " + num(s.requests_deferred, 0)));
         box.append(figure(T.kv, num(s.kv_used_pct) + " %"));
+        if (s.draft_tokens) {
+          box.append(figure(T.draft, num(s.draft_accept_pct) + " % (" + s.draft_accepted + " / " + s.draft_tokens + ")"));
+        }
         for (const slot of s.slots) {
           box.append(figure(T.slot + " " + slot.id, slot.used + " / " + slot.n_ctx + (slot.processing ? " ●" : "")));
         }

@@ -1,8 +1,8 @@
 """Small GGUF files of each architecture the planner covers, for loading in the real llama-server.
 
 Metadata keys and tensor names/shapes are the ones llama.cpp's loader reads
-(``src/models/<arch>.cpp`` of the pinned build); the weights are zeros (or small random
-values with ``random_weights``), the vocabulary a tiny SentencePiece one llama.cpp accepts,
+(``src/models/<arch>.cpp`` of the pinned build); the weights are zeros (or what a ``fill``
+function writes: small random values, a wired model), the vocabulary a tiny SentencePiece one llama.cpp accepts,
 or a real tokenizer and chat template copied from the pinned llama.cpp tree
 (``llama_tree.py``: Qwen3.5's ``models/ggml-vocab-qwen35.gguf`` and
 ``models/templates/Qwen3.5-4B.jinja``). ``sparse=True`` writes the header and leaves the
@@ -12,6 +12,7 @@ data as a hole (a real-scale layout that costs no disk).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,7 +52,9 @@ class Shape:
     extra: dict = field(default_factory=dict)
     tokenizer: dict | None = None  # tokenizer.* keys of a real vocabulary (``read_tokenizer``); None: a tiny one
     chat_template: str | None = None
-    random_weights: bool = False  # small random values (seeded) instead of zeros
+    fill: Callable[[str, tuple[int, ...], GGMLQuantizationType], bytes | None] | None = (
+        None  # a tensor's data; None: zeros
+    )
     tied_output: bool = False  # no output.weight: llama.cpp reuses token_embd
 
     @property
@@ -256,26 +259,41 @@ def _n_bytes(shape: tuple[int, ...], kind: GGMLQuantizationType) -> int:
     return int(np.prod(shape)) // block * size
 
 
-def _random_data(name: str, dims: tuple[int, ...], kind: GGMLQuantizationType, rng: np.random.Generator) -> bytes:
-    """Small random weights in the tensor's own encoding (F32, F16, or Q8_0 blocks of 32 with a scale)."""
-    count = int(np.prod(dims))
-    if name.endswith(".ssm_a"):  # DeltaNet's decay must be negative, or the state grows without bound
-        return np.full(count, -1.0, np.float32).tobytes()
-    if kind == F32:  # norms: near one, so activations neither vanish nor blow up
-        return (1.0 + rng.normal(0, 0.05, count)).astype(np.float32).tobytes()
+def encode(values: np.ndarray, kind: GGMLQuantizationType) -> bytes:
+    """``values`` (float, ne0 fastest) in a tensor's own encoding: F32, F16 or Q8_0 (blocks of 32 and a scale)."""
+    flat = np.asarray(values, dtype=np.float32).ravel()
+    if kind == F32:
+        return flat.tobytes()
     if kind == F16:
-        return rng.normal(0, 0.05, count).astype(np.float16).tobytes()
+        return flat.astype(np.float16).tobytes()
     if kind == Q8_0:
-        blocks = count // 32
-        out = np.zeros(blocks, dtype=[("d", np.float16), ("q", np.int8, 32)])
-        out["d"] = np.float16(0.05 / 64)
-        out["q"] = rng.integers(-127, 128, (blocks, 32), dtype=np.int8)
+        blocks = flat.reshape(-1, 32)
+        scale = np.abs(blocks).max(axis=1) / 127
+        out = np.zeros(len(blocks), dtype=[("d", np.float16), ("q", np.int8, 32)])
+        out["d"] = scale.astype(np.float16)
+        safe = np.where(scale > 0, scale, 1)[:, None]
+        out["q"] = np.clip(np.rint(blocks / safe), -127, 127).astype(np.int8)
         return out.tobytes()
-    return bytes(_n_bytes(dims, kind))
+    raise ValueError(f"no encoder for {kind.name}")
+
+
+def random_fill(seed: int = 7) -> Callable[[str, tuple[int, ...], GGMLQuantizationType], bytes]:
+    """Small random weights: norms near one, DeltaNet's decay negative (or its state grows without bound)."""
+    rng = np.random.default_rng(seed)
+
+    def fill(name: str, dims: tuple[int, ...], kind: GGMLQuantizationType) -> bytes:
+        count = int(np.prod(dims))
+        if name.endswith(".ssm_a"):
+            return encode(np.full(count, -1.0), kind)
+        if kind == F32:
+            return encode(1.0 + rng.normal(0, 0.05, count), kind)
+        return encode(rng.normal(0, 0.05, count), kind)
+
+    return fill
 
 
 def write_model(path: Path, shape: Shape, sparse: bool = False) -> Path:
-    """Write ``shape`` as a GGUF file at ``path``; zeros (random with ``random_weights``), or a hole when ``sparse``."""
+    """Write ``shape`` as a GGUF file at ``path``; zeros (or what its ``fill`` writes), or a hole when ``sparse``."""
     writer = GGUFWriter(str(path), shape.arch)
     _metadata(writer, shape)
     specs = tensors(shape)
@@ -295,11 +313,10 @@ def write_model(path: Path, shape: Shape, sparse: bool = False) -> Path:
             total += -(-_n_bytes(dims, kind) // alignment) * alignment
         if sparse:
             handle.truncate(total)
-        elif shape.random_weights:
-            rng = np.random.default_rng(7)
+        elif shape.fill is not None:
             handle.write(b"\0" * (start - handle.tell()))
             for name, dims, kind in specs:
-                block = _random_data(name, dims, kind, rng)
+                block = shape.fill(name, dims, kind) or bytes(_n_bytes(dims, kind))
                 handle.write(block + b"\0" * (-len(block) % alignment))
         else:
             handle.write(b"\0" * (total - handle.tell()))

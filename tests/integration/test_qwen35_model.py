@@ -95,13 +95,13 @@ def test_a_photo_is_scaled_to_512_pixels_and_encoded_by_llama_server(vision, lla
     assert message.content == ANSWER
 
 
-def _api(user) -> openai.OpenAI:
-    _row, key = create_key(user, "qwen35 agent")
-    return openai.OpenAI(base_url=base_url() + "/v1", api_key=key, max_retries=0, timeout=120)
+def _api(user):
+    row, key = create_key(user, "qwen35 agent")
+    return row, openai.OpenAI(base_url=base_url() + "/v1", api_key=key, max_retries=0, timeout=120)
 
 
 def test_tool_calls_are_parsed_by_llama_server_streamed_and_not_and_the_result_goes_back(vision):
-    client = _api(make_user())
+    row, client = _api(make_user())
     question = [{"role": "user", "content": "What is the weather in Paris?"}]
     request = dict(
         model="qwen35", messages=question, tools=[WEATHER_TOOL], tool_choice="auto", parallel_tool_calls=False,
@@ -126,6 +126,8 @@ def test_tool_calls_are_parsed_by_llama_server_streamed_and_not_and_the_result_g
     final = client.chat.completions.create(**{**request, "messages": follow_up, "tool_choice": "none"})
     assert final.choices[0].finish_reason == "stop" and final.choices[0].message.content.endswith(ANSWER)
     assert final.usage.prompt_tokens > answer.usage.prompt_tokens
+    row.refresh_from_db()  # the key's use counted from llama-server's own figures, streamed or not
+    assert row.requests == 3 and row.prompt_tokens >= 2 * answer.usage.prompt_tokens and row.completion_tokens > 0
 
 
 def test_mtp_profile_answers_the_budget_cuts_a_thought_and_the_dashboard_shows_draft_acceptance(llama_server):

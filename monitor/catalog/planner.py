@@ -299,7 +299,7 @@ def _plan_compute(model: ModelInfo, request: PlanRequest, cells: tuple[int, int]
         result.compute_gpu = main + draft
         result.runtime_gpu = GPU_RUNTIME_BYTES
         result.compute_cpu = request.ubatch * model.n_embd * HOST_STAGING_PER_TOKEN  # host-side staging
-        if request.gpu_layers <= model.n_layer:  # layers left on the CPU run there: a CPU graph as well
+        if request.gpu_layers < model.n_layer:  # layers left on the CPU run there: a CPU graph as well
             result.compute_cpu += main
     else:
         result.compute_cpu = main + draft

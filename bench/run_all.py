@@ -7,6 +7,8 @@ from pathlib import Path
 BENCHES = [
     "stream_bench.py",
     "planner_bench.py",
+    "ram_bench.py",
+    "mtp_bench.py",
     "download_bench.py",
     "api_bench.py",
     "cpu_bench.py",

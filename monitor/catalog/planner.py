@@ -48,11 +48,12 @@ GPU_RUNTIME_BYTES = 590 * 1024**2
 # llama-server's defaults for what it keeps in RAM besides the model (common/common.h).
 DEFAULT_CACHE_RAM_MIB = 8192
 DEFAULT_CTX_CHECKPOINTS = 32
-# The process itself: the binary, its threads and heap, and the vocabulary's tables. The resident
-# memory of llama-server with small synthetic models, less every buffer it reports, was 40-48 MiB
-# plus about 330 bytes per vocabulary token (32k-, 152k- and 262k-token vocabularies; bench/ram_bench.py).
-PROCESS_BASE_BYTES = 48 * MIB
-VOCAB_BYTES_PER_TOKEN = 330
+# The process itself: the binary's pages, its threads and heap, and the vocabulary's tables. The
+# resident memory of an idle llama-server, less every buffer it reports, was 60-70 MiB with Qwen3.5's
+# 152k-token vocabulary (and merges) and 80-90 MiB with Gemma 3's 262k tokens (bench/ram_bench.py's model,
+# tests/support/qwen35.py's, the default model; CPU build).
+PROCESS_BASE_BYTES = 24 * MIB
+VOCAB_BYTES_PER_TOKEN = 260
 # The host-side staging of a GPU context (the input embeddings and the logits), per token of a micro-batch.
 HOST_STAGING_PER_TOKEN = 8  # x n_embd
 

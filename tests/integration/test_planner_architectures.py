@@ -1,8 +1,9 @@
 """The planner against the real llama-server for each covered architecture.
 
 Small GGUF files are generated (zero weights, real metadata keys and tensor
-shapes) and loaded at a few settings; every weight, KV and recurrent-state
-figure must match the buffer sizes llama-server logs (to its 0.01 MiB print).
+shapes) and loaded at a few settings; every weight, KV, recurrent-state and
+compute-buffer figure must match the buffer sizes llama-server logs (to its
+0.01 MiB print, within 1%).
 The big matrix lives in bench/planner_bench.py.
 """
 
@@ -20,8 +21,12 @@ from tests.support.synthetic_gguf import Shape, write_model
 
 MATRIX = {
     # hybrid MoE with an MTP block: KV on the attention layers only, recurrent state per slot,
-    # MTP weights + draft KV + rollback snapshots only with --spec-type draft-mtp
-    "qwen35moe": (Shape("qwen35moe", nextn=1), [Case(1000, 2, "q8_0"), Case(1000, 3, "q4_0", cpu_moe=2, mtp=True)]),
+    # MTP weights + draft context + rollback snapshots only with --spec-type draft-mtp; compute
+    # buffers (the target's and the draft's) from llama.cpp's graphs replayed
+    "qwen35moe": (
+        Shape("qwen35moe", nextn=1),
+        [Case(1000, 2, "q8_0"), Case(1000, 3, "q4_0", cpu_moe=2, mtp=True), Case(2048, 2, "f16", ubatch=256)],
+    ),
     "qwen3next": (Shape("qwen3next"), [Case(2048, 1, "f16")]),
     "qwen3moe": (Shape("qwen3moe"), [Case(1300, 3, "q8_0", cpu_moe=1)]),
     "llama": (Shape("llama"), [Case(513, 2, "f16")]),

@@ -17,15 +17,16 @@ from tests.support.real_scale import QWEN36_35B_A3B
 from tests.support.synthetic_gguf import Q8_0, write_model
 
 
-def test_the_allocator_reuses_freed_blocks_and_parents_in_place():
+def test_the_allocator_reuses_parents_in_place_and_freed_blocks():
     gf = g.Graph()
-    x = g.input_tensor("f32", 256)  # 1 KiB, held from the start to its last use
-    a = g.binary(x, g.weight("f32", 256), "MUL")  # may take x's block: x has no other consumer
-    b = g.unary(a, "UNARY")  # in place again
-    c = g.mul_mat(g.weight("f32", 256, 512), b)  # a new 2 KiB block: b is freed after
-    d = g.cont(g.view(c, (512,)))  # views keep c alive until d is made
-    gf.expand(d)
-    assert g.reserve(gf) == 1024 + 2048 + 2048
+    x = g.input_tensor("f32", 256)  # 1 KiB
+    chain = x
+    for _ in range(3):  # element-wise ops on a tensor nobody else reads: each takes its parent's block
+        chain = g.binary(chain, g.weight("f32", 256), "MUL")
+    y = g.mul_mat(g.weight("f32", 256, 512), chain)  # 2 KiB, beside the chain's block
+    z = g.mul_mat(g.weight("f32", 512, 256), y)  # 1 KiB: the chain's freed block fits it
+    gf.expand(z)
+    assert g.reserve(gf) == 1024 + 2048
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,9 @@ class PlannerForm(forms.Form):
     free_vram_gib = forms.FloatField(label=_("Free VRAM (GiB)"), min_value=0, max_value=4096, initial=8)
     margin_gib = forms.FloatField(label=_("Safety margin (GiB)"), min_value=0, max_value=64, initial=1)
     mtp = forms.BooleanField(label=_("MTP speculative decoding (--spec-type draft-mtp)"), required=False)
-    vision = forms.BooleanField(label=_("Load the vision projector (--mmproj), when the model has one"), required=False)
+    vision = forms.BooleanField(
+        label=_("Load the vision projector (--mmproj), when the model has one"), required=False, initial=True
+    )
     cache_ram_mib = forms.IntegerField(
         label=_("Prompt cache cap (MiB, --cache-ram; -1: no cap, 0: off)"),
         min_value=-1,

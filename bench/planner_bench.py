@@ -55,7 +55,7 @@ def hybrid_matrix():
     from tests.support.planner_check import Case
 
     return [
-        Case(4096, 1, "f16"), Case(32768, 2, "q8_0"), Case(131072, 1, "q8_0"), Case(16384, 4, "q4_0", ubatch=256),
+        Case(131072, 1, "q8_0"), Case(16384, 4, "q4_0", ubatch=256),
         Case(8192, 1, "f16", ubatch=2048), Case(65536, 2, "q8_0", ubatch=1024), Case(32768, 1, "q8_0", cpu_moe=20),
         Case(32768, 2, "f16", mtp=True), Case(65536, 1, "q8_0", mtp=True, ubatch=1024),
     ]  # fmt: skip

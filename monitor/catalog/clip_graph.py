@@ -11,6 +11,7 @@ are not claimed: their compute buffer is reported as unknown (0).
 from __future__ import annotations
 
 from monitor.catalog import ggml_graph as g
+from monitor.catalog.ggml_alloc import reserve
 from monitor.catalog.gguf_header import Header
 
 # clip.cpp's hparams for the Qwen-VL family: the warm-up image is 46 x 46 merged patches (set_warmup_n_tokens).
@@ -32,7 +33,7 @@ def warmup_bytes(header: Header, alignment: int = 32) -> int:
     merge = _number(meta, "clip.vision.spatial_merge_size", 2)
     side = WARMUP_TOKENS_PER_SIDE * patch * merge
     weights = {tensor.name: tensor for tensor in header.tensors}
-    return g.reserve(_qwen3vl(meta, weights, side), alignment)
+    return reserve(_qwen3vl(meta, weights, side), alignment)
 
 
 def _conv2d(kernel: g.Tensor, image: g.Tensor, stride: int) -> g.Tensor:

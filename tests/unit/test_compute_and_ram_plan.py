@@ -11,6 +11,7 @@ import pytest
 
 from monitor.catalog import ggml_graph as g
 from monitor.catalog.advice import ram_advice
+from monitor.catalog.ggml_alloc import reserve
 from monitor.catalog.planner import GIB, MIB, PlanRequest, plan
 from monitor.catalog.registry import read_model_info
 from tests.support.real_scale import QWEN36_35B_A3B
@@ -26,7 +27,7 @@ def test_the_allocator_reuses_parents_in_place_and_freed_blocks():
     y = g.mul_mat(g.weight("f32", 256, 512), chain)  # 2 KiB, beside the chain's block
     z = g.mul_mat(g.weight("f32", 512, 256), y)  # 1 KiB: the chain's freed block fits it
     gf.expand(z)
-    assert g.reserve(gf) == 1024 + 2048
+    assert reserve(gf) == 1024 + 2048
 
 
 @pytest.fixture(scope="module")

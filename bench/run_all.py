@@ -9,6 +9,8 @@ BENCHES = [
     "pool_bench.py",
     "stream_bench.py",
     "planner_bench.py",
+    "ram_bench.py",
+    "mtp_bench.py",
     "download_bench.py",
     "api_bench.py",
     "cpu_bench.py",

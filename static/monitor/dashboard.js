@@ -61,6 +61,9 @@
         box.append(figure(gettext("Prompt"), num(s.prompt_tps) + " tok/s"));
         box.append(figure(gettext("Requests (processing / deferred)"), num(s.requests_processing, 0) + " / " + num(s.requests_deferred, 0)));
         box.append(figure(gettext("KV cache in use"), num(s.kv_used_pct) + " %"));
+        if (s.draft_tokens) {
+          box.append(figure(gettext("Draft acceptance (since start)"), num(s.draft_accept_pct) + " % (" + s.draft_accepted + " / " + s.draft_tokens + ")"));
+        }
         for (const slot of s.slots) {
           box.append(figure(gettext("Slot") + " " + slot.id, slot.used + " / " + slot.n_ctx + (slot.processing ? " ●" : "")));
         }

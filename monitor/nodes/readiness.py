@@ -124,6 +124,11 @@ def beats(nodes: list[str]) -> dict[str, dict | None]:
     return {node: orjson.loads(value) if value else None for node, value in zip(nodes, values, strict=True)}
 
 
+def recovering(node: str) -> set[str]:
+    """Model instances a request found frozen on the node, not restarted yet (never published as serving)."""
+    return {model.decode() for model in sync_client().hkeys(recover_key(node))}
+
+
 def take_recovery_requests(node: str) -> dict[str, str]:
     """Instances the node must restart (model id -> why), taken off the list."""
     pipe = sync_client().pipeline(transaction=True)

@@ -95,6 +95,7 @@ class Heartbeat:
             return
         self.failures = 0
         loaded = {model["id"] for model in models if model.get("status", {}).get("value") in ("loaded", "sleeping")}
+        loaded -= await asyncio.to_thread(readiness.recovering, self.node)  # found frozen since this beat began
         serving = {}
         for placement in await sync_to_async(list)(placements_here()):
             model = live_id(placement.profile, placement)

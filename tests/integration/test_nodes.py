@@ -24,11 +24,12 @@ import redis
 from django.db import connection
 
 from monitor import tasks
-from monitor.models import JoinToken, Node, ServerProfile
+from monitor.models import Event, JoinToken, Node, ServerProfile
 from monitor.nodes import joining, membership, readiness
 from monitor.nodes.registry import node_queue, place_on
 from monitor.profiles.services import save_profile
 from monitor.profiles.validation import validate_profile
+from scripts.leftovers import processes_of_run
 from scripts.local_services import sha256_file
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
 from tests.support.node import NodeRun, token_from_page
@@ -91,8 +92,9 @@ def refused_start(token: str, tmp_path: Path) -> NodeRun:
     """node.py with ``token``, run to its end."""
     node = NodeRun(tmp_path, "node-refused", MODELS / GEMMA)
     node.start(token)
-    try:
-        assert node.wait(START_S) == 1, node.console()
+    try:  # until it ends, or joined after all (then it would run on: the test fails at once)
+        wait_until(lambda: node.process.poll() is not None or "    joined;" in node.console(), START_S, "node.py")
+        assert node.process.poll() == 1, node.console()
     finally:
         node.stop()
     return node
@@ -176,6 +178,22 @@ def test_a_profile_placed_on_the_node_is_loaded_by_its_own_worker_and_answers_a_
     metrics = httpx.get(f"{node.url}/metrics", params={"model": "on-b@1"}, headers=headers, timeout=10).text
     assert float(re.search(r"^llamacpp:tokens_predicted_total (\S+)$", metrics, re.M).group(1)) > before
     assert httpx.get(f"{node.url}/models", timeout=10).status_code == 401  # its router wants its key
+
+
+def test_make_stop_stops_the_node_and_it_comes_back_with_what_it_saved(staff, node_b):
+    """`make stop` on the node's box stops all of it; `make node` again needs no token: it registers
+    its facts again with the credential it saved, and beats again."""
+    before = Node.objects.get(name=NODE).registered_at
+    stopped = node_b.make_stop()
+    assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    assert node_b.wait(60) == 0
+    assert processes_of_run(node_b.var_dir) == []  # nothing of the node left running
+    node_b.start()  # no MAIN, no TOKEN
+    wait_until(lambda: readiness.beats([NODE])[NODE], START_S, "node-b's heartbeat again", node_b.process)
+    assert f"==> registering with {base_url()} as {NODE}" in node_b.console()
+    assert Node.objects.get(name=NODE).registered_at > before
+    assert Event.objects.filter(kind=Event.Kind.NODE_UP, node=NODE).exists()
+    assert "up (heartbeat" in node_row(staff, NODE)
 
 
 def test_a_node_that_stops_answering_is_shown_down_within_15_s_and_comes_back_by_itself(staff, node_b):

@@ -39,15 +39,28 @@ class NodeRun:
         self.port = free_port()
         self.process: subprocess.Popen | None = None
 
-    def start(self, token: str) -> None:
+    def environment(self) -> dict:
         env = {key: value for key, value in os.environ.items() if key not in MAIN_ONLY}
         env.update(QWENWEB_VAR_DIR=str(self.var_dir), QWENWEB_MODELS_DIR=str(self.models), LANG="C.UTF-8")
-        argv = [sys.executable, str(ROOT / "scripts" / "node.py"), "--main", base_url(), "--token", token]
-        argv += ["--name", self.name, "--llama-bind", "127.0.0.1", "--llama-port", str(self.port)]
+        return env
+
+    def start(self, token: str = "") -> None:
+        """The first start: `make node MAIN=... TOKEN=... NAME=... LLAMA_BIND=... LLAMA_PORT=...`; a later
+        one (no token): `make node`, with what it saved."""
+        env = self.environment()
+        argv = [sys.executable, str(ROOT / "scripts" / "node.py")]
+        if token:
+            argv += ["--main", base_url(), "--token", token, "--name", self.name]
+            argv += ["--llama-bind", "127.0.0.1", "--llama-port", str(self.port)]
         with self.console_path.open("ab") as console:
             self.process = subprocess.Popen(
                 argv, env=env, cwd=ROOT, stdout=console, stderr=subprocess.STDOUT, start_new_session=True
             )
+
+    def make_stop(self) -> subprocess.CompletedProcess:
+        """`make stop` on the node's box."""
+        argv = [sys.executable, str(ROOT / "scripts" / "stack.py"), "stop"]
+        return subprocess.run(argv, env=self.environment(), cwd=ROOT, capture_output=True, text=True, timeout=120)
 
     def console(self) -> str:
         return self.console_path.read_text(errors="replace") if self.console_path.exists() else ""

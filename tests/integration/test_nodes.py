@@ -127,6 +127,53 @@ def test_a_revoked_token_is_refused_and_no_longer_listed(staff, tmp_path):
     assert "facts" in answer.json()["error"]
 
 
+FACTS = {"gpus": [], "gpu_note": "test", "ram_bytes": 1, "cpu_cores": 1, "llama_server": "", "models": []}
+
+
+def test_a_name_in_use_is_refused_and_leaves_the_token_unused(staff):
+    token = new_token(staff, "name in use")
+    taken = Node.objects.get(is_local=True).name
+    answer = httpx.post(
+        base_url() + "/nodes/join/", json={"token": token, "name": taken, "url": "http://127.0.0.1:1", "facts": FACTS}
+    )
+    assert answer.status_code == 403 and f"A node named {taken} already exists." in answer.json()["error"]
+    assert JoinToken.objects.get(note="name in use").used_at is None
+    assert Node.objects.filter(name=taken).count() == 1
+
+
+def forget_attempts() -> None:
+    counters = redis.Redis.from_url(os.environ["REDIS_URL"])
+    for key in counters.scan_iter("qwenweb:node-joins:*"):
+        counters.delete(key)
+
+
+def test_attempts_from_one_address_are_limited():
+    forget_attempts()  # the other tests' joins from this address
+    try:
+        with httpx.Client(base_url=base_url()) as http:
+            answers = [http.post("/nodes/join/", json={"token": "x", "name": "b", "url": "http://h:1", "facts": FACTS})]
+            answers += [http.post("/nodes/check/", json={"name": "b"}) for _ in range(25)]
+        statuses = [answer.status_code for answer in answers]
+        assert statuses[:20] == [403] * 20 and set(statuses[20:]) == {429}, statuses
+        assert "at most 20 an hour" in answers[-1].json()["error"]
+        assert Event.objects.filter(kind=Event.Kind.NODE_REFUSED, details__reason="too_many").count() == 1
+    finally:
+        forget_attempts()
+
+
+def test_non_staff_get_403_on_the_nodes_page_and_its_actions():
+    person = login(make_user())
+    anonymous = httpx.Client(base_url=base_url())
+    for client in (person, anonymous):
+        assert client.get("/monitor/nodes/").status_code == 403
+        assert client.get(f"/monitor/nodes/{Node.objects.get(is_local=True).pk}/remove/").status_code == 403
+    token = person.cookies["csrftoken"]
+    for action in ("/monitor/nodes/tokens/", f"/monitor/nodes/{Node.objects.get(is_local=True).pk}/remove/"):
+        response = person.post(action, data={"csrfmiddlewaretoken": token, "note": "x", "hours": "1"})
+        assert response.status_code == 403 and "staff" in response.text.lower(), action
+    assert not JoinToken.objects.filter(note="x").exists() and Node.objects.filter(is_local=True).exists()
+
+
 def test_the_node_joins_registers_its_facts_and_beats(staff, node_b):
     row = node_row(staff, NODE)
     assert "up (heartbeat" in row

@@ -4,7 +4,7 @@ Both relays read llama-server with the product's own reader (``monitor.llama.wir
 frame clock, and forward its bytes untouched: no Django, no key, quota, queue or parsing.
 
 - ``daphne PORT``: a bare ASGI app under Daphne as the product runs it (Twisted's asyncio
-  reactor, ``qwenweb.direct_writes``): HTTP answers as chunked SSE, and a WebSocket whose
+  reactor, the web process's patches, ``qwenweb.patches``): HTTP answers as chunked SSE, and a WebSocket whose
   every message is a question answered in binary frames;
 - ``asyncio PORT``: a bare asyncio server (no Twisted), HTTP only.
 
@@ -116,11 +116,13 @@ def main() -> None:
     if kind == "asyncio":
         asyncio.run(_serve_plain(int(port)))
         return
+    import django
     from daphne.cli import CommandLineInterface  # installs Twisted's asyncio reactor, as qwenweb.serve does
 
-    from qwenweb import direct_writes
+    django.setup(set_prefix=False)  # the product's settings, from its environment
+    from qwenweb import patches
 
-    direct_writes.install()
+    patches.install("web")
     CommandLineInterface().run(["--bind", "127.0.0.1", "--port", port, "relay_floor_apps:application"])
 
 

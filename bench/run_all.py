@@ -11,6 +11,7 @@ BENCHES = [
     "api_bench.py",
     "cpu_bench.py",
     "relay_floor_bench.py",
+    "patches_bench.py",
     "profile_bench.py",
     "sampler_bench.py",
     "selftest_bench.py",

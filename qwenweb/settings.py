@@ -194,18 +194,10 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
+# The fair queue, answers' live state, the dashboard's samples, Celery's broker and results. No
+# Channels layer: every socket's events come from its own consumer, so a Redis restart closes none.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        # redis-py 8 reads with a 5 s socket timeout by default, the same as the
-        # layer's blocking pop: give the pop room, or idle sockets die at 5 s.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
-    }
-}
 CELERY_BROKER_URL = REDIS_URL
-# kombu's Redis transport, waking idle workers every 3 s instead of every second (qwenweb.broker).
-CELERY_BROKER_TRANSPORT = "qwenweb.broker:Transport"
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from chat.conversations import selectors, services
 from chat.conversations.presets import SYSTEM_PROMPT_MAX_CHARS, preset_choices
-from chat.conversations.runs import hub
+from chat.conversations.runs import running_answers
 from chat.documents.languages import language_choices
 from chat.documents.selectors import conversation_documents
 from chat.errors import ChatError, NotFound
@@ -100,7 +100,7 @@ def delete_conversation(request, conversation_id):
         services.delete_conversation(request.user, conversation_id)
     except NotFound as error:
         raise Http404(str(error)) from error
-    hub.stop_from_thread([conversation_id], request.user.pk)
+    running_answers().stop_from_thread([conversation_id], request.user.pk)
     return redirect("chat:index")
 
 

@@ -1,4 +1,8 @@
-"""The dashboard's live push: the newest sample about once a second, to staff only."""
+"""The dashboard's live push: the newest sample about once a second, to staff only.
+
+It reads the sampler's samples from Redis itself (no Channels layer): while Redis is away the page
+is told ("stale"), and the pushes go on, on the same socket, once Redis is back
+(tests/integration/test_dashboard.py)."""
 
 from __future__ import annotations
 

@@ -333,7 +333,7 @@ def test_malformed_bodies_are_400_and_oversized_ones_413(owner_key):
     error = assert_openai_error(raw_post("/v1/chat/completions", key, content=b"[1, 2]", headers=headers), 400)
     assert "must be a JSON object" in error["message"]
     huge = b'{"model": "chat-8k", "messages": [{"role": "user", "content": "' + b"a" * (21 * 1024 * 1024) + b'"}]}'
-    # Refused while the body arrives (qwenweb/daphne_body_cap.py), in OpenAI's shape.
+    # Refused while the body arrives (qwenweb/patches/daphne_body_cap.py), in OpenAI's shape.
     error = assert_openai_error(raw_post("/v1/chat/completions", key, content=huge, headers=headers), 413)
     assert error["code"] == "request_too_large" and "20 MB" in error["message"]
 

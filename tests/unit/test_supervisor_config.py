@@ -51,7 +51,7 @@ def test_commands_are_the_argv_with_percent_escaped():
     assert listener[: listener.index("--") + 1] == recorded(var_dir, "events", [])
     assert "watchdog@%%h" in config["program:watchdog"]["command"]
     # Long document work has its own worker: the default one takes the default queue and this box's
-    # jobs as a node (its profile loads, downloads, self-tests).
+    # jobs as a node (its profile loads, downloads, self-tests), never documents.
     assert "--queues documents" in config["program:documents"]["command"]
     assert "--queues celery,node.box-a " in config["program:worker"]["command"]
 

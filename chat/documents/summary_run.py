@@ -1,4 +1,5 @@
-"""Whole-document summaries: map-reduce over every page, sized with llama-server's own token counts.
+"""The run that writes a whole document's summary: map-reduce over every page, sized with
+llama-server's own token counts.
 
 Level 0 chunks pack consecutive pages (each marked ``[p. N]``) up to what one slot's
 context holds after the prompt and the answer; each is summarized on its own, up to
@@ -7,7 +8,8 @@ person's turn always goes first, one slot stays free for people, and documents t
 turns by owner.
 Level N combines level N-1 summaries, recursively while they do not fit one call.
 Every chunk is a row, saved the moment its summary is written: a killed worker's
-successor plans nothing again and pays only for the chunks not done.
+successor plans nothing again and pays only for the chunks not done (the rows: ``selectors``
+and ``services``; the text the person reads: ``final_summary``; the worker's side: ``pipeline``).
 """
 
 from __future__ import annotations
@@ -16,28 +18,25 @@ import asyncio
 import logging
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from chat.documents.citations import pages_of_marked_text
-from chat.documents.ingest import Pulse, claim, ingest
-from chat.documents.languages import clean_language, language_name
-from chat.documents.scan_reading import streamed_text
-from chat.documents.selectors import get_document
+from chat.documents.final_summary import compose
+from chat.documents.heartbeats import HeartbeatAndCancelCheck, claim
+from chat.documents.languages import language_name
+from chat.documents.model_calls import completion_text
+from chat.documents.selectors import document_and_profile, page_texts_between, summary_chunks, text_pages
+from chat.documents.services import finish_summary, mark_chunk_done, mark_chunk_started, save_summary_plan, stop_summary
 from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
 from chat.documents.summary_review import (
     MAP_SYSTEM,
     REDUCE_SYSTEM,
     RETRY_SYSTEM,
     Review,
-    note_text,
     review,
     with_checked_citations,
 )
-from chat.errors import DocumentError
-from chat.models import Document, DocumentChunk, DocumentPage
+from chat.models import Document, DocumentChunk
 from monitor.public import (
     LlamaError,
     LlamaStreamBroken,
@@ -46,7 +45,6 @@ from monitor.public import (
     QueueUnavailable,
     ServerProfile,
     ServingPool,
-    close_loop_clients,
     serving_pool,
 )
 
@@ -57,72 +55,10 @@ CANCEL_POLL_S = 0.5  # how often a cancel is looked for: it takes effect within 
 # off is asked again after each of these pauses before the summary stops and says why.
 SERVER_RESTART_WAITS_S = (2.0, 4.0, 8.0, 15.0)
 
-# ---------------------------------------------------------------- database side (sync)
-
-
-def _pages(document_id) -> list[tuple[int, str]]:
-    return list(DocumentPage.objects.filter(document_id=document_id).exclude(text="").values_list("number", "text"))
-
-
-def _chunks(document_id, level: int) -> list[DocumentChunk]:
-    # With its document: pages_label reads the document's kind and OCR pages (no query in async code).
-    return list(DocumentChunk.objects.filter(document_id=document_id, level=level).select_related("document"))
-
-
-@transaction.atomic
-def _save_plan(document_id, level: int, chunks: list[Piece]) -> list[DocumentChunk]:
-    if DocumentChunk.objects.filter(document_id=document_id, level=level).exists():
-        return _chunks(document_id, level)  # another run planned it first
-    DocumentChunk.objects.bulk_create(
-        DocumentChunk(
-            document_id=document_id,
-            level=level,
-            index=index,
-            first_page=chunk.first_page,
-            last_page=chunk.last_page,
-            text=chunk.text,
-            tokens=chunk.tokens,
-        )
-        for index, chunk in enumerate(chunks)
-    )
-    return _chunks(document_id, level)
-
-
-def _mark_started(chunk_id: int) -> None:
-    DocumentChunk.objects.filter(id=chunk_id).update(requests=F("requests") + 1)
-
-
-def _mark_done(chunk_id: int, summary: str, note: str) -> None:
-    DocumentChunk.objects.filter(id=chunk_id).update(summary=summary, note=note, done=True, finished_at=timezone.now())
-
-
-def _page_texts(document_id, first: int, last: int) -> dict[int, str]:
-    pages = DocumentPage.objects.filter(document_id=document_id, number__gte=first, number__lte=last)
-    return dict(pages.values_list("number", "text"))
-
-
-def _finish(document_id, summary: str) -> None:
-    Document.objects.filter(id=document_id).update(
-        status=Document.Status.READY, summary=summary, error="", heartbeat_at=None, updated_at=timezone.now()
-    )
-
-
-def _stop(document_id, status: str, error: str = "") -> None:
-    """Cancelled or failed: the chunks done so far are kept for the next try."""
-    Document.objects.filter(id=document_id).update(
-        status=status, error=error, cancel_requested=False, heartbeat_at=None, updated_at=timezone.now()
-    )
-
-
-def _load(document_id) -> tuple[Document, ServerProfile | None]:
-    document = Document.objects.select_related("conversation__profile").get(id=document_id)
-    return document, document.conversation.profile if document.conversation else None
-
-
-# ---------------------------------------------------------------- the run
-
 
 class SummaryRun:
+    """One document's summary: its parts planned, each asked of the model in the fair queue, then combined."""
+
     def __init__(self, document_id, *, claimed: bool = False):
         self.document_id = document_id
         self.claimed = claimed
@@ -135,7 +71,7 @@ class SummaryRun:
 
     async def run(self) -> str:
         """The document's final status."""
-        document, profile = await sync_to_async(_load)(self.document_id)
+        document, profile = await sync_to_async(document_and_profile)(self.document_id)
         self.owner_id = document.owner_id
         if document.status != Document.Status.SUMMARIZING:
             return document.status
@@ -147,11 +83,11 @@ class SummaryRun:
             self.profile = self.pool.profile
         except LoadFailed:
             message = _("The summary could not start: the server profile did not load. An admin sees why on its page.")
-            await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
+            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
             return Document.Status.FAILED
         except LlamaError as error:
             message = _("The summary could not start: %(reason)s") % {"reason": str(error)}
-            await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
+            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
             return Document.Status.FAILED
         work = asyncio.create_task(self._summarize(document))
         ticker = asyncio.create_task(self._tick(work))
@@ -160,34 +96,34 @@ class SummaryRun:
         except asyncio.CancelledError:
             if not self.cancelled:
                 raise
-            await sync_to_async(_stop)(self.document_id, Document.Status.CANCELLED)
+            await sync_to_async(stop_summary)(self.document_id, Document.Status.CANCELLED)
             return Document.Status.CANCELLED
         except (LlamaError, QueueUnavailable) as error:
             message = _("The summary stopped: %(reason)s The parts already done are kept; try again to continue.") % {
                 "reason": str(error)
             }
-            await sync_to_async(_stop)(self.document_id, Document.Status.FAILED, message)
+            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
             return Document.Status.FAILED
         finally:
             ticker.cancel()
-        await sync_to_async(_finish)(self.document_id, summary)
+        await sync_to_async(finish_summary)(self.document_id, summary)
         return Document.Status.READY
 
     async def _tick(self, work: asyncio.Task) -> None:
         """Heartbeat for the stall detector; cancels the work when the user asks."""
-        pulse = Pulse(self.document_id)
+        alive = HeartbeatAndCancelCheck(self.document_id)
         while not work.done():
-            if not await sync_to_async(pulse)():
+            if not await sync_to_async(alive)():
                 self.cancelled = True
                 work.cancel()
                 return
             await asyncio.sleep(CANCEL_POLL_S)
 
     async def _summarize(self, document: Document) -> str:
-        pages = await sync_to_async(_pages)(document.id)
+        pages = await sync_to_async(text_pages)(document.id)
         self.language = language_name(document, "\n".join(text for _number, text in pages[:20]))
         self.budget = await plan_budget(self.pool, MAP_SYSTEM.format(language=self.language))
-        level0 = await sync_to_async(_chunks)(document.id, 0)
+        level0 = await sync_to_async(summary_chunks)(document.id, 0)
         if not level0:
             marked = [f"[p. {number}]\n{text}" for number, text in pages]
             counts = await count_all(self.pool.client, marked)
@@ -195,16 +131,16 @@ class SummaryRun:
                 Piece(number, number, text, tokens)
                 for (number, _text), text, tokens in zip(pages, marked, counts, strict=True)
             ]
-            level0 = await sync_to_async(_save_plan)(
+            level0 = await sync_to_async(save_summary_plan)(
                 document.id, 0, await pack(self.pool.client, pieces, self.budget.input_tokens)
             )
         await self._run_level(level0, total=len(level0))
-        level0 = await sync_to_async(_chunks)(document.id, 0)
+        level0 = await sync_to_async(summary_chunks)(document.id, 0)
         if len(level0) == 1:
             return compose(level0[0], level0)
         current, level = level0, 1
         while True:
-            planned = await sync_to_async(_chunks)(document.id, level)
+            planned = await sync_to_async(summary_chunks)(document.id, level)
             if not planned:
                 pieces = [
                     Piece(c.first_page, c.last_page, f"({c.pages_label})\n{c.summary.strip()}", 0) for c in current
@@ -213,11 +149,11 @@ class SummaryRun:
                     pieces, await count_all(self.pool.client, [p.text for p in pieces]), strict=True
                 ):
                     piece.tokens = tokens
-                planned = await sync_to_async(_save_plan)(
+                planned = await sync_to_async(save_summary_plan)(
                     document.id, level, await pack(self.pool.client, pieces, self.budget.input_tokens)
                 )
             await self._run_level(planned, total=len(planned))
-            current = await sync_to_async(_chunks)(document.id, level)
+            current = await sync_to_async(summary_chunks)(document.id, level)
             if len(current) == 1:
                 return compose(current[0], level0)
             level += 1
@@ -229,7 +165,7 @@ class SummaryRun:
         async def one(chunk: DocumentChunk) -> None:
             async with gate:
                 result = await self._reviewed_summary(chunk, total)
-                await sync_to_async(_mark_done)(chunk.id, result.text, result.note)
+                await sync_to_async(mark_chunk_done)(chunk.id, result.text, result.note)
 
         await asyncio.gather(*(one(chunk) for chunk in pending))
 
@@ -243,7 +179,7 @@ class SummaryRun:
         if chunk.level == 0:
             page_texts = pages_of_marked_text(chunk.text)
         else:
-            page_texts = await sync_to_async(_page_texts)(self.document_id, chunk.first_page, chunk.last_page)
+            page_texts = await sync_to_async(page_texts_between)(self.document_id, chunk.first_page, chunk.last_page)
         # CPU work over a part's pages (the whole document for the last step): off the event loop.
         text = await asyncio.to_thread(
             with_checked_citations,
@@ -291,72 +227,10 @@ class SummaryRun:
         }
         # Background work: people go first, and documents take turns by owner, not one turn each.
         async with self.pool.slot(f"owner:{self.owner_id}", priority="background") as slot:
-            await sync_to_async(_mark_started)(chunk.id)
-            text = await streamed_text(slot.client, payload)
+            await sync_to_async(mark_chunk_started)(chunk.id)
+            text = await completion_text(slot.client, payload)
         # Every prompt this part has been given is the instructions whose echo is taken out.
         instructions = "\n".join((MAP_SYSTEM if chunk.level == 0 else REDUCE_SYSTEM, RETRY_SYSTEM, header))
         # Combining summaries may keep their sentences; only a part of the document itself must not be copied.
         source = chunk.text if chunk.level == 0 else ""
         return review(text.strip(), instructions.format(language=self.language), source)
-
-
-def compose(final: DocumentChunk, sections: list[DocumentChunk]) -> str:
-    """The combined summary, then each part's own summary under its pages, so every point can be traced.
-    A part still copied when asked again carries its note."""
-    lines = [final.summary.strip()]
-    if final.note:
-        lines += ["", "> " + note_text(final.note, final.pages_label)]
-    if len(sections) == 1:
-        return "\n".join([*lines, "", f"*({sections[0].pages_label})*"])
-    lines += ["", "### " + _("By section")]
-    for section in sections:
-        note = f" *{note_text(section.note, section.pages_label)}*" if section.note else ""
-        lines.append(f"- **{section.pages_label}**: " + " ".join(section.summary.split()) + note)
-    return "\n".join(lines)
-
-
-def run_summary(document_id, *, claimed: bool = False) -> str:
-    """The Celery side: one event loop for the run, its connections closed with it.
-
-    ``claimed``: the caller already holds the document (ingestion went straight on)."""
-
-    async def main() -> str:
-        try:
-            return await SummaryRun(document_id, claimed=claimed).run()
-        finally:
-            await close_loop_clients()
-
-    return asyncio.run(main())
-
-
-def ingest_and_summarize(document_id) -> str:
-    """The whole pipeline for a new upload; a run that finds the pages already read goes on to the summary."""
-    status = Document.objects.filter(id=document_id).values_list("status", flat=True).first()
-    if status == Document.Status.SUMMARIZING:
-        return run_summary(document_id)
-    if not ingest(document_id):
-        return Document.objects.filter(id=document_id).values_list("status", flat=True).first() or ""
-    return run_summary(document_id, claimed=True)
-
-
-def restart_summary(user, document_id, language: str | None = None) -> Document:
-    """Summarize again: resumes from the parts done, or starts over in another language."""
-    document = get_document(user, document_id)
-    if document.status in Document.ACTIVE:
-        raise DocumentError(_("This document is still being processed."))
-    if not DocumentPage.objects.filter(document=document).exclude(text="").exists():
-        raise DocumentError(_("This document has no text to summarize."))
-    with transaction.atomic():
-        language = document.summary_language if language is None else clean_language(language)
-        # A finished summary is made anew; a failed or cancelled one continues from its chunks.
-        if document.status == Document.Status.READY or language != document.summary_language:
-            DocumentChunk.objects.filter(document=document).delete()
-            document.summary = ""
-        document.summary_language = language
-        document.status = Document.Status.SUMMARIZING
-        document.error = ""
-        document.cancel_requested = False
-        document.heartbeat_at = None
-        document.attempts = 0  # the person's own try: it gets every run again
-        document.save()
-    return document

@@ -1,15 +1,16 @@
 """The child process that opens an uploaded PDF for the upload's checks, under the extraction's
-CPU-time and memory limits (``extract_worker.limit_resources``): PDFium parsing a hostile file
+CPU-time and memory limits (``child_limits.limit_resources``): PDFium parsing a hostile file
 inside the web process could crash it or make it swell, and every chat it serves with it.
 
-``python -m chat.documents.pdf_check_worker MAX_PAGES CPU_SECONDS MEMORY_MB``. Nothing of the
-upload is an argument (every user of the box can read a process's arguments) or a file: stdin
+``python -m chat.documents.pdf.upload_check_worker MAX_PAGES CPU_SECONDS MEMORY_MB``. Nothing of
+the upload is an argument (every user of the box can read a process's arguments) or a file: stdin
 holds the password as a JSON string on the first line ("" for none), then the PDF's bytes.
-stdout: one JSON line, ``{"pages": N}`` or ``{"refused": REASON}`` (``pdf_open``'s reasons, which
+stdout: one JSON line, ``{"pages": N}`` or ``{"refused": REASON}`` (``opening``'s reasons, which
 the parent words in the person's language); for a password-protected PDF of 1 to MAX_PAGES pages
 that opens with it, ``{"pages": N, "copy": LENGTH}`` and then the copy without its encryption.
-It loads PDFium and ``pdf_open`` only (no Django), and the parent gives it no secrets in its
-environment. Exit codes as ``extract_worker``'s: 0, MEMORY_EXIT, or a death the parent names.
+It loads PDFium and ``opening`` only (no Django), and the parent gives it no secrets in its
+environment. Exit codes as the extraction child's (``extract_worker``): 0, MEMORY_EXIT, or a
+death the parent names.
 """
 
 from __future__ import annotations
@@ -17,27 +18,27 @@ from __future__ import annotations
 import json
 import sys
 
-from chat.documents.extract_worker import MEMORY_EXIT, limit_resources
+from chat.documents.child_limits import MEMORY_EXIT, limit_resources
 
 
 def main(argv: list[str]) -> int:
     max_pages = int(argv[1])
     limit_resources(int(argv[2]), int(argv[3]))
     # Imported once the limits are set: PDFium is loaded under them.
-    from chat.documents import pdf_open
+    from chat.documents.pdf import opening
 
     copy = b""
     try:
         password = json.loads(sys.stdin.buffer.readline()) or None
-        pdf = pdf_open.open_document(sys.stdin.buffer.read(), password)
+        pdf = opening.open_document(sys.stdin.buffer.read(), password)
         try:
             pages = len(pdf)
             if password and 0 < pages <= max_pages:
-                copy = pdf_open.decrypted_copy(pdf)
+                copy = opening.decrypted_copy(pdf)
         finally:
             pdf.close()
         result: dict = {"pages": pages, "copy": len(copy)} if copy else {"pages": pages}
-    except pdf_open.Refused as refused:
+    except opening.Refused as refused:
         result = {"refused": refused.reason}
     except MemoryError:
         return MEMORY_EXIT

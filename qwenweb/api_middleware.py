@@ -1,26 +1,20 @@
-"""Django for the OpenAI-compatible API (``/v1/``), without the pages' middleware stack.
+"""What the OpenAI-compatible API (``/v1/``) keeps of the pages' middleware, and the routing to its handler.
 
 The API's views are async and authenticate each call by its key: no session, CSRF token,
-messages, login lockout or HTML to protect. Each of Django's own middleware runs its hooks in a
-worker thread when the request is async (``MiddlewareMixin.__acall__``: two thread hops each),
-so the pages' stack cost every API call eleven hand-offs between threads (three now: Django's
-request signals): time an agent waits for its first token and CPU taken from the model on a small box
-(bench/cpu_bench.py, bench/api_bench.py). This handler keeps what the API's answers need
-(``ApiMiddleware``): the host check, the caller's language, the security headers and policy.
+messages, login lockout or HTML to protect. Its own Django handler
+(`qwenweb.patches.api_handler`) runs ``ApiMiddleware`` alone: the host check, the caller's
+language, the security headers and policy.
 """
 
 from __future__ import annotations
 
 from asgiref.sync import markcoroutinefunction
-from django.core.handlers.asgi import ASGIHandler
-from django.core.handlers.exception import convert_exception_to_response
 from django.middleware.clickjacking import XFrameOptionsMiddleware
 from django.middleware.security import SecurityMiddleware
 from django.utils import translation
 from django.utils.cache import patch_vary_headers
 
-from qwenweb.body_limit import API_PREFIX, request_language
-from qwenweb.csp import ContentSecurityPolicyMiddleware
+from qwenweb.body_limit import API_PREFIX
 
 
 class ApiMiddleware:
@@ -41,7 +35,7 @@ class ApiMiddleware:
 
     async def __call__(self, request):
         request.get_host()  # DisallowedHost (400) for a name the box does not answer to
-        language = request_language(request.headers.get("Cookie", ""), request.headers.get("Accept-Language", ""))
+        language = translation.get_language_from_request(request)  # LocaleMiddleware's choice, its own rule
         translation.activate(language)  # this request's context only (asgiref Local), as LocaleMiddleware does
         request.LANGUAGE_CODE = language
         response = self.security.process_request(request) or await self.get_response(request)
@@ -50,27 +44,6 @@ class ApiMiddleware:
         if not response.streaming and not response.has_header("Content-Length"):
             response.headers["Content-Length"] = str(len(response.content))
         return self.frames.process_response(request, self.security.process_response(request, response))
-
-
-class ApiHandler(ASGIHandler):
-    """Django's handler, two things apart: the API's own middleware (``ApiMiddleware``), and no
-    ``ThreadSensitiveContext``: a page request's sync work runs in a thread made for the request,
-    which opens a database connection of its own and closes it at the end (about 1 ms of CPU
-    each, with the thread's start); an API call's few database steps run in the one database
-    thread the chat sockets share (asgiref's), whose connection is kept (``DB_CONN_MAX_AGE``)."""
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
-        await self.handle(scope, receive, send)
-
-    def load_middleware(self, is_async: bool = False) -> None:
-        self._view_middleware = []
-        self._template_response_middleware = []
-        self._exception_middleware = []
-        inner = convert_exception_to_response(self._get_response_async)
-        api = convert_exception_to_response(ApiMiddleware(inner))
-        self._middleware_chain = convert_exception_to_response(ContentSecurityPolicyMiddleware(api))
 
 
 class ByPath:

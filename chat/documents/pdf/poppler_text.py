@@ -1,6 +1,6 @@
 """A PDF's text layers read by Poppler's ``pdftotext``, in several processes at once.
 
-Why Poppler for the text and PDFium (``pdf_pages``) for the rest: measured on two cores,
+Why Poppler for the text and PDFium (``pages``) for the rest: measured on two cores,
 PDFium spends about 0.9 ms a page in native code (loading the page, building its text
 page) where ``pdftotext`` reads a whole page in about 0.3 ms, and Poppler's default mode
 already reads columns in order; no arrangement of PDFium processes reached pdftotext's

@@ -10,31 +10,14 @@ thread-safe, so the helper processes that read scans by OCR each open the file t
 from __future__ import annotations
 
 import logging
-import re
-from dataclasses import dataclass
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from chat.documents.ocr import OcrFailed, OcrOptions, recognize, render_png
+from chat.documents.page_text import PageText, clean_text
+from chat.documents.pdf.ocr import OcrFailed, OcrOptions, recognize, render_png
 
 log = logging.getLogger(__name__)
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\ufffe\uffff]")
-
-
-@dataclass(frozen=True)
-class PageText:
-    number: int  # 1-based (a section's number for DOCX and HTML)
-    text: str
-    scanned: bool = False  # no text layer, but images: a scan
-    ocr: bool = False  # its text was read from the image by text recognition
-    image: bytes = b""  # a scan rendered as PNG, for the model to read (``render_scan``)
-
-
-def clean_text(text: str) -> str:
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    text = _CONTROL.sub("", text)
-    return "\n".join(line.rstrip() for line in text.split("\n")).strip()
 
 
 def _column_gutter(rects: list[tuple[float, float, float, float]], width: float) -> float | None:

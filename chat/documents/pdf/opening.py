@@ -1,6 +1,6 @@
 """Opening a PDF with PDFium, with nothing of Django: extraction's way, and the upload check's
-child's (``pdf_check_worker``), which loads this module and PDFium only. A refusal carries its
-reason (``PASSWORD``, ``DAMAGED``); ``extraction.pdf_refusal`` words it for the person."""
+child's (``upload_check_worker``), which loads this module and PDFium only. A refusal carries its
+reason (``PASSWORD``, ``DAMAGED``); ``reader.pdf_refusal`` words it for the person."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from monitor.profiles.validation import validate_profile
 from scripts.leftovers import processes_of_run
 from scripts.local_services import sha256_file
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
-from tests.support.node import NodeRun, token_from_page
+from tests.support.joined_node import NodeRun, token_from_page
 from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("web_server")

@@ -80,5 +80,8 @@ lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 
+# Both catalogues: the templates' and Python's strings (django.po), the page scripts' (djangojs.po,
+# served by the JavaScript catalogue); the vendored libraries have none of ours.
 messages: $(STAMP)
 	$(PY) manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore 'var/*'
+	$(PY) manage.py makemessages -d djangojs -l zh_Hans --ignore '.venv/*' --ignore 'var/*' --ignore 'static/vendor/*'

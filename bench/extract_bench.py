@@ -158,8 +158,9 @@ def summary_seconds(run_dir: Path, slots: int) -> float:
 
     # The default profile with 1 or 2 slots of 4096 tokens each; llama-server starts with it.
     profile = find_profile(None)
-    profile.parallel, profile.ctx_size, profile.live_revision = slots, 4096 * slots, None
+    profile.parallel, profile.ctx_size = slots, 4096 * slots
     save_profile(profile)
+    profile.placements.update(live_revision=None, live_options=[])  # nothing served yet: it starts with these
     llama = stack.start_llama(run_dir)
     forget_serving_info()
     try:

@@ -214,6 +214,9 @@ CELERY_TASK_ROUTES = {
 LLAMA_SERVER_URL = os.environ.get("LLAMA_SERVER_URL", "http://127.0.0.1:8081")
 LLAMA_API_KEY = os.environ.get("LLAMA_API_KEY") or file_secret(VAR_DIR / "llama_api_key", prefix="sk-local-")
 LLAMA_REQUEST_TIMEOUT_S = float(os.environ.get("LLAMA_REQUEST_TIMEOUT_S", "600"))
+# A CA certificate (PEM) trusted besides the system's for https:// llama-servers (remote profiles): a
+# LAN server's self-signed certificate. Certificates are always verified.
+LLAMA_CA_FILE = os.environ.get("LLAMA_CA_FILE", "")
 
 # Model files, and the one the seeded profiles and `make run` use.
 MODELS_DIR = Path(os.environ.get("QWENWEB_MODELS_DIR", VAR_DIR / "models")).resolve()

@@ -8,10 +8,13 @@ from monitor.web.health_views import healthz
 from monitor.web.node_views import check as node_check
 from monitor.web.node_views import join as node_join
 from monitor.web.node_views import register as node_register
+from qwenweb.script_catalogue import ScriptCatalogue
 
 urlpatterns = [
     path("login/", AccountLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Under /i18n/: a person who must change their password still gets it (chat.web.password_required).
+    path("i18n/js/<str:language>/", ScriptCatalogue.as_view(), name="javascript-catalog"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path("monitor/", include("monitor.urls")),

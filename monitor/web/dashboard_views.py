@@ -38,7 +38,6 @@ def dashboard_page(request):
         {
             "gpu_problem": "" if gpus else (gpu_problem or _("NVML found no GPU")),
             "profiles": ServerProfile.objects.all(),
-            "ui_strings": _dashboard_strings(),
             "live_points": live_points(),
             "initial": _figures(),
         },
@@ -70,37 +69,3 @@ def metrics_endpoint(request):
     if not staff and not token_allows(request.headers.get("Authorization", "")):
         return render(request, "monitor/forbidden.html", status=403)
     return HttpResponse(render_metrics(), content_type=CONTENT_TYPE_LATEST)
-
-
-def _dashboard_strings() -> dict:
-    return {
-        "no_gpu": _("no GPU"),
-        "vram": _("VRAM"),
-        "utilization": _("Utilization"),
-        "temperature": _("Temperature"),
-        "power": _("Power"),
-        "clocks": _("Clocks (SM / memory)"),
-        "throttle": _("Throttling"),
-        "none": _("none"),
-        "cpu": _("CPU"),
-        "ram": _("RAM"),
-        "swap": _("Swap"),
-        "load": _("Load (1 min)"),
-        "no_server": _("No llama-server to sample."),
-        "unreachable": _("not answering"),
-        "generation": _("Generation"),
-        "prompt": _("Prompt"),
-        "requests": _("Requests (processing / deferred)"),
-        "kv": _("KV cache in use"),
-        "slot": _("Slot"),
-        "stale_sources": _("Not updating:"),
-        "last_sample": _("Last sample:"),
-        "nothing_yet": _("Nothing yet."),
-        "passed": _("passed"),
-        "selftest_running": _("Running the self-test…"),
-        "selftest_done": _("Self-test finished."),
-        "selftest_failed": _("Self-test failed:"),
-        "sampler_down": _("The sampler is not running: the figures are old. Start it with manage.py run_sampler."),
-        "redis_down": _("Redis is not answering: the figures are old."),
-        "disconnected": _("Connection to the dashboard lost; reconnecting…"),
-    }

@@ -194,6 +194,15 @@ def test_the_node_joins_registers_its_facts_and_beats(staff, node_b):
         assert saved.database["user"] == f"qwenweb-node-{NODE}"  # a role of its own, dropped at removal
 
 
+def test_the_watchdog_checks_each_node_that_is_up_with_its_own_worker(node_b):
+    """The main box's watchdog task sends the same checks to every joined node that beats; its worker
+    runs them against its own router."""
+    worker_log = node_b.var_dir / "log" / "worker.log"
+    tasks.watchdog()
+    done = re.compile(r"Task monitor\.tasks\.node_watchdog\[[^\]]+\] succeeded in [\d.]+s: \['ok'\]")
+    wait_until(lambda: done.search(worker_log.read_text()), 60, "the node's watchdog check")
+
+
 @pytest.fixture
 def profile_on_b(node_b):
     profile = ServerProfile(

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -34,6 +35,7 @@ from scripts.local_services import free_port  # noqa: E402
 from scripts.stack import clear_last_run, configured_var_dir, launch, prepare_common, step  # noqa: E402
 
 DEFAULT_LLAMA_PORT = 8081
+RETRY_S = 5.0
 # What `make node` passes in the environment; none of it reaches the node's programs.
 JOIN_VARIABLES = (
     "QWENWEB_JOIN_MAIN",
@@ -78,6 +80,19 @@ def refused(main: str, error: membership.Refused) -> SystemExit:
     return SystemExit(1)
 
 
+def register_when_main_answers(saved: membership.Saved, url: str, found: dict) -> dict:
+    """A node that joined before waits for its main box (both boxes starting after a power cut)."""
+    said = False
+    while True:
+        try:
+            return membership.register(saved, url, found)
+        except membership.Unreachable as error:
+            if not said:
+                print(f"    {error}; trying again every {RETRY_S:.0f} s (Ctrl-C stops)", flush=True)
+                said = True
+            time.sleep(RETRY_S)
+
+
 def joined(args: argparse.Namespace, var_dir: Path, found: dict) -> membership.Saved:
     """Register again with the saved credential, or join with the token; what the node runs with."""
     saved = membership.load(var_dir)
@@ -90,7 +105,7 @@ def joined(args: argparse.Namespace, var_dir: Path, found: dict) -> membership.S
     if saved is not None and saved.main == main:
         step(f"registering with {main} as {saved.name}")
         try:
-            answer = membership.register(saved, url, found)
+            answer = register_when_main_answers(saved, url, found)
         except membership.Refused as error:
             if not args.token:
                 print(f"\nqwenweb: {membership.removed_message(main, str(error))}\n", file=sys.stderr, flush=True)
@@ -109,6 +124,8 @@ def joined(args: argparse.Namespace, var_dir: Path, found: dict) -> membership.S
         answer = membership.join(main, args.token, name, url, found)
     except membership.Refused as error:
         raise refused(main, error) from None
+    except membership.Unreachable as error:
+        raise SystemExit(f"qwenweb: {error}") from None
     saved = membership.Saved(
         main=main, name=answer["name"], credential=answer["credential"], llama_api_key=answer["llama_api_key"],
         listen=listen, url=url, redis=answer["redis"], database=answer["database"],

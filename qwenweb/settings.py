@@ -279,6 +279,10 @@ QUEUE_REDIS_WAIT_S = float(os.environ.get("QWENWEB_QUEUE_REDIS_WAIT_S", "30"))
 # its conversation's cache at most this long (and never longer than a prompt pass elsewhere would take).
 NODE_NAME = os.environ.get("QWENWEB_NODE_NAME") or node_name_from_host()
 POOL_AFFINITY_MAX_WAIT_S = float(os.environ.get("QWENWEB_POOL_AFFINITY_MAX_WAIT_S", "60"))
+# Nodes (docs/nodes.md): where the private Redis listens (nodes on other boxes: add the LAN address), tokens' life.
+REDIS_BIND = os.environ.get("QWENWEB_REDIS_BIND", "127.0.0.1")
+NODE_TOKEN_HOURS = env_int("QWENWEB_NODE_TOKEN_HOURS", 24)
+NODE_JOINS_PER_HOUR = env_int("QWENWEB_NODE_JOINS_PER_HOUR", 20)
 
 LOGGING = {
     "version": 1,

@@ -37,7 +37,6 @@ OPTIONS = {"seed": 4, "max_tokens": 16}
 @pytest.fixture(scope="module")
 def second_node(run_dir, llama_server, celery_worker):
     node = SecondNode(run_dir, "node-b")
-    node.register()
     node.start()
     yield node
     node.stop()

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from monitor.models import ServerProfile
 from monitor.serving.queue import FairQueue, Priority
-from monitor.serving.slot import pool_nodes
+from monitor.serving.slot import pool_nodes, serving_pool
 
 HOLD_WAIT_S = 30  # how long a hold waits for work that a test left in the queue
 
@@ -39,6 +39,7 @@ def queue_slots_held(queue_name: str, count: int, *, priority: Priority = "perso
     nodes = pool_nodes(ServerProfile.objects.get(name=queue_name))
 
     async def hold() -> None:
+        await serving_pool(queue_name)  # served (loaded again if an earlier test put another in its place)
         queue = FairQueue(queue_name)
 
         async def take(slots: contextlib.AsyncExitStack) -> None:

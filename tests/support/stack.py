@@ -162,7 +162,13 @@ class LlamaServer(Service):
         """The router's child process that serves ``model_id`` (the default profile's by default)."""
         model_id = model_id or self.model_id
         router = psutil.Process(self.router_pid())
-        return next(child.pid for child in router.children() if model_id in " ".join(child.cmdline()))
+        for child in router.children():
+            try:
+                if model_id in " ".join(child.cmdline()):
+                    return child.pid
+            except psutil.Error:  # an instance that just exited (a zombie until the router reaps it)
+                continue
+        raise LookupError(f"no instance of {model_id} runs")
 
     def slots(self, model_id: str | None = None) -> list[dict]:
         params = {"model": model_id or self.model_id}

@@ -16,6 +16,7 @@ from monitor.catalog.planner import (
     GIB,
     PlanRequest,
 )
+from monitor.catalog.registry import ModelInfo
 from monitor.models import Node, ServerProfile
 from monitor.nodes.model_files import needed_files, source_for
 from monitor.nodes.registry import local_node, place_on, this_node
@@ -88,6 +89,10 @@ class PlannerForm(forms.Form):
         label=_("Ask llama.cpp for the compute buffers (runs its fit step, a few seconds)"),
         required=False,
     )
+    # The profile whose settings these are (its nodes are marked in the plan per node).
+    profile = forms.ModelChoiceField(
+        queryset=ServerProfile.objects.filter(remote_url=""), required=False, widget=forms.HiddenInput
+    )
 
     def __init__(self, *args, model_names: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -123,6 +128,19 @@ class PlannerForm(forms.Form):
     def ram_margin(self) -> int:
         margin = self.cleaned_data["ram_margin_gib"]
         return int((2 if margin is None else margin) * GIB)
+
+
+def planner_data(profile: ServerProfile, model: ModelInfo, free_vram_gib: float) -> dict:
+    """The planner's fields for a profile's settings ("auto" and "all" GPU layers: every layer, the most
+    it may take; the plan per node then says where that fits)."""
+    layers = profile.gpu_layers.strip().lower()
+    return {
+        "profile": profile.pk, "model": model.path.name, "ctx_size": profile.ctx_size, "parallel": profile.parallel,
+        "cache_type_k": profile.cache_type_k, "cache_type_v": profile.cache_type_v,
+        "gpu_layers": int(layers) if layers.isdigit() else model.n_layer + 1, "cpu_moe_layers": profile.n_cpu_moe,
+        "ubatch": profile.ubatch_size, "free_vram_gib": free_vram_gib, "margin_gib": 1,
+        **({"vision": "on"} if profile.mmproj_file else {}),
+    }  # fmt: skip
 
 
 class ServerProfileForm(forms.ModelForm):

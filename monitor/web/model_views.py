@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from urllib.parse import urlencode
+
 import psutil
 from django.conf import settings
 from django.contrib import messages as flash
 from django.core.exceptions import ValidationError
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
@@ -20,11 +24,13 @@ from monitor.catalog.registry import scan_models
 from monitor.llama.binary import llama_server_binary
 from monitor.models import DownloadJob, Node, ServerProfile
 from monitor.nodes import model_files
+from monitor.nodes.capacity import measured_here
+from monitor.nodes.planning import node_plans
 from monitor.nodes.registry import local_node
 from monitor.profiles import services
 from monitor.telemetry.gpu import detect_gpus
 from monitor.web.access import staff_only
-from monitor.web.forms import ApplyPlanForm, DownloadForm, NodeFileDownloadForm, PlannerForm
+from monitor.web.forms import ApplyPlanForm, DownloadForm, NodeFileDownloadForm, PlannerForm, planner_data
 from monitor.web.profile_views import loading_new_settings_message, start_on_nodes
 
 JOBS_SHOWN = 50
@@ -138,6 +144,8 @@ def planner_page(request):
     by_name = {m.path.name: m for m in models}
     gpus, gpu_problem = detect_gpus()
     initial = {"free_vram_gib": round(gpus[0].free_bytes / GIB, 2)} if gpus else {}
+    if "profile" in request.GET and "model" not in request.GET:  # "plan this profile": its settings in the form
+        return _plan_profile(request, by_name, initial.get("free_vram_gib", 8))
     form = PlannerForm(request.GET or None, model_names=list(by_name), initial=initial)
     context = {
         "form": form,
@@ -145,10 +153,16 @@ def planner_page(request):
         "gpu_problem": gpu_problem,
         "MIB": MIB,
         "profiles": ServerProfile.objects.all(),
+        "local_profiles": ServerProfile.objects.filter(remote_url=""),
     }
     if form.is_bound and form.is_valid():
         model = by_name[form.cleaned_data["model"]]
         request_ = form.plan_request()
+        context["node_plans"] = node_plans(
+            model, str(model.path.relative_to(downloads.models_dir())), request_,
+            margin=form.margin, ram_margin=form.ram_margin, profile=form.cleaned_data["profile"],
+            samples={settings.NODE_NAME: measured_here(gpus, gpu_problem)},
+        )  # fmt: skip
         result = plan(model, request_)
         projection_problem = ""
         if form.cleaned_data["ask_llama"]:
@@ -182,6 +196,17 @@ def planner_page(request):
             plan_flags=" ".join(plan_flags(request_)),
         )
     return render(request, "monitor/planner.html", context)
+
+
+def _plan_profile(request, by_name: dict, free_vram_gib: float):
+    """The planner filled with a profile's settings (a page of its own address), or why it cannot be."""
+    wanted = request.GET["profile"]
+    profile = ServerProfile.objects.filter(pk=wanted, remote_url="").first() if wanted.isdigit() else None
+    model = by_name.get(Path(profile.model_file).name) if profile is not None else None
+    if model is None:
+        flash.error(request, _("Only a profile whose model file is on this box can be planned here."))
+        return redirect("monitor:planner")
+    return redirect(reverse("monitor:planner") + "?" + urlencode(planner_data(profile, model, free_vram_gib)))
 
 
 def ram_rows(result) -> list[tuple[str, int]]:

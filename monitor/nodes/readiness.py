@@ -16,8 +16,8 @@ import orjson
 
 from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
 
-HEARTBEAT_S = 2.0
-READY_TTL_S = 6
+HEARTBEAT_S = 1.5
+READY_TTL_S = 4
 # A remote profile's server has no heartbeat: what the app last read of it counts this long.
 REMOTE_READY_TTL_S = 60
 _redis = LoopRedis()

@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.support import pdfs
 from tests.support.client import base_url, send, upload_document
-from tests.support.faults import FINISHED, Person, lost_or_doubled, make_person, still_streaming
+from tests.support.faults import FINISHED, LONG_PROMPT, Person, lost_or_doubled, make_person, still_streaming
 from tests.support.stack import wait_until
 from tests.support.supervised import PARTS, Supervised, query, supervised_env
 
@@ -151,7 +151,7 @@ def test_answers_streaming_through_a_redis_restart_complete_and_are_stored_once(
     first and last token; both complete, the chat answer is stored once, the API call ends with [DONE]."""
     from tests.support.faults import StreamedApiAnswer
 
-    key = product.manage("shell", "-c", CREATE_KEY.format(person.user.username)).strip()
+    key = product.manage("shell", "-c", CREATE_KEY.format(person.user.username)).split()[-1]
     answer = person.start_long_answer(256)
     body = {"model": "chat-8k", "messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 256}
     call = StreamedApiAnswer(base_url(), key, body)
@@ -170,16 +170,17 @@ def shown_for_a_while(person, seconds: float) -> tuple[int, list[tuple[float, st
     """An answer the page has been showing for ``seconds`` and is still showing: (its id, its text as it
     came, with when). One that ends before (the model chose to stop) is replaced by another."""
     for _attempt in range(5):
-        answer = person.start_long_answer(settings.CHAT_MAX_ANSWER_TOKENS)
+        answer = person.ask(f"{LONG_PROMPT} ({len(person.sent)})", settings.CHAT_MAX_ANSWER_TOKENS)
         shown: list[tuple[float, str]] = []
-        started = time.monotonic()
-        while time.monotonic() - started < seconds:
-            event = person.event(60)
+        started = None
+        while started is None or time.monotonic() - started < seconds:
+            event = person.event(180)
             if event.get("message") != answer:
                 continue
             if event["type"] == "done":
                 break
             if event["type"] == "token":
+                started = started or time.monotonic()
                 shown.append((time.monotonic(), event["text"]))
         else:
             return answer, shown

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.db import transaction
@@ -96,6 +97,16 @@ class NodeFile:
     @property
     def downloading(self) -> bool:
         return self.job is not None and self.job.status in DownloadJob.ACTIVE
+
+    @property
+    def source_shown(self) -> str:
+        """The source's address for the page: its host and path, never a query or a user name (a signed
+        link's signature, a token)."""
+        if self.source is None:
+            return ""
+        parts = urlsplit(self.source[0])
+        host = parts.hostname or ""
+        return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
 
 def needed_files(profile: ServerProfile) -> list[str]:

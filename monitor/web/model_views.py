@@ -70,7 +70,7 @@ def models_page(request):
         (model, [node.name for node in others if str(model.path.relative_to(folder)) in node.registered_models])
         for model in models
     ]
-    context = {"rows": rows, "joined": others, "skipped": skipped, "form": DownloadForm(), "jobs": job_payloads()}
+    context = {"rows": rows, "others": others, "skipped": skipped, "form": DownloadForm(), "jobs": job_payloads()}
     return render(request, "monitor/models.html", context)
 
 

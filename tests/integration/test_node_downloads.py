@@ -140,7 +140,8 @@ def file_row(html: str, node: str, name: str) -> str:
 
 
 def test_a_node_that_lacks_a_profiles_file_gets_it_from_the_profile_page(staff, node_b, mirror, source_sha256):
-    url = mirror.url("ok", "for-the-profile.gguf")
+    shown = mirror.url("ok", "for-the-profile.gguf")
+    url = shown + "?signature=not-for-the-page"  # a signed link: its query is a secret
     post(staff, "/monitor/models/download/", {"url": url, "sha256": source_sha256, "nodes": [local_node().pk]})
     first = DownloadJob.objects.get(url=url)
     wait_ended(first)
@@ -150,7 +151,8 @@ def test_a_node_that_lacks_a_profiles_file_gets_it_from_the_profile_page(staff, 
         Placement.objects.create(profile=profile, node=Node.objects.get(name=node_b.name))
         page = f"/monitor/profiles/{profile.pk}/"
         row = file_row(staff.get(page).text, node_b.name, "for-the-profile.gguf")
-        assert 'data-state="missing"' in row and f"Download it to {node_b.name}" in row and url in row
+        assert 'data-state="missing"' in row and f"Download it to {node_b.name}" in row and shown in row
+        assert "not-for-the-page" not in row
         lacks = f"{node_b.name} (does not have for-the-profile.gguf)"
         assert lacks in staff.get(f"/monitor/profiles/{profile.pk}/edit/").text  # the form's "served by"
         post(staff, f"/monitor/profiles/{profile.pk}/download/",

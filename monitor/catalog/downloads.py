@@ -1,10 +1,11 @@
 """Model downloads: resumable, hashed while streaming, verified, moved in atomically.
 
-``create_job`` validates what an admin typed; ``run_job`` (called by the Celery
-task) streams each part to ``<models>/.partial/``, hashing as it writes, resumes
-with an HTTP Range request from whatever an earlier attempt left there, and moves
-the files into the models directory only when every part is complete, matches
-its expected SHA256 and parses as GGUF. Every failure ends the job with a reason.
+``create_job`` validates what an admin typed, for one node; ``run_job`` (called by the
+Celery task on that node's own queue, so on that node) streams each part to
+``<models>/.partial/``, hashing as it writes, resumes with an HTTP Range request from
+whatever an earlier attempt left there, and moves the files into the node's models
+directory only when every part is complete, matches its expected SHA256 and parses as
+GGUF. Every failure ends the job with a reason.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from django.utils.translation import ngettext
 from monitor import timeline
 from monitor.catalog.blocks import CHUNK, BlockPipeline
 from monitor.catalog.gguf_header import HeaderError, read_header
-from monitor.models import DownloadJob, Event
+from monitor.models import DownloadJob, Event, Node
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 1.0
@@ -76,7 +77,28 @@ def safe_file_name(url: str) -> str:
     return raw
 
 
-def create_job(user, url: str, expected_sha256: str = "") -> DownloadJob:
+def is_here(node: Node | None) -> bool:
+    """The node this process runs on (None: the main box's own, which a download without a node meant)."""
+    return (
+        settings.NODE_NAME == node.name
+        if node is not None
+        else not Node.objects.filter(is_local=False, name=settings.NODE_NAME).exists()
+    )
+
+
+def files_on(node: Node | None) -> dict[str, str]:
+    """The model files a node holds, name -> SHA256 ("" where not known): this process's own node from
+    its models folder (exact), another from what it registered (its start, and each download since)."""
+    if not is_here(node):
+        return node.registered_models
+    known = node.registered_models if node is not None else {}
+    folder = models_dir()
+    names = (str(path.relative_to(folder)) for path in folder.rglob("*.gguf")) if folder.is_dir() else ()
+    return {name: known.get(name, "") for name in names if ".partial" not in Path(name).parts}
+
+
+def create_job(user, url: str, expected_sha256: str = "", node: Node | None = None) -> DownloadJob:
+    """A download of ``url`` to ``node`` (None: this box's own); DownloadError says why not."""
     url = (url or "").strip()
     parsed = urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
@@ -103,17 +125,30 @@ def create_job(user, url: str, expected_sha256: str = "") -> DownloadJob:
             )
             % {"count": len(names)}
         )
+    present = files_on(node)
     for item in names:
-        if (models_dir() / item).exists():
+        if item in present and is_here(node):
             raise DownloadError(_("%(name)s is already in the models directory.") % {"name": item})
-    busy = DownloadJob.objects.filter(status__in=DownloadJob.ACTIVE, url=url).exists()
-    if busy:
-        raise DownloadError(_("This URL is already being downloaded."))
+        if item in present:
+            raise DownloadError(_("%(name)s is already on %(node)s.") % {"name": item, "node": node.name})
+    if DownloadJob.objects.filter(status__in=DownloadJob.ACTIVE, url=url, node=node).exists():
+        if node is None or is_here(node):
+            raise DownloadError(_("This URL is already being downloaded."))
+        raise DownloadError(_("This URL is already being downloaded to %(node)s.") % {"node": node.name})
     parts = [
         {"url": u, "name": n, "sha256": hashes[i] if hashes else "", "size": None}
         for i, (u, n) in enumerate(zip(urls, names, strict=True))
     ]
-    return DownloadJob.objects.create(created_by=user, url=url, parts=parts)
+    return DownloadJob.objects.create(created_by=user, url=url, parts=parts, node=node)
+
+
+def first_source(name: str) -> tuple[str, str] | None:
+    """Where a model file first came from, for another node to fetch the same: (URL, the SHA256 of each
+    part as verified then, space-separated); None when no finished download brought it."""
+    for job in DownloadJob.objects.filter(status=DownloadJob.Status.DONE).order_by("created_at"):
+        if any(part.get("name") == name for part in job.parts):
+            return job.url, " ".join(part.get("sha256_actual") or "" for part in job.parts).strip()
+    return None
 
 
 def cancel_job(job_id: int) -> None:
@@ -290,8 +325,11 @@ def _verify(job: DownloadJob, part: dict, actual_sha256: str) -> None:
 def run_job(job_id: int, *, attempts: int | None = None) -> DownloadJob:
     """Download every part of the job; resumes whatever an earlier attempt left."""
     attempts = attempts or settings.DOWNLOAD_ATTEMPTS
-    job = DownloadJob.objects.get(id=job_id)
+    job = DownloadJob.objects.select_related("node").get(id=job_id)
     if job.status not in (DownloadJob.Status.QUEUED, DownloadJob.Status.RUNNING):
+        return job
+    if not is_here(job.node):  # only its node's worker may fill its node's folder
+        log.error("download %s is for node %s, not this one (%s)", job.id, job.node, settings.NODE_NAME)
         return job
     partial_dir().mkdir(parents=True, exist_ok=True)
     DownloadJob.objects.filter(id=job.id).update(
@@ -319,7 +357,7 @@ def run_job(job_id: int, *, attempts: int | None = None) -> DownloadJob:
         if not isinstance(error.__cause__, TRANSIENT):
             _discard(job)  # nothing half-written stays behind; a broken connection keeps its bytes to resume
         _finish(job, DownloadJob.Status.FAILED, error=str(error))
-    return DownloadJob.objects.get(id=job.id)
+    return DownloadJob.objects.select_related("node").get(id=job.id)
 
 
 def _bytes_on_disk(job: DownloadJob) -> int:
@@ -363,10 +401,12 @@ def _finish(job: DownloadJob, status: str, *, error: str = "", parts: list | Non
     if parts is not None:
         fields["parts"] = parts
     DownloadJob.objects.filter(id=job.id).update(**fields)
+    node = job.node.name if job.node is not None else ""
     if status == DownloadJob.Status.DONE:
         timeline.record(
             Event.Kind.DOWNLOAD_FINISHED,
             _("Download of %(name)s finished.") % {"name": job.file_name},
+            node=node,
             job=job.id,
         )
     elif status == DownloadJob.Status.FAILED:
@@ -374,6 +414,7 @@ def _finish(job: DownloadJob, status: str, *, error: str = "", parts: list | Non
             Event.Kind.DOWNLOAD_FAILED,
             _("Download of %(name)s failed: %(error)s") % {"name": job.file_name, "error": error},
             level=Event.Level.ERROR,
+            node=node,
             job=job.id,
         )
 
@@ -383,4 +424,4 @@ def restart_job(job_id: int) -> DownloadJob:
     DownloadJob.objects.filter(id=job_id).exclude(status=DownloadJob.Status.DONE).update(
         status=DownloadJob.Status.QUEUED, error="", finished_at=None
     )
-    return DownloadJob.objects.get(id=job_id)
+    return DownloadJob.objects.select_related("node").get(id=job_id)

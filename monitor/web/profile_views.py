@@ -13,6 +13,7 @@ from monitor import tasks
 from monitor.catalog import downloads
 from monitor.catalog.registry import scan_models
 from monitor.models import Event, ServerProfile
+from monitor.nodes import model_files
 from monitor.nodes.registry import node_queue
 from monitor.profiles import overview, services
 from monitor.profiles.options import command_line
@@ -102,6 +103,7 @@ def profile_detail(request, profile_id: int):
             "down": down,
             "command_line": "" if profile.is_remote else command_line(profile),
             "events": Event.objects.filter(profile=profile.name)[:20],
+            "node_files": model_files.profile_files(profile),
         },
     )
 

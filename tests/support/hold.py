@@ -150,11 +150,19 @@ def instance_paused(llama, model_id: str | None = None) -> Iterator[None]:
 def worker_paused(worker) -> Iterator[None]:
     """Freeze a Celery worker (SIGSTOP to its process group) until the block ends: a task queued for it
     (a profile's load) waits, however fast the machine, and runs once the test lets go."""
+    with group_paused(worker.process.pid):
+        yield
+
+
+@contextlib.contextmanager
+def group_paused(group: int) -> Iterator[None]:
+    """Freeze a process group (SIGSTOP) until the block ends: a worker's task (a download) stops where it
+    is, however fast the machine, and goes on from there once the test lets go."""
     import os
     import signal
 
-    os.killpg(worker.process.pid, signal.SIGSTOP)
+    os.killpg(group, signal.SIGSTOP)
     try:
         yield
     finally:
-        os.killpg(worker.process.pid, signal.SIGCONT)
+        os.killpg(group, signal.SIGCONT)

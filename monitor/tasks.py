@@ -17,7 +17,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from monitor.catalog import downloads
+from monitor.catalog import download_jobs, downloads
 from monitor.llama.client import run_with_client
 from monitor.llama.errors import LlamaError
 from monitor.maintenance.backup import create_backup, prune_backups
@@ -54,9 +54,9 @@ def send_download(job: DownloadJob) -> None:
 @shared_task(name="monitor.tasks.resume_stalled_downloads")
 def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
     """Re-queue downloads whose worker died, each to its own node; each resumes from its partial file."""
-    stalled = downloads.stalled_jobs(settings.DOWNLOAD_STALL_S if older_than_s is None else older_than_s)
+    stalled = download_jobs.stalled_jobs(settings.DOWNLOAD_STALL_S if older_than_s is None else older_than_s)
     for job_id in stalled:
-        send_download(downloads.restart_job(job_id))
+        send_download(download_jobs.restart_job(job_id))
     return stalled
 
 

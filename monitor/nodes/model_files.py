@@ -22,7 +22,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from monitor.catalog.downloads import SHARD_RE, DownloadError, create_job, files_on, first_source, safe_file_name
+from monitor.catalog.download_jobs import SHARD_RE, DownloadError, create_job, files_on, first_source, safe_file_name
 from monitor.models import DownloadJob, Node, ServerProfile
 from monitor.nodes import facts
 from monitor.nodes.registry import placements_of, this_node

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.catalog.advice import BoxFit, fit_on_box
-from monitor.catalog.downloads import files_on
+from monitor.catalog.download_jobs import files_on
 from monitor.catalog.planner import PlanRequest
 from monitor.catalog.registry import ModelInfo
 from monitor.models import Node, ServerProfile

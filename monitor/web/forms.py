@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from monitor.catalog.downloads import DownloadError, files_on
+from monitor.catalog.download_jobs import DownloadError, files_on
 from monitor.catalog.planner import (
     CACHE_TYPE_BYTES,
     DEFAULT_CACHE_RAM_MIB,

@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from monitor import tasks
-from monitor.catalog import downloads
+from monitor.catalog import download_jobs
 from monitor.catalog.advice import decode_speed, ram_advice, recommend
 from monitor.catalog.planner import GIB, MIB, plan, plan_flags
 from monitor.catalog.projection import ProjectionError, use_llama_compute
@@ -63,7 +63,7 @@ def job_payloads() -> list[dict]:
 @staff_only
 @require_GET
 def models_page(request):
-    folder = downloads.models_dir()
+    folder = download_jobs.models_dir()
     models, skipped = scan_models(folder)
     others = list(Node.objects.exclude(name=settings.NODE_NAME))  # the nodes other than this box
     rows = [
@@ -118,14 +118,14 @@ def download_for_profile(request, profile_id: int):
 @staff_only
 @require_POST
 def cancel_download(request, job_id):
-    downloads.cancel_job(job_id)
+    download_jobs.cancel_job(job_id)
     return redirect("monitor:models")
 
 
 @staff_only
 @require_POST
 def resume_download(request, job_id):
-    job = downloads.restart_job(job_id)
+    job = download_jobs.restart_job(job_id)
     if job.status == DownloadJob.Status.QUEUED:
         tasks.send_download(job)
     return redirect("monitor:models")
@@ -140,7 +140,7 @@ def downloads_json(request):
 @staff_only
 @require_GET
 def planner_page(request):
-    models, _skipped = scan_models(downloads.models_dir())
+    models, _skipped = scan_models(download_jobs.models_dir())
     by_name = {m.path.name: m for m in models}
     gpus, gpu_problem = detect_gpus()
     initial = {"free_vram_gib": round(gpus[0].free_bytes / GIB, 2)} if gpus else {}
@@ -159,7 +159,7 @@ def planner_page(request):
         model = by_name[form.cleaned_data["model"]]
         request_ = form.plan_request()
         context["node_plans"] = node_plans(
-            model, str(model.path.relative_to(downloads.models_dir())), request_,
+            model, str(model.path.relative_to(download_jobs.models_dir())), request_,
             margin=form.margin, ram_margin=form.ram_margin, profile=form.cleaned_data["profile"],
             samples={settings.NODE_NAME: measured_here(gpus, gpu_problem)},
         )  # fmt: skip

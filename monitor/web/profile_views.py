@@ -10,7 +10,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from monitor import tasks
-from monitor.catalog import downloads
+from monitor.catalog import download_jobs
 from monitor.catalog.registry import scan_models
 from monitor.models import Event, ServerProfile
 from monitor.nodes import model_files
@@ -28,7 +28,7 @@ def _back(request, profile: ServerProfile):
 
 
 def _model_names() -> list[str]:
-    models, _skipped = scan_models(downloads.models_dir())
+    models, _skipped = scan_models(download_jobs.models_dir())
     return [model.path.name for model in models]
 
 

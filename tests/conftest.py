@@ -96,12 +96,23 @@ def llama(llama_server):
 
 
 def _default_served() -> None:
-    from asgiref.sync import async_to_sync
+    """In a thread of its own: a browser test's Playwright keeps an event loop running in this one."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
 
     from monitor.profiles.loading import ensure_serving
     from monitor.profiles.selectors import find_profile
 
-    async_to_sync(ensure_serving)(find_profile(None))
+    def serve() -> None:
+        try:
+            asyncio.run(ensure_serving(find_profile(None)))
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(serve).result()
 
 
 @pytest.fixture(scope="session")

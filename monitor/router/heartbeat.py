@@ -143,20 +143,37 @@ class Heartbeat:
         return self.slots[model]
 
     async def _recover(self, model: str, why: str) -> None:
-        """Kill the frozen instance (its router sees it exit) and load the profile again."""
-        killed = _kill_instance(self.router_pid(), model)
+        """Kill the frozen instance (its router sees it exit) and load the profile again; the timeline says
+        so once it serves again (or why it could not). Out of its pool first: a beat that ran while the
+        request found it frozen may have published it again, and no request may be sent to it meanwhile
+        (one that comes finds the pool unserved and waits for the load)."""
         parsed = parse_served_id(model)
         profile = await sync_to_async(ServerProfile.objects.filter(name=parsed[0]).first)() if parsed else None
-        message = _("%(model)s stopped responding (%(why)s); it was restarted.") % {"model": model, "why": why}
+        if profile is not None:
+            await readiness.withdraw(self.node, profile.name, model)
+        killed = _kill_instance(self.router_pid(), model)
+        problem = ""
+        if profile is not None:
+            problem = await self._load_again(profile, model)
+        if problem:
+            message = _("%(model)s stopped responding (%(why)s); loading it again failed: %(problem)s") % {
+                "model": model, "why": why, "problem": problem,
+            }  # fmt: skip
+        else:
+            message = _("%(model)s stopped responding (%(why)s); it was restarted.") % {"model": model, "why": why}
         await sync_to_async(timeline.record)(
             Event.Kind.SERVER_RESTARTED, message, level=Event.Level.WARNING,
             profile=profile.name if profile else "", killed=killed,
         )  # fmt: skip
-        if profile is None:
-            return
+
+    async def _load_again(self, profile: ServerProfile, model: str) -> str:
+        """Load ``profile`` again once the router has seen ``model``'s instance go; what went wrong, or ""."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:  # until the router has seen the instance go
-            statuses = {m["id"]: m.get("status", {}).get("value") for m in await self.client.list_models()}
+            try:
+                statuses = {m["id"]: m.get("status", {}).get("value") for m in await self.client.list_models()}
+            except LlamaError:
+                statuses = {}
             if statuses.get(model) not in ("loaded", "sleeping", "loading"):
                 break
             await asyncio.sleep(0.1)
@@ -164,6 +181,8 @@ class Heartbeat:
             await ensure_serving(profile, self.client)
         except LlamaError as error:
             log.warning("%s did not load again after a hang: %s", model, error)
+            return str(error)
+        return ""
 
 
 def _kill_instance(router_pid: int | None, model: str) -> bool:

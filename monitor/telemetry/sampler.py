@@ -1,9 +1,12 @@
 """The dashboard's sampler: GPU (NVML), host (psutil) and llama-server (/metrics, /slots).
 
-One long-lived process (``manage.py run_sampler``) samples about once a second, keeps
-the last minutes in Redis for the live charts and writes one mean row per minute for
-the 24-hour history. Each source is read on its own with a short timeout: one that is
-down, missing or slow is marked stale in that sample and the rest still arrive.
+One long-lived process per node (``manage.py run_sampler``, with the node's QWENWEB_NODE_NAME)
+samples its own box: its GPUs, its host and the profiles its own llama-server router serves (the
+main box's also reads the remote profiles' servers). It keeps the last minutes in Redis under its
+node's key (``live_key``) for the live charts and the node's card, and writes one mean row per
+minute, carrying its node, for the 24-hour history. Each source is read on its own with a short
+timeout: one that is down, missing or slow is marked stale in that sample and the rest still
+arrive. The main box's sampler also checks every node's heartbeat (``node_status.NodeWatch``).
 
 ``manage.py run_sampler --once`` prints one sample as JSON (the NVML check on a GPU box).
 """
@@ -25,22 +28,17 @@ from django.conf import settings
 
 from monitor.llama.client import LlamaClient, get_client
 from monitor.llama.errors import LlamaError
-from monitor.models import MetricMinute, Placement, ServerProfile
+from monitor.models import MetricMinute, Node, Placement, ServerProfile
 from monitor.nodes.registry import placements_here
 from monitor.profiles.clients import local_server_client, profile_client
 from monitor.profiles.presets import live_id
 from monitor.telemetry.gpu import NvmlSampler
+from monitor.telemetry.live import WATCHED_KEY, live_key, wake_key
+from monitor.telemetry.node_status import NodeWatch
 
 log = logging.getLogger(__name__)
 
-LIVE_KEY = "qwenweb:monitor:live"
-# Set (with a short expiry) by every open dashboard: while it exists, samples come every
-# MONITOR_SAMPLE_INTERVAL_S; with nobody watching, every MONITOR_IDLE_SAMPLE_INTERVAL_S, so a box
-# nobody watches does not spend CPU on charts that the model could use (bench/cpu_bench.py).
-WATCHED_KEY = "qwenweb:monitor:watched"
-# A dashboard that opens while nobody watched pushes here: the idle sampler waits on it (BLPOP), so
-# the page's live charts start at once instead of after up to one idle interval.
-WAKE_KEY = "qwenweb:monitor:wake"
+
 # llama-server's /metrics names we chart, under our short names.
 LLAMA_GAUGES = {
     "llamacpp:requests_processing": "requests_processing",
@@ -114,17 +112,31 @@ def host_figures() -> dict:
     }
 
 
-def _local_profiles() -> tuple[list[Placement], list[ServerProfile]]:
-    """The profiles this node serves (the default first) and the remote ones."""
+@dataclass
+class Here:
+    """What this node's sampler reads from the database now and then."""
+
+    local: list[Placement]  # the profiles this node serves, the default first
+    remote: list[ServerProfile]  # the remote profiles' servers: read by the main box's sampler only
+    nodes: list[str]  # every node (the main box's sampler checks their heartbeats), empty elsewhere
+
+
+def _here() -> Here:
     local = sorted(placements_here(), key=lambda placement: not placement.profile.is_default)
-    return local, list(ServerProfile.objects.exclude(remote_url=""))
+    main = Node.objects.filter(is_local=True).values_list("name", flat=True).first()
+    if main not in (None, settings.NODE_NAME):  # a joined box: its own router only
+        return Here(local, [], [])
+    return Here(
+        local, list(ServerProfile.objects.exclude(remote_url="")), list(Node.objects.values_list("name", flat=True))
+    )
 
 
-async def find_targets(timeout_s: float) -> list[Target]:
-    """Every server worth reading: each remote profile, and on the local server the
+async def find_targets(timeout_s: float, here: Here | None = None) -> list[Target]:
+    """Every server worth reading: on the main box each remote profile, and on this node's router the
     profiles it has loaded (router mode) or the default one (a single-model server).
     Never names an unloaded router model, which would make the router load it."""
-    local, remote = await sync_to_async(_local_profiles)()
+    here = here or await sync_to_async(_here)()
+    local, remote = here.local, here.remote
     targets = [Target(p.name, profile_client(p, None)) for p in remote]
     if not local:
         return [Target("default", get_client()), *targets]
@@ -145,8 +157,10 @@ class Sampler:
 
     def __init__(self, *, source_timeout_s: float = 0.8, targets_every_s: float = 15.0):
         self.nvml = NvmlSampler()
+        self.node = settings.NODE_NAME
         self.source_timeout_s = source_timeout_s
         self.targets_every_s = targets_every_s
+        self.nodes: list[str] = []  # every node, on the main box (see Here)
         self._targets: list[Target] = []
         self._targets_at = -1e9
         self._counters: dict[str, tuple[float, dict[str, float]]] = {}
@@ -169,6 +183,8 @@ class Sampler:
         metrics = parse_llama_metrics(text)
         figures.update({name: metrics.get(name) for name in LLAMA_GAUGES.values()})
         figures["slots"] = slot_figures(slots if isinstance(slots, list) else [])
+        figures["slots_busy"] = sum(1 for slot in figures["slots"] if slot["processing"])
+        figures["slots_total"] = len(figures["slots"])
         figures.update(self._rates(target.profile, now, metrics, figures["slots"]))
         total = sum(s["n_ctx"] for s in figures["slots"])
         figures["kv_used_pct"] = round(sum(s["used"] for s in figures["slots"]) * 100 / total, 1) if total else None
@@ -223,7 +239,9 @@ class Sampler:
         stale: list[str] = []
         if mono - self._targets_at >= self.targets_every_s:
             try:
-                self._targets = await find_targets(self.source_timeout_s)
+                here = await sync_to_async(_here)()
+                self._targets = await find_targets(self.source_timeout_s, here)
+                self.nodes = here.nodes
                 self._targets_at = mono
             except Exception as error:  # the database is busy or not migrated: keep the last list
                 log.warning("could not list the servers to sample: %s", error)
@@ -237,6 +255,7 @@ class Sampler:
         stale += [f"llama-server {s['profile']}: {s['error']}" for s in servers if not s["ok"]]
         return {
             "t": round(now, 3),
+            "node": self.node,
             "host": host,
             "gpu": {"available": bool(gpus), "reason": gpu_reason, "gpus": [g.as_dict() for g in gpus]},
             "servers": list(servers),
@@ -286,8 +305,8 @@ class MinuteAverager:
         return finished
 
 
-def _save_minute(minute: int, values: dict[str, float]) -> None:
-    MetricMinute.objects.create(at=datetime.fromtimestamp(minute, tz=UTC), values=values)
+def _save_minute(node: str, minute: int, values: dict[str, float]) -> None:
+    MetricMinute.objects.create(node=node, at=datetime.fromtimestamp(minute, tz=UTC), values=values)
 
 
 def live_points(interval_s: float | None = None) -> int:
@@ -297,14 +316,17 @@ def live_points(interval_s: float | None = None) -> int:
 
 async def run_forever(interval_s: float | None = None, *, samples: int | None = None) -> None:
     """Sample until cancelled (or ``samples`` times, for the benchmark): every ``interval_s``
-    while a dashboard is open, every MONITOR_IDLE_SAMPLE_INTERVAL_S while none is."""
+    while a dashboard is open, every MONITOR_IDLE_SAMPLE_INTERVAL_S while none is; on the main box,
+    check every node's heartbeat every NODE_CHECK_S meanwhile."""
     interval_s = interval_s or settings.MONITOR_SAMPLE_INTERVAL_S
     idle_interval_s = max(interval_s, settings.MONITOR_IDLE_SAMPLE_INTERVAL_S)
     keep = live_points(interval_s)
     watched = True  # until the first sample says otherwise: a fresh start fills the charts' first seconds
     sampler = Sampler()
+    node = sampler.node
     averager = MinuteAverager()
     redis = aioredis.Redis.from_url(settings.REDIS_URL)
+    watch = NodeWatch(redis)
     taken = 0
     next_at = time.monotonic()
     try:
@@ -315,8 +337,8 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
             try:
                 *_stored, watched = await (
                     redis.pipeline(transaction=False)
-                    .lpush(LIVE_KEY, orjson.dumps(sample))
-                    .ltrim(LIVE_KEY, 0, keep - 1)
+                    .lpush(live_key(node), orjson.dumps(sample))
+                    .ltrim(live_key(node), 0, keep - 1)
                     .exists(WATCHED_KEY)
                     .execute()
                 )
@@ -325,29 +347,49 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
             finished = averager.add(sample["t"], values)
             if finished:
                 try:
-                    await sync_to_async(_save_minute)(*finished)
+                    await sync_to_async(_save_minute)(node, *finished)
                 except Exception:
                     log.warning("could not store a history row", exc_info=True)
             taken += 1
+            watch.nodes = sampler.nodes
             next_at += interval_s if watched else idle_interval_s
-            now = time.monotonic()
-            if next_at < now:  # fell behind (a stall, a suspended machine): go on from now, no burst
-                next_at = now
-            if watched:
-                await asyncio.sleep(next_at - now)
-            elif await _woken(redis, next_at - now):
+            if next_at < time.monotonic():  # fell behind (a stall, a suspended machine): go on from now, no burst
                 next_at = time.monotonic()
+            next_at = await _pause(redis, node, next_at, watched, watch)
     finally:
         sampler.nvml.close()
         await redis.aclose()
 
 
-async def _woken(redis: aioredis.Redis, wait_s: float) -> bool:
+async def _pause(redis: aioredis.Redis, node: str, next_at: float, watched: bool, watch: NodeWatch) -> float:
+    """Until the next sample is due at ``next_at`` (returned), or a dashboard opens (now, returned),
+    checking the nodes' heartbeats whenever their check falls due meanwhile (the main box's sampler)."""
+    while True:
+        now = time.monotonic()
+        if watch.nodes and now >= watch.due:
+            try:
+                await watch.check()
+            except Exception:  # Redis or the database away a moment: the next check tries again
+                log.warning("could not check the nodes' heartbeats", exc_info=True)
+            continue
+        if now >= next_at:
+            return next_at
+        until = min(next_at, watch.due) if watch.nodes else next_at
+        if watched:
+            await asyncio.sleep(until - now)
+        elif await _woken(redis, node, until - now):
+            return time.monotonic()
+
+
+async def _woken(redis: aioredis.Redis, node: str, wait_s: float) -> bool:
     """Wait ``wait_s``, or less when a dashboard opens (True then)."""
     if wait_s <= 0:
         return False
+    if wait_s < 0.01:  # BLPOP counts its time out in ms, and takes 0 for "wait for ever"
+        await asyncio.sleep(wait_s)
+        return False
     try:
-        return await redis.blpop([WAKE_KEY], timeout=wait_s) is not None
+        return await redis.blpop([wake_key(node)], timeout=wait_s) is not None
     except Exception:  # Redis restarting: wait the time out
         await asyncio.sleep(wait_s)
         return False

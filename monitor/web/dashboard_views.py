@@ -12,6 +12,7 @@ from monitor import tasks
 from monitor.models import ServerProfile
 from monitor.telemetry import dashboard
 from monitor.telemetry.gpu import detect_gpus
+from monitor.telemetry.node_status import main_node
 from monitor.telemetry.prometheus import render as render_metrics
 from monitor.telemetry.prometheus import token_allows
 from monitor.telemetry.sampler import live_points
@@ -50,7 +51,7 @@ def dashboard_page(request):
 def dashboard_json(request):
     body = _figures()
     if request.GET.get("history"):
-        body["history"] = dashboard.history(hours=24)
+        body["history"] = dashboard.history(main_node(), hours=24)
     return JsonResponse(body)
 
 
@@ -103,4 +104,20 @@ def _dashboard_strings() -> dict:
         "sampler_down": _("The sampler is not running: the figures are old. Start it with manage.py run_sampler."),
         "redis_down": _("Redis is not answering: the figures are old."),
         "disconnected": _("Connection to the dashboard lost; reconnecting…"),
+        "main_box": _("main box"),
+        "gpu": _("GPU"),
+        "node_up": _("up"),
+        "node_down": _("down"),
+        "heartbeat": _("Heartbeat"),
+        "ago": _("%(age)s ago"),
+        "never": _("never seen"),
+        "router_silent": _("llama-server is not answering"),
+        "no_nvidia_gpu": _("No NVIDIA GPU"),
+        "vram_used_free": _("VRAM used / free"),
+        "serves": _("Serves"),
+        "serves_nothing": _("no profile loaded"),
+        "slots_busy_free": _("slots busy / free"),
+        "tokens_per_s": _("tokens/s generation / prompt"),
+        "no_figures": _("No figures from this node's sampler (manage.py run_sampler)."),
+        "figures_age": _("Figures:"),
     }

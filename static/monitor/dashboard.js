@@ -79,6 +79,65 @@
     last.textContent = T.last_sample + " " + new Date(sample.t * 1000).toLocaleTimeString();
   }
 
+  // ---- nodes: a card each, rebuilt from every push (names, GPU names and served ids are the nodes' own
+  // words: text nodes only)
+  function ago(seconds) { return Qw.fmt(T.ago, { age: Qw.duration(seconds) }); }
+
+  function nodeState(n) {
+    if (n.up) return T.node_up + " · " + T.heartbeat + " " + ago(n.beat_age_s);
+    return T.node_down + " · " + T.heartbeat + " " + (n.silent_s == null ? T.never : ago(n.silent_s));
+  }
+
+  function nodeFigures(card, n) {
+    const gpu = n.gpu || { available: false, gpus: [] };
+    if (!gpu.available) card.append(figure(T.gpu, T.no_nvidia_gpu));
+    for (const g of gpu.gpus) {
+      const box = el("div", "gpu");
+      box.dataset.gpu = g.index;
+      box.append(el("div", null, "#" + g.index + " " + g.name));
+      box.append(figure(T.vram_used_free, gb(g.used_bytes) + " / " + gb(g.total_bytes - g.used_bytes)));
+      box.append(figure(T.utilization, num(g.utilization_pct, 0) + " %"));
+      card.append(box);
+    }
+    const h = n.host || {};
+    card.append(figure(T.ram, gb(h.ram_used_bytes) + " / " + gb(h.ram_total_bytes)));
+    card.append(figure(T.cpu, num(h.cpu_pct) + " %"));
+  }
+
+  function servedRow(n, served) {
+    const server = (n.servers || []).find((s) => s.ok && s.profile === served.profile);
+    const row = el("div", "served");
+    row.dataset.profile = served.profile;
+    row.append(el("div", null, served.profile + " · " + served.model));
+    const busy = server ? server.slots_busy : null;
+    const total = server && server.slots_total ? server.slots_total : served.slots;
+    row.append(figure(T.slots_busy_free, busy == null ? "— / " + total : busy + " / " + (total - busy)));
+    row.append(figure(T.tokens_per_s, num(server && server.generation_tps) + " / " + num(server && server.prompt_tps)));
+    return row;
+  }
+
+  function nodeCard(n) {
+    const card = el("div", n.up ? "card node" : "card node is-down");
+    card.dataset.node = n.name;
+    card.dataset.state = n.up ? "up" : "down";
+    card.append(el("h2", null, n.is_local ? n.name + " (" + T.main_box + ")" : n.name));
+    card.append(el("div", "node-state", nodeState(n)));
+    if (n.up && !n.router) card.append(el("div", "node-warning", T.router_silent));
+    if (n.sample_age_s == null) card.append(el("div", "muted no-figures", T.no_figures));
+    else nodeFigures(card, n);
+    card.append(el("div", "node-head", T.serves));
+    if (!n.serving.length) card.append(el("div", "muted", T.serves_nothing));
+    for (const served of n.serving) card.append(servedRow(n, served));
+    if (n.sample_age_s != null) card.append(el("div", "muted", T.figures_age + " " + ago(n.sample_age_s)));
+    return card;
+  }
+
+  function drawNodes(nodes) {
+    const holder = document.getElementById("nodes");
+    holder.textContent = "";
+    for (const n of nodes) holder.append(nodeCard(n));
+  }
+
   // ---- charts
   const CHARTS = [
     { id: "chart-throughput", match: /^llama\..+\.(generation_tps|prompt_tps)$/, scale: 1 },
@@ -157,7 +216,7 @@
     fillTable("selftests", body.self_tests, (r) => [
       r.profile, when(r.at), num(r.prompt_tps), num(r.generation_tps), num(r.ttft_ms, 0), r.ok ? T.passed : r.error,
     ], (r) => (r.ok ? "ok" : "failed"));
-    fillTable("timeline", body.timeline, (e) => [when(e.at), e.kind_label, e.profile, e.message], (e) => e.level);
+    fillTable("timeline", body.timeline, (e) => [when(e.at), e.kind_label, e.node, e.profile, e.message], (e) => e.level);
     const newest = Math.max(0, ...body.self_tests.map((r) => r.id));
     if (waitingSelfTest && newest > knownSelfTest) {
       waitingSelfTest = false;
@@ -215,6 +274,8 @@
         if (live.length > LIVE_POINTS) live.shift();
         drawCards(event.sample);
         if (range === "live") drawCharts();
+      } else if (event.type === "nodes") {
+        drawNodes(event.nodes);
       } else if (event.type === "stale") {
         const stale = document.getElementById("stale");
         stale.hidden = false;

@@ -1,0 +1,62 @@
+"""How the main box reads the nodes' heartbeats and decides what changed (no service: the Redis replies
+are given as Redis gives them). The real heartbeats, sampler and timeline: tests/integration/test_nodes_view.py."""
+
+import orjson
+
+from monitor.nodes.readiness import READY_TTL_S
+from monitor.telemetry.node_status import Beat, NodeState, Transition, beats_from, node_views, plan
+
+
+def test_a_beat_is_read_with_its_age_from_the_time_its_key_has_left():
+    beat = orjson.dumps({"node": "a", "at": 1.0, "router": True, "serving": {"chat-8k": [2, "chat-8k@1"]}})
+    beats = beats_from(["a", "b"], [beat, READY_TTL_S * 1000 - 1500, None, -2])
+    assert beats["a"] == Beat(True, 1.5, True, {"chat-8k": (2, "chat-8k@1")})
+    assert beats["b"] == Beat(False)
+
+
+def test_a_beat_of_another_shape_is_not_trusted():
+    odd = [b"not json", 3000, orjson.dumps([1, 2]), 3000, orjson.dumps({"router": "yes", "serving": {"p": [1]}}), 3000]
+    beats = beats_from(["x", "y", "z"], odd)
+    assert beats["x"] == Beat(False) and beats["y"] == Beat(False)
+    assert beats["z"] == Beat(True, 3.0, False, {})  # alive, but "yes" is no router answer and [1] no slot count
+
+
+def test_first_sight_is_silent_then_each_transition_is_recorded_once():
+    up = {"a": Beat(True, 1.0, True)}
+    down = {"a": Beat(False)}
+    writes, transitions = plan(["a"], up, {}, now=100.0)
+    assert transitions == [] and writes == {"a": NodeState(True, 100.0, 99.0)}
+    state = writes["a"]
+    writes, transitions = plan(["a"], up, {"a": state}, now=105.0)  # still up: its last beat moves on
+    assert transitions == [] and writes == {"a": NodeState(True, 100.0, 104.0)}
+    state = writes["a"]
+    writes, transitions = plan(["a"], down, {"a": state}, now=112.0)
+    assert transitions == [Transition("a", False, 8.0)]  # since its last heartbeat seen
+    assert writes == {"a": NodeState(False, 112.0, 104.0)}
+    state = writes["a"]
+    assert plan(["a"], down, {"a": state}, now=117.0) == ({}, [])  # still down: nothing to write or record
+    writes, transitions = plan(["a"], {"a": Beat(True, 0.5, True)}, {"a": state}, now=130.0)
+    assert transitions == [Transition("a", True, 25.5)]  # silent from 104.0 to 129.5
+    assert writes == {"a": NodeState(True, 130.0, 129.5)}
+
+
+def test_a_node_that_beats_for_the_first_time_and_a_node_gone_from_the_database():
+    never = NodeState(False, 50.0, None)
+    writes, transitions = plan(["new"], {"new": Beat(True, 0.0, True)}, {"new": never, "removed": never}, now=60.0)
+    assert transitions == [Transition("new", True, None)]
+    assert writes == {"removed": None, "new": NodeState(True, 60.0, 60.0)}
+
+
+def test_the_node_cards_data():
+    nodes = [{"name": "main", "is_local": True}, {"name": "<b>x</b>", "is_local": False}]
+    beats = {"main": Beat(True, 0.7, True, {"chat-8k": (2, "chat-8k@1")}), "<b>x</b>": Beat(False)}
+    states = {"<b>x</b>": NodeState(False, 90.0, 80.0)}
+    sample = {"t": 99.0, "host": {"cpu_pct": 3.0}, "gpu": {"available": False, "gpus": []}, "servers": []}
+    old_sample = {"t": 10.0, "host": {}, "gpu": {}, "servers": []}
+    main, other = node_views(nodes, beats, states, {"main": sample, "<b>x</b>": old_sample}, now=100.0)
+    assert main["up"] and main["beat_age_s"] == 0.7 and main["router"]
+    assert main["serving"] == [{"profile": "chat-8k", "slots": 2, "model": "chat-8k@1"}]
+    assert main["sample_age_s"] == 1.0 and main["host"] == {"cpu_pct": 3.0}
+    assert other["name"] == "<b>x</b>" and not other["up"]
+    assert other["silent_s"] == 20.0 and other["down_since"] == 90.0
+    assert other["sample_age_s"] is None and other["host"] is None  # its sampler's newest is too old to show

@@ -1,6 +1,6 @@
 """Health against the real stack: /healthz, the staff view of every part, parts killed for
-real (the sampler, the worker) shown as down, and a stopped (SIGSTOP) web server caught by
-``manage.py health`` from outside it."""
+real (the sampler, the worker) shown as down, a stopped (SIGSTOP) web server caught by
+``manage.py health`` from outside it, and a second node going down."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ import httpx
 import pytest
 from django.conf import settings
 
+from monitor.models import Node, Placement, ServerProfile
 from scripts.supervisor_config import programs
 from tests.support.client import base_url, login, make_user
 from tests.support.stack import ROOT, Service, wait_until
+from tests.support.stand_in_node import StandInNode
 
 
 def _program_argv(name: str) -> list[str]:
@@ -70,6 +72,7 @@ def test_healthz_and_the_staff_view_of_every_part(everything):
         "sampler",
         "llama-server",
         "profiles",
+        f"node {settings.NODE_NAME}",
     }
     assert parts(admin) == dict.fromkeys(names, True)
     page = admin.get("/monitor/health/")
@@ -132,3 +135,49 @@ def test_a_hung_router_is_down_and_the_page_still_answers_quickly(everything, ll
         os.kill(router, signal.SIGCONT)
     assert state["llama-server"] is False and state["database"] is True
     assert took < 4  # every check at once, each bounded: a hung part does not hold the page
+
+
+def test_a_second_node_down_leaves_healthz_ok_only_while_what_people_use_is_served_elsewhere(everything):
+    """The second box is a STAND-IN (its heartbeat written into Redis: one machine here); every part
+    that reads it is the real one. A profile placed only there is lost with it: not ok; placed on the
+    main box too: ok, degraded."""
+    node = Node.objects.create(name="stand-in-h", url="http://127.0.0.1:9")
+    profile = ServerProfile.objects.create(name="stand-in-h-only", model_file="gemma-3-270m-q4_k_m.gguf")
+    Placement.objects.create(profile=profile, node=node, live_revision=1)
+    box = StandInNode(node.name, {profile.name: (1, f"{profile.name}@1")})
+    box.start()
+    admin = login(make_user(is_staff=True))
+    try:
+        report = admin.get("/monitor/health.json").json()
+        state = {part["name"]: part for part in report["parts"]}
+        assert report["ok"] and not report["degraded"], report
+        assert state["node stand-in-h"]["ok"] and not state["node stand-in-h"]["required"]
+        assert state["node stand-in-h"]["detail"].startswith("last heartbeat ")
+        assert "serving: stand-in-h-only" in state["node stand-in-h"]["detail"]
+        assert state[f"node {settings.NODE_NAME}"]["ok"]  # the main box's own, from its real heartbeat
+        assert "stand-in-h-only on stand-in-h" in state["profiles"]["detail"] and state["profiles"]["required"]
+
+        box.stop()
+        wait_until(lambda: not parts(admin)["node stand-in-h"], 15, "the stand-in shown down")
+        report = admin.get("/monitor/health.json").json()
+        state = {part["name"]: part for part in report["parts"]}
+        assert not report["ok"] and "heartbeat" in state["node stand-in-h"]["detail"]
+        assert state["profiles"]["detail"].endswith("no node that answers can serve stand-in-h-only")
+        wait_until(lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 503, 5, "/healthz not ok")
+        result = manage_health()
+        assert result.returncode == 1 and "DOWN profiles" in result.stdout and "DOWN node stand-in-h" in result.stdout
+
+        # The main box may serve it too (it answers; it would load the profile on demand): ok, degraded.
+        Placement.objects.create(profile=profile, node=Node.objects.get(is_local=True))
+        wait_until(lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 200, 5, "/healthz ok")
+        report = admin.get("/monitor/health.json").json()
+        assert report["ok"] and report["degraded"]
+        page = admin.get("/monitor/health/")
+        assert "People are served, but some nodes are down" in page.text
+        result = manage_health()
+        assert result.returncode == 0, result.stdout
+        assert "DOWN node stand-in-h" in result.stdout and "degraded: node stand-in-h" in result.stdout
+    finally:
+        box.remove()
+        profile.delete()
+        node.delete()

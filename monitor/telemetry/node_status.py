@@ -9,10 +9,11 @@ clock: the boxes' own clocks may differ.
 
 The main box's sampler checks every node every ``NODE_CHECK_S`` (``NodeWatch``) and records
 NODE_DOWN and NODE_UP on the timeline once per transition, so a node that dies while people chat is
-there within READY_TTL_S + NODE_CHECK_S + a beat (13 s). What it last saw of each node is kept in
-Redis (``STATE_KEY``) and changed only where it still holds what the check read (compare and set):
-a restarted sampler, or two for a moment, record no transition twice. A node seen for the first
-time (a new node, or the state lost with Redis) is recorded silently.
+there within READY_TTL_S + NODE_CHECK_S + a beat (13 s). A check is one round trip that reads; what
+it last saw of each node is kept in Redis (``STATE_KEY``), written only when a node changes, and only
+where it still holds what the check read (compare and set): a restarted sampler, or two for a
+moment, record no transition twice. A node seen for the first time (a new node, or the state lost
+with Redis) is recorded silently. When each check ran is in ``CHECKED_KEY``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from monitor.telemetry.live import live_key
 
 NODE_CHECK_S = 5.0
 STATE_KEY = "qwenweb:monitor:node-state"
+CHECKED_KEY = "qwenweb:monitor:node-check"  # the time (epoch s) of the last check
 # The node's newest sample counts while younger than this: its sampler writes one every idle interval
 # while no dashboard is open (every second while one is), so an older one means its sampler stopped.
 SAMPLE_FRESH_S = settings.MONITOR_IDLE_SAMPLE_INTERVAL_S + 3.0
@@ -138,26 +140,28 @@ def states_from(replies: dict) -> dict[str, tuple[NodeState, bytes]]:
     return states
 
 
-def plan(names: list[str], beats: dict[str, Beat], states: dict[str, NodeState], now: float) -> tuple[
-    dict[str, NodeState | None], list[Transition]
-]:  # fmt: skip
+def plan(
+    names: list[str], beats: dict[str, Beat], states: dict[str, NodeState], now: float, seen: dict[str, float]
+) -> tuple[dict[str, NodeState | None], list[Transition]]:
     """What one check changes: each node's new state (None: drop a node no longer in the database) and
-    the transitions to record. A node seen for the first time is recorded silently."""
+    the transitions to record; a node seen for the first time is recorded silently. ``seen``: when each
+    node's last heartbeat was, as the checks so far saw it (kept by the caller, updated here), so that
+    a node that stays as it was costs no write."""
     writes: dict[str, NodeState | None] = {name: None for name in states if name not in names}
     transitions = []
     for name in names:
         beat = beats.get(name, Beat(False))
         old = states.get(name)
-        seen = now - (beat.age_s or 0.0) if beat.up else (old.seen if old else None)
+        last = max(seen.get(name, 0.0), old.seen or 0.0) if old else seen.get(name)  # before this check
+        if beat.up:
+            seen[name] = now - (beat.age_s or 0.0)
         if old is None:
-            writes[name] = NodeState(beat.up, now, seen)
+            writes[name] = NodeState(beat.up, now, seen.get(name))
         elif old.up != beat.up:
-            writes[name] = NodeState(beat.up, now, seen)
+            writes[name] = NodeState(beat.up, now, seen.get(name))
             # Since its last heartbeat before this one (None when up: it never beat before).
-            silent = None if old.seen is None else (seen if beat.up else now) - old.seen
+            silent = None if not last else (seen[name] if beat.up else now) - last
             transitions.append(Transition(name, beat.up, silent))
-        elif beat.up and seen != old.seen:
-            writes[name] = NodeState(True, old.since, seen)
     return writes, transitions
 
 
@@ -186,6 +190,7 @@ class NodeWatch:
         self.redis = redis
         self.nodes: list[str] = []  # the nodes in the database, set by the sampler as it refreshes its targets
         self.due = 0.0  # time.monotonic() of the next check
+        self.seen: dict[str, float] = {}  # each node's last heartbeat seen (see ``plan``)
         self._compare_and_set = redis.register_script(_COMPARE_AND_SET)
 
     async def check(self, now: float | None = None) -> list[Transition]:
@@ -196,9 +201,11 @@ class NodeWatch:
         pipe = self.redis.pipeline(transaction=False)
         add_beat_reads(pipe, names)
         pipe.hgetall(STATE_KEY)
-        *replies, stored = await pipe.execute()
+        pipe.set(CHECKED_KEY, now)
+        *replies, stored, _checked = await pipe.execute()
         states = states_from(stored)
-        writes, transitions = plan(names, beats_from(names, replies), {n: s for n, (s, _raw) in states.items()}, now)
+        beats = beats_from(names, replies)
+        writes, transitions = plan(names, beats, {n: s for n, (s, _raw) in states.items()}, now, self.seen)
         if not writes:
             return []
         args: list = []
@@ -229,6 +236,14 @@ def live_from(names: list[str], replies: list) -> tuple[dict[str, dict | None], 
     return samples, beats, states
 
 
+def _silent_s(state: NodeState | None, now: float) -> float | None:
+    """A node that is down: seconds since its last heartbeat (None: the main box never saw one). Until
+    the check records it down (within NODE_CHECK_S) its beat has just run out: READY_TTL_S ago."""
+    if state is None or state.seen is None:
+        return None
+    return round(now - state.seen, 1) if not state.up else float(readiness.READY_TTL_S)
+
+
 def node_views(
     nodes: list[dict], beats: dict[str, Beat], states: dict[str, NodeState], samples: dict[str, dict | None],
     now: float,
@@ -253,8 +268,7 @@ def node_views(
                     {"profile": pool, "slots": slots, "model": model}
                     for pool, (slots, model) in sorted(beat.serving.items())
                 ],
-                # Down: seconds since its last heartbeat (None: the main box never saw one).
-                "silent_s": None if beat.up or state is None or state.seen is None else round(now - state.seen, 1),
+                "silent_s": None if beat.up else _silent_s(state, now),
                 "down_since": None if beat.up or state is None or state.up else state.since,
                 "sample_age_s": round(now - fresh["t"], 1) if fresh else None,
                 "host": fresh.get("host") if fresh else None,

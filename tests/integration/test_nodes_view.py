@@ -18,7 +18,7 @@ from django.utils import timezone
 from monitor.models import Event, MetricMinute, Node, Placement, ServerProfile
 from monitor.redis_clients import sync_client
 from monitor.telemetry import dashboard
-from monitor.telemetry.node_status import STATE_KEY
+from monitor.telemetry.node_status import CHECKED_KEY, STATE_KEY
 from tests.support.client import dashboard_socket, login, make_user
 from tests.support.stack import wait_until
 from tests.support.stand_in_node import StandInNode
@@ -69,15 +69,13 @@ def stand_in(web_server, sampler, llama):
 
 
 def _checks_after(count: int) -> None:
-    """Until the main box's sampler has checked the heartbeats ``count`` more times (each check moves
-    the main node's last-heartbeat time on)."""
-    seen = [remembered(settings.NODE_NAME)["seen"]]
+    """Until the main box's sampler has checked the heartbeats ``count`` more times."""
+    checks = [sync_client().get(CHECKED_KEY)]
 
     def moved() -> bool:
-        now = remembered(settings.NODE_NAME)["seen"]
-        if now != seen[-1]:
-            seen.append(now)
-        return len(seen) > count
+        if (now := sync_client().get(CHECKED_KEY)) != checks[-1]:
+            checks.append(now)
+        return len(checks) > count
 
     wait_until(moved, 30, "the sampler's next checks")
 

@@ -4,7 +4,10 @@
 VENV ?= .venv
 PYTHON ?= python3
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha256sum requirements.txt | cut -c1-12)
+# What `make run` installs (requirements.txt), and what tests, benches and lint add (requirements-dev.txt):
+# each stamp is named for its files' contents, so a changed file installs again. Both hash-locked.
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha256sum | cut -c1-12)
+DEV_STAMP := $(VENV)/.installed-dev-$(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 # Text recognition (OCR) of scanned pages: Tesseract with English and Simplified/Traditional Chinese (PACKAGE:PATH).
 TESSDATA := /usr/share/tesseract-ocr/5/tessdata
 OCR_PACKAGES := tesseract-ocr:tesseract tesseract-ocr-eng:$(TESSDATA)/eng.traineddata
@@ -17,8 +20,13 @@ CJK_FONT := fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.tt
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements.txt
 	rm -f $(VENV)/.installed-*
+	touch $@
+
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(PY) -m pip install --quiet --require-hashes -r requirements.txt -r requirements-dev.txt
+	rm -f $(VENV)/.installed-dev-*
 	touch $@
 
 setup: $(STAMP)
@@ -43,23 +51,26 @@ install: setup
 uninstall:
 	$(PY) scripts/boot_service.py uninstall
 
-test: setup
+test: setup $(DEV_STAMP)
 	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
 	$(PY) -m pytest
 
 # The integration tests that touch the database, against a private PostgreSQL (Debian's package).
-test-postgres: setup
+test-postgres: setup $(DEV_STAMP)
 	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium postgresql:pg_ctlcluster $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
 	$(PY) scripts/test_postgres.py
 
-bench: setup
+bench: setup $(DEV_STAMP)
 	$(PY) scripts/install_system_packages.py $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
 	$(PY) bench/run_all.py
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 
+# Both catalogues: the templates' and Python's strings (django.po), the page scripts' (djangojs.po,
+# served by the JavaScript catalogue); the vendored libraries have none of ours.
 messages: $(STAMP)
 	$(PY) manage.py makemessages -l zh_Hans --ignore '.venv/*' --ignore 'var/*'
+	$(PY) manage.py makemessages -d djangojs -l zh_Hans --ignore '.venv/*' --ignore 'var/*' --ignore 'static/vendor/*'

@@ -68,7 +68,7 @@ def corpus_pdf() -> bytes:
 def ours(path: Path) -> int:
     from django.conf import settings
 
-    from chat.documents.extraction import extract_pdf_pages
+    from chat.documents.pdf.reader import extract_pdf_pages
 
     pages = list(extract_pdf_pages(path, processes=settings.DOCUMENT_EXTRACT_PROCESSES))
     assert pages and sum(len(p.text) for p in pages) > 1000
@@ -123,7 +123,7 @@ def extraction_part() -> None:
 def ocr_part() -> None:
     from django.conf import settings
 
-    from chat.documents.extraction import extract_pdf_pages, ocr_options
+    from chat.documents.pdf.reader import extract_pdf_pages, ocr_options
     from tests.support import pdfs
 
     options = ocr_options()
@@ -148,7 +148,7 @@ def ocr_part() -> None:
 
 
 def summary_seconds(run_dir: Path, slots: int) -> float:
-    from chat.documents import summaries, uploads
+    from chat.documents import pipeline, uploads
     from chat.models import Document
     from monitor.llama.serving import forget_serving_info
     from monitor.profiles.selectors import find_profile
@@ -158,8 +158,9 @@ def summary_seconds(run_dir: Path, slots: int) -> float:
 
     # The default profile with 1 or 2 slots of 4096 tokens each; llama-server starts with it.
     profile = find_profile(None)
-    profile.parallel, profile.ctx_size, profile.live_revision = slots, 4096 * slots, None
+    profile.parallel, profile.ctx_size = slots, 4096 * slots
     save_profile(profile)
+    profile.placements.update(live_revision=None, live_options=[])  # nothing served yet: it starts with these
     llama = stack.start_llama(run_dir)
     forget_serving_info()
     try:
@@ -172,7 +173,7 @@ def summary_seconds(run_dir: Path, slots: int) -> float:
         )
         document = uploads.create_document(make_user(), None, "bench.pdf", data, language="en")
         started = time.perf_counter()
-        status = summaries.ingest_and_summarize(document.id)
+        status = pipeline.ingest_and_summarize(document.id)
         elapsed = time.perf_counter() - started
         document = Document.objects.get(id=document.id)
         assert status == "ready", document.error

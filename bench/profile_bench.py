@@ -65,7 +65,7 @@ def main() -> None:
     from monitor.models import ServerProfile
     from monitor.profiles.loading import load_profile
     from monitor.profiles.options import profile_argv, write_template
-    from monitor.profiles.presets import live_id
+    from monitor.profiles.presets import live_id_here
     from monitor.profiles.services import save_profile
 
     services = [stack.start_redis(run_dir)]
@@ -75,7 +75,7 @@ def main() -> None:
         first = ServerProfile.objects.get(is_default=True)
         second = ServerProfile.objects.get(pk=first.pk)
         second.pk, second.name, second.is_default, second.ctx_size, second.parallel = None, "bench-4k", False, 4096, 1
-        second.revision_options, second.live_revision = [], None
+        second.revision_options = []
         save_profile(second)
         switches, floors = [], []
         write_template(first)
@@ -84,7 +84,7 @@ def main() -> None:
             started = time.perf_counter()
             asyncio.run(load_profile(target))
             loaded = time.perf_counter()
-            first_token(llama.url, llama.headers, live_id(ServerProfile.objects.get(pk=target.pk)))
+            first_token(llama.url, llama.headers, live_id_here(ServerProfile.objects.get(pk=target.pk)))
             seconds = time.perf_counter() - started
             line = f"switch to {target.name}: {seconds:.2f} s (loaded after {loaded - started:.2f} s)"
             if run:  # the very first load of bench-4k is not a switch: chat-8k was alone

@@ -5,12 +5,17 @@ import sys
 from pathlib import Path
 
 BENCHES = [
+    "queue_bench.py",
+    "pool_bench.py",
     "stream_bench.py",
     "planner_bench.py",
+    "ram_bench.py",
+    "mtp_bench.py",
     "download_bench.py",
     "api_bench.py",
     "cpu_bench.py",
     "relay_floor_bench.py",
+    "patches_bench.py",
     "profile_bench.py",
     "sampler_bench.py",
     "selftest_bench.py",

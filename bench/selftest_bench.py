@@ -41,10 +41,11 @@ def main() -> None:
     run_dir = stack.django_run_dir("qwenweb-bench-", parallel=2)
     from django.conf import settings
 
-    from monitor.models import ServerProfile
+    from monitor.models import Placement, ServerProfile
 
     # llama-server and llama-bench on the same threads.
-    ServerProfile.objects.filter(is_default=True).update(threads=THREADS, revision_options=[], live_revision=None)
+    ServerProfile.objects.filter(is_default=True).update(threads=THREADS, revision_options=[])
+    Placement.objects.filter(profile__is_default=True).update(live_revision=None, live_options=[])
 
     services = [stack.start_redis(run_dir), stack.start_llama(run_dir)]
     try:

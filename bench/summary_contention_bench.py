@@ -85,10 +85,11 @@ def measure(parallel: int, batch_size: int | None = None) -> dict:
 
     # The default profile with 1 or 2 slots of 4096 tokens each; llama-server starts with it.
     profile = find_profile(None)
-    profile.parallel, profile.ctx_size, profile.live_revision = parallel, 4096 * parallel, None
+    profile.parallel, profile.ctx_size = parallel, 4096 * parallel
     if batch_size:  # how much prompt llama-server takes in one step: what a person's prompt waits behind
         profile.batch_size = profile.ubatch_size = batch_size
     save_profile(profile)
+    profile.placements.update(live_revision=None, live_options=[])  # nothing served yet: it starts with these
     services = [stack.start_redis(run_dir)]
     services += [stack.start_llama(run_dir), stack.start_web(run_dir), stack.start_worker(run_dir)]
     try:

@@ -5,7 +5,7 @@ from celery import shared_task
 from django.conf import settings
 
 from chat.conversations.services import mark_orphaned_streams
-from chat.documents import ingest, summaries
+from chat.documents import heartbeats, pipeline
 from chat.models import Document
 
 
@@ -20,12 +20,12 @@ def sweep_orphaned_streams(older_than_s: float | None = None) -> int:
 @shared_task(name="chat.tasks.ingest_document", acks_late=True)
 def ingest_document(document_id: str) -> str:
     """Extract the pages, then summarize the whole document in the same run."""
-    return summaries.ingest_and_summarize(document_id)
+    return pipeline.ingest_and_summarize(document_id)
 
 
 @shared_task(name="chat.tasks.summarize_document", acks_late=True)
 def summarize_document(document_id: str) -> str:
-    return summaries.run_summary(document_id)
+    return pipeline.run_summary(document_id)
 
 
 @shared_task(name="chat.tasks.resume_stalled_documents")
@@ -33,9 +33,9 @@ def resume_stalled_documents(older_than_s: float | None = None) -> list[str]:
     """Run again documents whose worker died; summaries continue from the chunks already done."""
     if older_than_s is None:
         older_than_s = settings.DOCUMENT_STALL_S
-    stalled = ingest.stalled_documents(older_than_s)
+    stalled = heartbeats.stalled_documents(older_than_s)
     for document_id in stalled:
-        status = ingest.claim_stalled(document_id)
+        status = heartbeats.claim_stalled(document_id)
         if status == Document.Status.EXTRACTING:
             ingest_document.delay(document_id)
         elif status == Document.Status.SUMMARIZING:

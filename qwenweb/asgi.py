@@ -2,8 +2,13 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from qwenweb import patches
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
 django_asgi_app = get_asgi_application()
+# The web process's patches into Daphne, Twisted, autobahn, Channels and Django (qwenweb/patches/),
+# checked against the installed versions: a mismatch refuses to start, naming the library.
+patches.install("web")
 
 from django.core.handlers.asgi import ASGIHandler  # noqa: E402
 from django.core.signals import request_finished  # noqa: E402
@@ -22,21 +27,25 @@ def close_request_connections(sender, **_kwargs) -> None:
 
 request_finished.connect(close_request_connections)
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from chat.routing import websocket_urlpatterns  # noqa: E402
 from monitor.routing import websocket_urlpatterns as monitor_websocket_urlpatterns  # noqa: E402
-from qwenweb.api_handler import ApiHandler, ByPath  # noqa: E402
+from qwenweb.access_log import AccessLog  # noqa: E402
+from qwenweb.api_middleware import ByPath  # noqa: E402
 from qwenweb.body_limit import RequestBodyLimit  # noqa: E402
 from qwenweb.origin import SameOriginValidator  # noqa: E402
+from qwenweb.patches.api_handler import ApiHandler  # noqa: E402
 from qwenweb.socket_language import SocketLanguage  # noqa: E402
-from qwenweb.socket_session import SocketAuthStack  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": RequestBodyLimit(ByPath(ApiHandler(), django_asgi_app)),
-        "websocket": SameOriginValidator(
-            SocketAuthStack(SocketLanguage(URLRouter(websocket_urlpatterns + monitor_websocket_urlpatterns)))
-        ),
-    }
+application = AccessLog(
+    ProtocolTypeRouter(
+        {
+            "http": RequestBodyLimit(ByPath(ApiHandler(), django_asgi_app)),
+            "websocket": SameOriginValidator(
+                AuthMiddlewareStack(SocketLanguage(URLRouter(websocket_urlpatterns + monitor_websocket_urlpatterns)))
+            ),
+        }
+    )
 )

@@ -4,7 +4,7 @@ Django reads the whole body into a temporary file before any view runs, so a siz
 comes after the disk (or memory) was spent. This ASGI wrapper counts the body chunks as they reach
 the app and answers 413 with the limit named once they pass it; a Content-Length over the limit is
 refused before a byte is read. `/v1/` gets OpenAI's error shape, the document upload the JSON its
-page reads, everything else a line of text.
+page reads, everything else a line of text, in the language the request asks for (``request_language``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import orjson
 from django.conf import settings
 from django.utils import translation
 from django.utils.translation import gettext as _
-from django.utils.translation.trans_real import get_supported_language_variant, parse_accept_lang_header
+
+from qwenweb.request_language import scope_header, scope_language
 
 API_PREFIX = "/v1/"
 DOCUMENT_UPLOAD_PATH = "/documents/upload/"
@@ -25,35 +26,6 @@ def body_limit(path: str) -> int:
     if path == DOCUMENT_UPLOAD_PATH:
         return settings.DOCUMENT_MAX_BYTES + settings.MULTIPART_OVERHEAD_BYTES
     return settings.HTTP_MAX_BODY_BYTES
-
-
-def _header(scope: dict, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key.lower() == name:
-            return value.decode("latin1")
-    return None
-
-
-def scope_language(scope: dict) -> str:
-    """The language of an ASGI request or WebSocket handshake, from its headers."""
-    return request_language(_header(scope, b"cookie") or "", _header(scope, b"accept-language") or "")
-
-
-def request_language(cookie: str, accept_language: str) -> str:
-    """The language Django's LocaleMiddleware would pick, from the two headers alone."""
-    for part in cookie.split(";"):
-        key, _sep, value = part.strip().partition("=")
-        if key == settings.LANGUAGE_COOKIE_NAME and value:
-            try:
-                return get_supported_language_variant(value)
-            except LookupError:
-                break
-    for code, _quality in parse_accept_lang_header(accept_language):
-        try:
-            return get_supported_language_variant(code)
-        except LookupError:
-            continue
-    return settings.LANGUAGE_CODE
 
 
 def refusal(path: str, limit: int, language: str) -> tuple[bytes, bytes]:
@@ -80,7 +52,7 @@ class RequestBodyLimit:
             return await self.application(scope, receive, send)
         path = scope.get("path", "")
         limit = body_limit(path)
-        declared = _header(scope, b"content-length")
+        declared = scope_header(scope, b"content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
             return await self._refuse(scope, send, path, limit)
         received = 0

@@ -3,7 +3,10 @@
 Daphne's own WebSocket message cap (1 MiB by default) closes the socket with 1009 before the
 consumer can name the app's limit, so every place that starts the web server (Procfile, test
 stack, benches) goes through here and gets WEBSOCKET_MAX_MESSAGE_BYTES from the one setting.
-Before serving, answers the previous (dead) web process left 'streaming' are marked interrupted.
+Daphne's access log is off (verbosity 0): the app writes its own through logging, secrets
+redacted (`qwenweb.access_log`). The web process's patches are installed as Daphne loads the app
+(`qwenweb.asgi`). Before serving, answers the previous (dead) web process left 'streaming' are
+marked interrupted.
 """
 
 from __future__ import annotations
@@ -15,13 +18,13 @@ import sys
 import django
 from django.conf import settings
 
-from qwenweb import daphne_body_cap, direct_writes, lazy_debug_args, redaction
-
 
 def daphne_argv(arguments: list[str]) -> list[str]:
     size = str(settings.WEBSOCKET_MAX_MESSAGE_BYTES)
     return [
         *arguments,
+        "--verbosity",
+        "0",
         "--websocket-max-message-size",
         size,
         "--websocket-max-frame-size",
@@ -57,10 +60,6 @@ def main() -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
     django.setup(set_prefix=False)
-    daphne_body_cap.install()
-    direct_writes.install()
-    lazy_debug_args.install()
-    redaction.install_access_log()
     mark_interrupted_answers()
     free_slots_of_gone_predecessors("web")
     CommandLineInterface().run(daphne_argv(sys.argv[1:]))

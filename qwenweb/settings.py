@@ -194,18 +194,10 @@ STORAGES = {
 }
 WHITENOISE_USE_FINDERS = True
 
+# The fair queue, answers' live state, the dashboard's samples, Celery's broker and results. No
+# Channels layer: every socket's events come from its own consumer, so a Redis restart closes none.
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        # redis-py 8 reads with a 5 s socket timeout by default, the same as the
-        # layer's blocking pop: give the pop room, or idle sockets die at 5 s.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
-    }
-}
 CELERY_BROKER_URL = REDIS_URL
-# kombu's Redis transport, waking idle workers every 3 s instead of every second (qwenweb.broker).
-CELERY_BROKER_TRANSPORT = "qwenweb.broker:Transport"
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -222,6 +214,9 @@ CELERY_TASK_ROUTES = {
 LLAMA_SERVER_URL = os.environ.get("LLAMA_SERVER_URL", "http://127.0.0.1:8081")
 LLAMA_API_KEY = os.environ.get("LLAMA_API_KEY") or file_secret(VAR_DIR / "llama_api_key", prefix="sk-local-")
 LLAMA_REQUEST_TIMEOUT_S = float(os.environ.get("LLAMA_REQUEST_TIMEOUT_S", "600"))
+# A CA certificate (PEM) trusted besides the system's for https:// llama-servers (remote profiles): a
+# LAN server's self-signed certificate. Certificates are always verified.
+LLAMA_CA_FILE = os.environ.get("LLAMA_CA_FILE", "")
 
 # Model files, and the one the seeded profiles and `make run` use.
 MODELS_DIR = Path(os.environ.get("QWENWEB_MODELS_DIR", VAR_DIR / "models")).resolve()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from django.utils import translation
 
-from qwenweb.body_limit import scope_language
+from qwenweb.request_language import scope_language
 
 
 class SocketLanguage:

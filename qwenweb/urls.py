@@ -5,10 +5,13 @@ from django.urls import include, path
 from chat.web.account_views import AccountLoginView
 from monitor.web.dashboard_views import metrics_endpoint
 from monitor.web.health_views import healthz
+from qwenweb.script_catalogue import ScriptCatalogue
 
 urlpatterns = [
     path("login/", AccountLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # Under /i18n/: a person who must change their password still gets it (chat.web.password_required).
+    path("i18n/js/<str:language>/", ScriptCatalogue.as_view(), name="javascript-catalog"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("admin/", admin.site.urls),
     path("monitor/", include("monitor.urls")),

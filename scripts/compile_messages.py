@@ -1,4 +1,5 @@
-"""Compile locale/*/LC_MESSAGES/*.po to .mo with polib (no gettext tools needed)."""
+"""Compile locale/*/LC_MESSAGES/*.po to .mo with polib (no gettext tools needed): both catalogues,
+django.po (templates and Python) and djangojs.po (the page scripts, served by the JavaScript catalogue)."""
 
 from pathlib import Path
 

@@ -1,6 +1,6 @@
 """Answers that outlive the page: the web process's registry of running answers.
 
-An answer runs as an asyncio task owned by this hub, not by the socket that asked for it: it goes
+An answer runs as an asyncio task owned by this registry (``running_answers()``), not by the socket that asked for it: it goes
 on when every page closes, saves its text as it goes and its outcome at the end (TurnRunner), and
 every page of its owner showing the conversation sees it: a page that opens (another tab, a phone,
 a reconnect) gets a snapshot (text and thinking so far, with the sequence number of the last text
@@ -33,8 +33,9 @@ from chat.conversations.turns import TurnRunner
 from chat.errors import ChatError
 from chat.models import Conversation, Message
 
-# Events a page that opens late still needs: where the answer stands before its text starts.
-STANDING_TYPES = frozenset({"queued", "notice", "progress"})
+# The events that say where an answer stands before its text starts (waiting in the queue, a notice,
+# the prompt's progress): a run keeps the latest, which a page that opens late still needs.
+STATUS_EVENT_TYPES = frozenset({"queued", "notice", "progress"})
 
 
 class Run:
@@ -47,7 +48,7 @@ class Run:
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.seq = 0
-        self.standing: dict | None = None
+        self.latest_status: dict | None = None
         self.runner: TurnRunner | None = None
         self.loop: asyncio.AbstractEventLoop | None = None  # where it runs: stop_from_thread hands stops to it
 
@@ -59,10 +60,10 @@ class Run:
             self.content.append(event["text"])
         elif kind == "reasoning":
             self.reasoning.append(event["text"])
-        elif kind in STANDING_TYPES:
-            self.standing = event
+        elif kind in STATUS_EVENT_TYPES:
+            self.latest_status = event
         elif kind == "started":
-            self.standing = None
+            self.latest_status = None
 
     def snapshot(self) -> dict:
         return {
@@ -75,7 +76,7 @@ class Run:
         }
 
 
-class RunHub:
+class RunningAnswers:
     """Running answers by conversation, and the pages watching each conversation."""
 
     def __init__(self, frame_s: float | None = None):
@@ -125,7 +126,7 @@ class RunHub:
         run = self._runs.get(key)
         if run is None:
             return [{"type": "idle", "conversation": key}]
-        return [run.snapshot()] + ([run.standing] if run.standing else [])
+        return [run.snapshot()] + ([run.latest_status] if run.latest_status else [])
 
     def unwatch(self, sender: FrameSender) -> None:
         """The page is gone: it watches nothing any more (the answers go on)."""
@@ -191,4 +192,18 @@ class RunHub:
             del self._runs[run.conversation_id]
 
 
-hub = RunHub()
+# One for the process: every socket and view of the web process sees the same running answers.
+_running_answers = RunningAnswers()
+
+
+def running_answers() -> RunningAnswers:
+    """The web process's running answers."""
+    return _running_answers
+
+
+def reset_running_answers(frame_s: float | None = None) -> RunningAnswers:
+    """A fresh, empty registry in place of the process's one (a test's own; answers running in the
+    one replaced are not stopped)."""
+    global _running_answers
+    _running_answers = RunningAnswers(frame_s)
+    return _running_answers

@@ -3,10 +3,10 @@
 ``python -m chat.documents.extract_worker PATH KIND CPU_SECONDS MEMORY_MB PROCESSES SCAN_IMAGE_EDGE``
 (SCAN_IMAGE_EDGE 0: scans are read by OCR here; else rendered as PNG, base64 in the page's
 ``image``, for the model to read in the worker, since this process never talks to the network): the
-limits are set before anything else is loaded, so a file that makes PDFium spin or swell ends
-this process only; the processes it starts (PROCESSES at most of each: pdftotext over page
-ranges, helpers reading scans), and the OCR engine they run, inherit the same limits, each
-its own. Each page goes to stdout as one JSON line; a refusal the person should read
+limits (``child_limits``) are set before anything else is loaded, so a file that makes PDFium
+spin or swell ends this process only; the processes it starts (PROCESSES at most of each:
+pdftotext over page ranges, helpers reading scans), and the OCR engine they run, inherit the
+same limits, each its own. Each page goes to stdout as one JSON line; a refusal the person should read
 is a last line ``{"error": ...}``. Exit codes the parent reads: 0 done, MEMORY_EXIT out of
 memory; killed by SIGXCPU: out of CPU time; any other death: the reader crashed.
 """
@@ -16,18 +16,10 @@ from __future__ import annotations
 import base64
 import json
 import os
-import resource
 import sys
 from pathlib import Path
 
-MEMORY_EXIT = 3
-
-
-def limit_resources(cpu_seconds: int, memory_mb: int) -> None:
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 5))
-    memory = memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash leaves no core file of a person's document
+from chat.documents.child_limits import MEMORY_EXIT, limit_resources
 
 
 def main(argv: list[str]) -> int:

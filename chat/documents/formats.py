@@ -21,7 +21,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 from docx.table import Table
 
-from chat.documents.pdf_pages import clean_text
+from chat.documents.page_text import clean_text
 from chat.errors import DocumentError
 
 DOCX_MAX_ENTRIES = 10_000

@@ -1,70 +1,28 @@
-"""The worker's side of a document: extract and store its pages, report progress, cancel,
-and find runs whose worker died."""
+"""Reading a document into the database: its file's pages extracted in a limited child
+(``sandbox``), scans read by the model or by OCR (``scan_reading``), each page stored as it comes,
+the progress shown with each heartbeat (``heartbeats``)."""
 
 from __future__ import annotations
 
 import logging
 import shutil
 import tempfile
-import time
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F, Q
-from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from chat.documents.heartbeats import HeartbeatAndCancelCheck, claim, heartbeat
 from chat.documents.sandbox import Cancelled, extract_in_child
 from chat.documents.scan_reading import model_reader, read_scans
-from chat.documents.selectors import get_document, page_list
+from chat.documents.selectors import page_list
+from chat.documents.services import fail_reading
 from chat.documents.uploads import stored_file
 from chat.errors import DocumentError
-from chat.models import Document, DocumentChunk, DocumentPage
+from chat.models import Document, DocumentPage
 
 log = logging.getLogger(__name__)
-
-
-HEARTBEAT_S = 2.0  # how often a run records that it is alive (CLAIM_AFTER_S is three of these)
-
-
-def still_wanted(document_id) -> bool:
-    """False when the user asked to cancel or deleted the document (a read: asked often)."""
-    return Document.objects.filter(id=document_id, cancel_requested=False).exists()
-
-
-def heartbeat(document_id, **fields) -> bool:
-    """Record progress; False when the user asked to cancel or deleted the document."""
-    Document.objects.filter(id=document_id).update(heartbeat_at=timezone.now(), updated_at=timezone.now(), **fields)
-    return still_wanted(document_id)
-
-
-class Pulse:
-    """A run's check, asked every half second: a heartbeat write every HEARTBEAT_S, the cancel read each time."""
-
-    def __init__(self, document_id):
-        self.document_id = document_id
-        self.last_beat = 0.0
-
-    def __call__(self, **fields) -> bool:
-        now = time.monotonic()
-        if now - self.last_beat >= HEARTBEAT_S:
-            self.last_beat = now
-            return heartbeat(self.document_id, **fields)
-        return still_wanted(self.document_id)
-
-
-def fail(document_id, message: str) -> None:
-    """A failure leaves no half-ingested pages or chunks behind."""
-    with transaction.atomic():
-        DocumentChunk.objects.filter(document_id=document_id).delete()
-        DocumentPage.objects.filter(document_id=document_id).delete()
-        Document.objects.filter(id=document_id).update(
-            status=Document.Status.FAILED, error=message, pages_done=0, heartbeat_at=None, updated_at=timezone.now()
-        )
-
 
 PAGE_BATCH = 50
 
@@ -93,9 +51,9 @@ def ingest(document_id) -> bool:
     try:
         if not path.exists():
             raise DocumentError(_("The uploaded file is gone; upload it again."))
-        pulse = Pulse(document.id)
+        alive = HeartbeatAndCancelCheck(document.id)
         edge = settings.DOCUMENT_VISION_MAX_EDGE if reader else 0
-        for page in extract_in_child(path, document.kind, lambda: pulse(pages_done=done[0]), edge):
+        for page in extract_in_child(path, document.kind, lambda: alive(pages_done=done[0]), edge):
             if page.scanned:
                 scanned.append(page.number)
             if page.ocr:
@@ -111,7 +69,7 @@ def ingest(document_id) -> bool:
                 done[0] = page.number
         DocumentPage.objects.bulk_create(batch)
         if scans:
-            reading = read_scans(reader, document.owner_id, scans, _page_store(document), pulse)
+            reading = read_scans(reader, document.owner_id, scans, _page_store(document), alive)
             read_by_model, scan_note = reading.by_model, reading.note
             read_by_ocr = sorted(read_by_ocr + reading.by_ocr)
     except Cancelled:
@@ -120,12 +78,12 @@ def ingest(document_id) -> bool:
         path.unlink(missing_ok=True)
         return False
     except DocumentError as error:
-        fail(document.id, str(error))
+        fail_reading(document.id, str(error))
         path.unlink(missing_ok=True)
         return False
     except Exception:
         log.exception("document %s: extraction failed", document.id)
-        fail(document.id, _("This file could not be read: it may be damaged."))
+        fail_reading(document.id, _("This file could not be read: it may be damaged."))
         path.unlink(missing_ok=True)
         return False
     finally:
@@ -133,7 +91,7 @@ def ingest(document_id) -> bool:
     total = DocumentPage.objects.filter(document=document).count()
     read = {"scanned_pages": scanned, "ocr_pages": read_by_ocr, "model_read_pages": read_by_model}
     if not DocumentPage.objects.filter(document=document).exclude(text="").exists():
-        fail(document.id, no_text_message(scanned, read_by_ocr + read_by_model))
+        fail_reading(document.id, no_text_message(scanned, read_by_ocr + read_by_model))
         Document.objects.filter(id=document.id).update(scan_note=scan_note, **read)
         path.unlink(missing_ok=True)
         return False
@@ -170,61 +128,3 @@ def no_text_message(scanned: list[int], read_by_ocr: list[int]) -> str:
             len(scanned),
         ) % {"pages": page_list(scanned)}
     return _("This document contains no text.")
-
-
-def request_cancel(user, document_id) -> Document:
-    document = get_document(user, document_id)
-    if document.status in Document.ACTIVE:
-        Document.objects.filter(id=document.id).update(cancel_requested=True)
-        if document.status == Document.Status.QUEUED:
-            Document.objects.filter(id=document.id).update(status=Document.Status.CANCELLED)
-            stored_file(document).unlink(missing_ok=True)
-    document.refresh_from_db()
-    return document
-
-
-def stalled_documents(older_than_s: float) -> list[str]:
-    """Documents whose worker stopped reporting (killed): they are to be run again."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    return [
-        str(pk)
-        for pk in Document.objects.filter(
-            status__in=[Document.Status.EXTRACTING, Document.Status.SUMMARIZING], heartbeat_at__lt=cutoff
-        ).values_list("id", flat=True)
-    ]
-
-
-def claim_stalled(document_id) -> str:
-    """Clear a stalled document's heartbeat (so it is queued once, and its next run may claim it);
-    say which step to run again, or "" when it has had its runs and is failed instead."""
-    document = Document.objects.filter(id=document_id).first()
-    if document is None:
-        return ""
-    if document.attempts >= settings.DOCUMENT_MAX_ATTEMPTS:
-        message = ngettext(
-            "Reading this document stopped %(count)d time before it finished, so it was given up.",
-            "Reading this document stopped %(count)d times before it finished, so it was given up.",
-            document.attempts,
-        ) % {"count": document.attempts}
-        if document.status == Document.Status.EXTRACTING:
-            fail(document.id, message)
-            stored_file(document).unlink(missing_ok=True)
-        else:  # the summary's finished parts are kept: trying again continues from them
-            Document.objects.filter(id=document.id).update(
-                status=Document.Status.FAILED, error=message, heartbeat_at=None, updated_at=timezone.now()
-            )
-        return ""
-    Document.objects.filter(id=document_id).update(heartbeat_at=None)
-    return document.status
-
-
-CLAIM_AFTER_S = 6.0  # three missed heartbeats
-
-
-def claim(document_id) -> bool:
-    """Take the document for this run; False while another live run holds it (its heartbeat is fresh)."""
-    cutoff = timezone.now() - timedelta(seconds=CLAIM_AFTER_S)
-    fresh = Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=cutoff)
-    return bool(
-        Document.objects.filter(fresh, id=document_id).update(heartbeat_at=timezone.now(), attempts=F("attempts") + 1)
-    )

@@ -25,13 +25,13 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 from PIL import Image
 
-from chat.documents.extraction import ocr_options
-from chat.documents.ocr import OcrFailed, recognize_png
-from chat.documents.pdf_pages import clean_text
+from chat.documents.model_calls import completion_text
+from chat.documents.page_text import clean_text
+from chat.documents.pdf.ocr import OcrFailed, recognize_png
+from chat.documents.pdf.reader import ocr_options
 from chat.documents.sandbox import Cancelled
 from chat.models import Document
 from monitor.public import (
-    LlamaClient,
     LlamaError,
     ServerProfile,
     ServingPool,
@@ -159,18 +159,8 @@ async def _transcribe(pool: ServingPool, owner: str, png: bytes) -> str:
     }
     # Background work: people go first, and documents take turns by owner.
     async with pool.slot(owner, priority="background") as slot:
-        text = await streamed_text(slot.client, payload)
+        text = await completion_text(slot.client, payload)
     return clean_text(text)[: settings.DOCUMENT_VISION_PAGE_CHARS]
-
-
-async def streamed_text(client: LlamaClient, payload: dict) -> str:
-    """The whole text of a streamed chat completion."""
-    parts: list[str] = []
-    async for batch in client.stream_chat(payload):
-        for item in batch:
-            for choice in item.get("choices") or ():
-                parts.append((choice.get("delta") or {}).get("content") or "")
-    return "".join(parts)
 
 
 def _with_tesseract(scans: list[tuple[int, Path]], store: Store) -> list[int]:

@@ -1,4 +1,5 @@
-"""Reads of documents: one of the user's own, and what the page shows of each."""
+"""Reads of documents: one of the user's own, what the page shows of each, and what a summary's run
+reads of its pages and chunks."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from chat.errors import NotFound
-from chat.models import Conversation, Document
+from chat.models import Conversation, Document, DocumentChunk, DocumentPage
+from monitor.public import ServerProfile
 
 
 def get_document(user, document_id) -> Document:
@@ -120,3 +122,27 @@ def conversation_documents(conversation: Conversation | None) -> list[dict]:
     if conversation is None:
         return []
     return [document_payload(d) for d in conversation.documents.order_by("created_at")]
+
+
+# ---------------------------------------------------------------- a summary's reads (the worker's run)
+
+
+def text_pages(document_id) -> list[tuple[int, str]]:
+    """(number, text) of the document's pages that have text, in order."""
+    return list(DocumentPage.objects.filter(document_id=document_id).exclude(text="").values_list("number", "text"))
+
+
+def summary_chunks(document_id, level: int) -> list[DocumentChunk]:
+    # With its document: pages_label reads the document's kind and OCR pages (no query in async code).
+    return list(DocumentChunk.objects.filter(document_id=document_id, level=level).select_related("document"))
+
+
+def page_texts_between(document_id, first: int, last: int) -> dict[int, str]:
+    pages = DocumentPage.objects.filter(document_id=document_id, number__gte=first, number__lte=last)
+    return dict(pages.values_list("number", "text"))
+
+
+def document_and_profile(document_id) -> tuple[Document, ServerProfile | None]:
+    """The document and the server profile of its conversation (None when it has none)."""
+    document = Document.objects.select_related("conversation__profile").get(id=document_id)
+    return document, document.conversation.profile if document.conversation else None

@@ -1,7 +1,7 @@
 """Uploads: checked at the border, then kept on disk for the worker.
 
 An encrypted PDF's password is used once, in memory, by the check's child (on its stdin,
-``sandbox.check_pdf_in_child``), to make a copy without the encryption; it is stored nowhere.
+``pdf.upload_check.check_pdf_in_child``), to make a copy without the encryption; it is stored nowhere.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
-from chat.documents import formats, pdf_open
-from chat.documents.extraction import decode_text, document_kind, iter_text_pages, pdf_refusal
+from chat.documents import formats
+from chat.documents.extraction import decode_text, document_kind, iter_text_pages
 from chat.documents.languages import clean_language
-from chat.documents.sandbox import check_pdf_in_child
+from chat.documents.pdf import opening
+from chat.documents.pdf.reader import pdf_refusal
+from chat.documents.pdf.upload_check import check_pdf_in_child
 from chat.errors import DocumentError
 from chat.models import Conversation, Document
 
@@ -59,7 +61,7 @@ def _check_pdf(data: bytes, password: str | None) -> tuple[int, bytes]:
     if not password:
         return pages, data
     if decrypted is None:  # kept encrypted, it could never be read: the password is kept nowhere
-        raise pdf_refusal(pdf_open.DAMAGED, password)
+        raise pdf_refusal(opening.DAMAGED, password)
     return pages, decrypted
 
 

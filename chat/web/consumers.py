@@ -1,4 +1,4 @@
-"""The chat WebSocket: parse frames, call services; answers run in the hub (chat.conversations.runs).
+"""The chat WebSocket: parse frames, call services; answers run apart from it (chat.conversations.runs).
 
 One handler per message type (``receive_json``'s table): a new kind of request is one more entry.
 The socket only watches a conversation: closing it leaves the answer running for the other pages.
@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from chat.conversations import images, services
-from chat.conversations.runs import hub
+from chat.conversations.runs import running_answers
 from chat.conversations.selectors import (
     TurnInputs,
     conversation_history,
@@ -37,10 +37,6 @@ def max_frame_chars() -> int:
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
-    # Events go straight to this socket, never through the channel layer: without one, a Redis
-    # restart does not close every open chat page mid-answer (Channels ends the consumer with 1011).
-    channel_layer_alias = None
-
     @classmethod
     async def encode_json(cls, content) -> str:
         # Every streamed frame goes through here; orjson keeps that cheap.
@@ -52,13 +48,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         # Everything this socket sends goes through one sender, so it arrives in order.
-        self.frames = hub.sender(self.send_json, self.user.pk)
+        self.answers = running_answers()
+        self.frames = self.answers.sender(self.send_json, self.user.pk)
         await self.accept()
 
     async def disconnect(self, code):
         frames = getattr(self, "frames", None)
         if frames is not None:
-            hub.unwatch(frames)  # the answer goes on; the page can come back to it
+            self.answers.unwatch(frames)  # the answer goes on; the page can come back to it
             frames.close()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
@@ -124,7 +121,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             raise ChatError(_("The message is empty."))
         options = turn_options(content.get("options"))
         conversation_id = content.get("conversation")
-        with hub.claim(str(conversation_id) if conversation_id else None, self.user.pk):
+        with self.answers.claim(str(conversation_id) if conversation_id else None, self.user.pk):
             conversation, user_message, assistant, inputs = await database_sync_to_async(_post)(
                 self.user, conversation_id, text, image, content.get("profile")
             )
@@ -133,7 +130,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_regenerate(self, content: dict) -> None:
         conversation = await database_sync_to_async(get_conversation)(self.user, content.get("conversation"))
-        with hub.claim(str(conversation.id), self.user.pk):
+        with self.answers.claim(str(conversation.id), self.user.pk):
             assistant, inputs = await database_sync_to_async(_regenerate)(conversation)
             accepted = {"type": "accepted", "regenerate": True}
             await self._start(conversation, assistant, turn_options(content.get("options")), accepted, inputs)
@@ -151,7 +148,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.frames.hold()
         first: list[dict] = []
         try:
-            opening = hub.watch(self.frames, conversation)
+            opening = self.answers.watch(self.frames, conversation)
             if content.get("history"):
                 messages = await database_sync_to_async(conversation_history)(conversation)
                 first.append({"type": "history", "conversation": str(conversation.id), "messages": messages})
@@ -161,16 +158,16 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_stop(self, content: dict) -> None:
         """Stop works from any page of the conversation's owner, not only the one that asked."""
-        hub.stop(str(content.get("conversation")), self.user.pk)
+        self.answers.stop(str(content.get("conversation")), self.user.pk)
 
     async def _start(self, conversation, assistant, options: dict, accepted: dict, inputs) -> None:
-        hub.watch(self.frames, conversation)  # the page that asks sees the answer, whichever it showed
+        self.answers.watch(self.frames, conversation)  # the page that asks sees the answer, whichever it showed
         accepted.update(
             conversation=str(conversation.id),
             title=conversation.display_title,
             assistant_message=message_payload(assistant),
         )
-        await hub.start(
+        await self.answers.start(
             conversation=conversation, assistant_id=assistant.id, options=options, accepted=accepted, inputs=inputs
         )
 

@@ -13,7 +13,7 @@ from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.conversations import editing, export, search, selectors, services
-from chat.conversations.runs import hub
+from chat.conversations.runs import running_answers
 from chat.errors import ChatError, NotFound
 from chat.web.forms import BulkDeleteForm, EditQuestionForm, PromptSettingsForm, first_error
 from chat.web.views import change_and_return
@@ -98,7 +98,7 @@ def delete_many(request):
         flash.error(request, first_error(form))
         return redirect("chat:index")
     count = services.delete_conversations(request.user, form.cleaned_data["ids"])
-    hub.stop_from_thread(form.cleaned_data["ids"], request.user.pk)
+    running_answers().stop_from_thread(form.cleaned_data["ids"], request.user.pk)
     deleted = ngettext("%(count)d conversation deleted.", "%(count)d conversations deleted.", count)
     flash.success(request, deleted % {"count": count})
     return redirect("chat:index")

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from chat import tasks
 from chat.conversations.selectors import get_conversation
 from chat.conversations.services import create_conversation
-from chat.documents import ingest, removal, summaries, uploads
+from chat.documents import removal, services, uploads
 from chat.documents.selectors import document_payload, get_document
 from chat.errors import ChatError, NotFound, PasswordNeeded
 from chat.web.forms import SummarizeForm, UploadForm, first_error
@@ -72,7 +72,7 @@ def document_status(request, document_id):
 @require_POST
 def cancel_document(request, document_id):
     try:
-        document = ingest.request_cancel(request.user, document_id)
+        document = services.request_cancel(request.user, document_id)
     except NotFound as error:
         return _json_error(str(error), 404)
     return JsonResponse({"document": document_payload(document)})
@@ -95,7 +95,7 @@ def summarize_document(request, document_id):
     if not form.is_valid():
         return _json_error(first_error(form))
     try:
-        document = summaries.restart_summary(request.user, document_id, form.cleaned_data["language"])
+        document = services.restart_summary(request.user, document_id, form.cleaned_data["language"])
     except NotFound as error:
         return _json_error(str(error), 404)
     except ChatError as error:

@@ -10,12 +10,11 @@ from django.contrib.auth.decorators import login_required
 from django.forms import Form
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.conversations import selectors, services
 from chat.conversations.presets import SYSTEM_PROMPT_MAX_CHARS, preset_choices
-from chat.conversations.runs import hub
+from chat.conversations.runs import running_answers
 from chat.documents.languages import language_choices
 from chat.documents.selectors import conversation_documents
 from chat.errors import ChatError, NotFound
@@ -32,8 +31,6 @@ def _page(request, conversation=None):
             "history": selectors.conversation_history(conversation),
             "documents": conversation_documents(conversation),
             "summary_languages": language_choices(),
-            "document_strings": document_strings(),
-            "ui_strings": ui_strings(),
             "profiles": selectors.profile_choices(),
             "current_profile": selectors.current_profile_name(conversation),
             "image_max_edge": settings.CHAT_IMAGE_MAX_EDGE,
@@ -100,7 +97,7 @@ def delete_conversation(request, conversation_id):
         services.delete_conversation(request.user, conversation_id)
     except NotFound as error:
         raise Http404(str(error)) from error
-    hub.stop_from_thread([conversation_id], request.user.pk)
+    running_answers().stop_from_thread([conversation_id], request.user.pk)
     return redirect("chat:index")
 
 
@@ -127,41 +124,3 @@ def message_image(request, message_id):
     response = HttpResponse(data, content_type=content_type)
     response["Cache-Control"] = "private, max-age=3600"
     return response
-
-
-def ui_strings() -> dict[str, str]:
-    """Strings the page's script shows, translated here so the script stays language-free."""
-    return {
-        "thinking": _("Thinking"),
-        "stopped": _("Stopped"),
-        "incomplete": _("Incomplete"),
-        "error": _("Error"),
-        "queued": _("Waiting in line: you are number %(position)s."),
-        "progress": _("Reading the prompt… %(percent)s"),
-        "connecting": _("Connecting…"),
-        "disconnected": _("Connection lost; reconnecting…"),
-        "stats": _("%(prompt)s prompt tokens · %(output)s output tokens · first token %(ttft)s ms · %(tps)s tokens/s"),
-        "copy": _("Copy"),
-        "regenerate": _("Regenerate"),
-        "edit": _("Edit"),
-        "image_too_large": _("The image is too large: the limit is %(mb)s MB."),
-        "not_an_image": _("The attachment is not an image."),
-    }
-
-
-def document_strings() -> dict[str, str]:
-    """Strings the documents script shows."""
-    return {
-        "pages": _("%(done)s of %(total)s pages read"),
-        "parts": _("%(done)s of %(total)s parts summarized"),
-        "cancel": _("Cancel"),
-        "delete": _("Delete"),
-        "delete_confirm": _("Delete this document, its pages and its summary?"),
-        "summarize_again": _("Summarize again"),
-        "retry": _("Continue the summary"),
-        "uploading": _("Uploading…"),
-        "waiting": _("waiting"),
-        "running": _("summarizing"),
-        "done": _("done"),
-        "upload_failed": _("The upload failed; try again."),
-    }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from monitor.catalog.planner import GIB, Plan, PlanRequest, plan
+from monitor.catalog.planner import GIB, MIB, Plan, PlanRequest, plan
 from monitor.catalog.registry import ModelInfo
 
 CONTEXT_STEP = 1024
@@ -110,3 +110,52 @@ def decode_speed(model: ModelInfo, request: PlanRequest, gpu_gbs: float | None, 
         return None
     seconds = (gpu / (gpu_gbs * 1e9) if gpu else 0.0) + (cpu / (ram_gbs * 1e9) if cpu else 0.0)
     return Speed(1 / seconds if seconds else 0.0, gpu, cpu)
+
+
+@dataclass
+class RamChange:
+    option: str  # the llama-server option to lower
+    current: int
+    suggested: int
+    saves: int  # bytes
+
+
+@dataclass
+class RamAdvice:
+    fits: bool
+    budget: int  # available RAM less the margin
+    short: int  # bytes over the budget (0 when it fits)
+    changes: list[RamChange]  # what to lower, in order; ``short`` stays above 0 when even all of it is not enough
+
+
+def ram_advice(model: ModelInfo, request: PlanRequest, available: int, margin: int = 2 * GIB) -> RamAdvice:
+    """Whether the plan's RAM fits ``available - margin``, and if not which of --cache-ram,
+    --ctx-checkpoints and --parallel to lower, and to what: the prompt cache first (it only saves
+    re-reading prompts), then checkpoints (they make follow-ups fast on hybrid and sliding-window
+    models), then slots (each one holds its share of state and checkpoints)."""
+    current = plan(model, request)
+    budget = available - margin
+    short = current.ram - budget
+    if short <= 0:
+        return RamAdvice(True, budget, 0, [])
+    changes: list[RamChange] = []
+    if current.prompt_cache and request.cache_ram_mib != 0:
+        cut = min(current.prompt_cache, -(-short // MIB) * MIB)
+        mib = max(current.prompt_cache - cut, 0) // MIB
+        changes.append(RamChange("--cache-ram", request.cache_ram_mib, mib, current.prompt_cache - mib * MIB))
+        short -= current.prompt_cache - mib * MIB
+    per_checkpoint = current.checkpoint_bytes * request.parallel
+    if short > 0 and per_checkpoint and request.ctx_checkpoints:
+        fewer = min(request.ctx_checkpoints, -(-short // per_checkpoint))
+        changes.append(RamChange("--ctx-checkpoints", request.ctx_checkpoints, request.ctx_checkpoints - fewer,
+                                 fewer * per_checkpoint))  # fmt: skip
+        short -= fewer * per_checkpoint
+        request = replace(request, ctx_checkpoints=request.ctx_checkpoints - fewer)
+    if short > 0 and request.parallel > 1:
+        for slots in range(request.parallel - 1, 0, -1):
+            saved = plan(model, request).ram - plan(model, replace(request, parallel=slots)).ram
+            if saved >= short or slots == 1:
+                changes.append(RamChange("--parallel", request.parallel, slots, saved))
+                short -= saved
+                break
+    return RamAdvice(False, budget, max(short, 0), changes)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from gguf.constants import LlamaFileType
 
+from monitor.catalog import clip_graph
 from monitor.catalog.gguf_header import HeaderError, read_header
 from monitor.catalog.layers import ATTENTION, MTP, RECURRENT, SLIDING, LayerFacts, Metadata, layer_facts
 
@@ -116,6 +117,13 @@ def _projection_width(path: Path) -> int | None:
     except (HeaderError, OSError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def projector_bytes(path: Path) -> tuple[int, int]:
+    """(weights, compute buffer) of a vision projector: its tensors, and ``clip_graph.warmup_bytes``."""
+    header = read_header(path)
+    weights = sum(tensor.n_bytes for tensor in header.tensors)
+    return weights, clip_graph.warmup_bytes(header)
 
 
 def find_mmproj(path: Path, n_embd: int = 0) -> Path | None:

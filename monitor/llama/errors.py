@@ -26,9 +26,9 @@ class LlamaStreamBroken(LlamaError):
 
 
 class LlamaHung(LlamaStreamBroken):
-    """Nothing came for the stall limit and the instance did not answer a check: it is frozen."""
+    """No byte came for a stall limit and the caller's check said llama-server is not working on it."""
 
-    default_message = _("The model server stopped responding. The partial answer was kept.")
+    default_message = _("The model server stopped responding; the partial answer was kept.")
 
 
 class LlamaRejected(LlamaError):

@@ -1,393 +1,342 @@
-"""llama-server's streamed answers, read straight off the socket and paced to a frame clock.
+"""One HTTP/1.1 exchange with llama-server, for ``http://`` and ``https://`` alike, over a
+``Connection`` of its own (``Connection: close``, so no pool): the request written by h11, the
+answer read by llhttp (``httptools``: Node.js's parser, sans-IO, in C), its body handed on as it
+comes, on a frame clock.
 
-A streamed answer is the app's hot path: llama-server writes one event per token, and reading
-each through httpx (anyio, httpcore, h11) and handing it on cost the web process about 0.5 ms
-of CPU per token on a 2-core box, CPU taken from generation when the model's layers run on
-the CPU. This reader keeps the one HTTP/1.1 request a stream needs (``Connection: close``,
-so no pool) on a plain non-blocking socket and reads on a clock:
+Two maintained parsers, one for each direction: h11 writes and checks the request; llhttp reads
+the answer (informational 1xx answers passed over, duplicate headers, chunked, Content-Length
+and read-until-close bodies, protocol errors) at a fraction of h11's CPU per chunk. llama-server
+writes one chunk per token, and h11's reader costs about 0.1 ms of CPU per frame of a few
+tokens on a busy 2-core box (its state machine runs for every chunk), which put the reader at
+1.5 times the hand-written parser it replaced; llhttp's costs less than that parser did
+(docs/llama-transport.md).
+
+A streamed answer is the app's hot path: llama-server writes one event per token, and every
+wake-up of the web process costs CPU the model needs on a small box. So a stream is read on
+a clock:
 
 - when nothing has come since the last read, it waits for the next bytes and hands them on
   at once, so the first token (and the first after a pause) is never later;
-- after each hand-off with text in it it sleeps ``pace_s`` (one frame): tokens that arrive
-  meanwhile wait in the kernel and come out in one ``recv``, so a fast stream costs one
-  wake-up, one parse and one write per frame instead of per token. Hand-offs without text
-  (prompt progress, the role chunk) start no clock, so they never hold back the first token;
-- the frame's sleep ends early when llama-server closes the stream (``_pace``), so an
-  answer's last tokens and its end are never held either.
+- once the caller says the answer has begun (``pace_from_now``: it saw answer text in what was
+  handed on), it sleeps ``pace_s`` (one frame) after each hand-off: the bytes that arrive
+  meanwhile wait in the kernel and come out in one read, so a fast stream costs one wake-up,
+  one parse and one write per frame instead of per token. What comes before (prompt progress,
+  the role chunk) starts no clock, so it never holds back the first token;
+- the frame's sleep ends early when llama-server closes the connection (``Connection.pause``),
+  so an answer's last tokens and its end are never held either.
 
-Plain requests (``fetch``: the router's model list, ``/metrics``, ``/slots``...) use the same code,
-one request per connection. Only ``http://`` servers are read this way; ``LlamaClient`` keeps
-httpx for ``https://``.
+The retry policy, the only one: a request whose connection was refused, or reset or closed
+before any byte of its answer came (nothing of it ran), is sent once more after a short pause
+(``send_once_more_if_nothing_ran``); a timeout or an answer that began is never retried.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ipaddress
-import socket
-from collections.abc import AsyncIterator
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import urlsplit
 
-from monitor.llama.errors import LlamaStreamBroken, LlamaUnavailable, rejection_from
+import h11
+import httptools
+from django.utils.translation import gettext_lazy as _
 
-READ_SIZE = 256 * 1024
+from monitor.llama.connection import Connection, tls_context
+from monitor.llama.errors import LlamaHung, LlamaRejected, LlamaStreamBroken, LlamaUnavailable, rejection_from
+
+CONNECT_TIMEOUT_S = 5.0  # the TCP connection and the TLS handshake
 WRITE_TIMEOUT_S = 30.0  # the request written (llama-server busy taking connections, a large image)
 MAX_HEAD_BYTES = 64 * 1024  # llama-server's status line and headers are a few hundred bytes
 MAX_ERROR_BODY = 1024 * 1024  # an error answer kept for its message
-MAX_CHUNK_LINE = 1024  # a chunk-size line: hex digits and perhaps extensions
-# The receive low-water mark while a frame sleeps: far above the few hundred bytes a token's event is.
-PACE_LOW_WATER = 64 * 1024
-# Answer text in an OpenAI-shaped event ("content" or "reasoning_content" with a string value);
-# the model's own quotes inside a string are escaped, so its text cannot make this up.
-TEXT_MARK = b'content":"'
+RETRY_PAUSE_S = 0.1  # before a request that never reached the server is sent again
+
+T = TypeVar("T")
+StallCheck = Callable[[], Awaitable[bool]]
 
 
-class _Reset(Exception):
-    """The connection closed before any answer: nothing of the request ran."""
+@dataclass(frozen=True)
+class Upstream:
+    """Where a llama-server listens: ``http://`` or ``https://``, host, port, a path prefix."""
+
+    scheme: str
+    host: str
+    port: int
+    prefix: str
+    ca_file: str | None = None  # a CA to trust besides the system's (https only)
+
+    @classmethod
+    def parse(cls, base_url: str, ca_file: str | None = None) -> Upstream:
+        parts = urlsplit(base_url)
+        scheme = parts.scheme.lower()
+        port = parts.port or (443 if scheme == "https" else 80)
+        return cls(scheme, parts.hostname or "127.0.0.1", port, parts.path.rstrip("/"), ca_file or None)
+
+    def tls(self) -> ssl.SSLContext | None:
+        return tls_context(self.ca_file) if self.scheme == "https" else None
 
 
-async def _addresses(host: str, port: int) -> list[tuple[int, tuple]]:
-    """An IP address as it is (no thread hop for the resolver: the usual loopback or LAN address);
-    a name through the loop's resolver, every address it gives, in its order."""
+class _Unreadable(Exception):
+    """A transfer coding other than chunked: a body we cannot read."""
+
+
+class _NothingRan(Exception):
+    """The connection was refused, or closed before any byte of the answer: nothing of the request ran."""
+
+
+async def send_once_more_if_nothing_ran(attempt: Callable[[], Awaitable[T]]) -> T:
+    """``attempt()``, and once more after a short pause if nothing of it ran (a router restarting, a
+    connection the server dropped as the request came); then LlamaUnavailable.
+
+    Every endpoint qwenweb calls changes nothing, nothing twice (loads, unloads) or costs only
+    compute (completions, embeddings), so a request the server never began is safe to send again;
+    a timeout or an answer that began is not retried (it may have run)."""
     try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        return [(info[0], info[4]) for info in infos]
-    return [(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, (host, port))]
+        return await attempt()
+    except _NothingRan:
+        await asyncio.sleep(RETRY_PAUSE_S)
+    try:
+        return await attempt()
+    except _NothingRan as error:
+        raise LlamaUnavailable() from error.__cause__
 
 
-def supports(base_url: str) -> bool:
-    return urlsplit(base_url).scheme.lower() == "http"
+class Exchange:
+    """One request: ``open()`` sends it and reads the answer's head; ``body()`` yields the body's bytes.
 
-
-class WireStream:
-    """One request: ``open()`` sends it and reads the head; ``body_bytes()`` yields the body's bytes.
-    A POST's body is JSON; ``body=None`` sends none (a GET)."""
+    ``body=None`` sends none (a GET); otherwise it is JSON. Waiting for bytes (the head, or the
+    body between reads) gives up after ``timeout_s`` without any; with ``stall_s``, after each
+    ``stall_s`` without any ``on_stall()`` is awaited instead: True waits another ``stall_s``, False
+    (or no ``on_stall``) raises LlamaHung.
+    """
 
     def __init__(
         self,
-        base_url: str,
-        path: str,
+        upstream: Upstream,
+        method: str,
+        target: str,
         body: bytes | None,
         headers: dict[str, str],
         *,
         timeout_s: float,
-        method: str = "POST",
+        stall_s: float | None = None,
+        on_stall: StallCheck | None = None,
     ):
-        parts = urlsplit(base_url)
+        self.upstream = upstream
         self.method = method
-        self.host = parts.hostname or "127.0.0.1"
-        self.port = parts.port or 80
-        self.prefix = parts.path.rstrip("/")
-        self.path = path
-        self.body = body
+        self.target = upstream.prefix + target
+        self.body_data = body
         self.headers = headers
         self.timeout_s = timeout_s
-        self.sock: socket.socket | None = None
-        self._buffer = bytearray()
-        self._chunked = False
-        self._remaining: int | None = None  # Content-Length left, when not chunked
-        self._chunk_left = 0  # bytes of the current chunk still to come
-        self._done = False
-        self._broken = False
-        self._low_water = 1  # the socket's SO_RCVLOWAT; None: it cannot be set here
-        self._watching: asyncio.AbstractEventLoop | None = None  # the loop watching the socket between frames
-        self._waiter: asyncio.Future | None = None
+        self.stall_s = stall_s
+        self.on_stall = on_stall
+        self.status = 0
+        self.conn: Connection | None = None
+        self._paced = False
+        self._reset()
 
-    async def open(self, connect_timeout_s: float = 5.0) -> None:
+    def _reset(self) -> None:
+        """A fresh reading of the answer (each attempt's)."""
+        self._parser = httptools.HttpResponseParser(self)
+        self._received = 0  # bytes of the answer so far
+        self._pieces: list[bytes] = []  # body bytes read, not yet handed on
+        self._framed = False  # the body has a length or chunks: a close before its end is a cut
+        self._informational = False
+        self._ended = False
+        self._fault: Exception | None = None  # bad framing, raised once the good bytes before it are handed on
+
+    async def open(self) -> None:
         """Send the request and read the answer's head; an error status raises LlamaRejected."""
-        for attempt in (1, 2):
-            try:
-                await self._open(connect_timeout_s)
-                return
-            except _Reset:
-                self.close()
-                self._buffer.clear()
-                if attempt == 2:
-                    raise LlamaUnavailable() from None
-                await asyncio.sleep(0.05)
-
-    async def _open(self, connect_timeout_s: float) -> None:
-        loop = asyncio.get_running_loop()
         try:
-            async with asyncio.timeout(connect_timeout_s):
-                await self._connect(await _addresses(self.host, self.port))
-        except (OSError, TimeoutError) as error:
+            await send_once_more_if_nothing_ran(self._attempt)
+            if self.status >= 400:
+                raise await self._rejection()
+        except BaseException:
             self.close()
-            raise LlamaUnavailable() from error
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        head = [f"{self.method} {self.prefix}{self.path} HTTP/1.1", f"Host: {host}:{self.port}"]
-        head += [f"{name}: {value}" for name, value in self.headers.items()]
-        if self.body is not None:
-            head += ["Content-Type: application/json", f"Content-Length: {len(self.body)}"]
-        head.append("Connection: close")
+            raise
+
+    async def _attempt(self) -> None:
+        self.close()
+        self._reset()
+        await self._connect()
         try:
             async with asyncio.timeout(WRITE_TIMEOUT_S):
-                request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (self.body or b"")
-                await loop.sock_sendall(self.sock, request)
-            status, headers = await self._read_head()
-        except (ConnectionError, BrokenPipeError) as error:
-            raise _Reset() from error
-        except (OSError, TimeoutError, LlamaStreamBroken) as error:
+                await self.conn.send(self._request())
+            await self._head()
+        except ConnectionError as error:
+            if self._received:
+                raise LlamaUnavailable() from error
+            raise _NothingRan() from error
+        except (OSError, TimeoutError, httptools.HttpParserError, httptools.HttpParserUpgrade) as error:
             # No answer began (the request not taken in time, a head too long or garbled): the
             # server is not answering, which is not a broken answer.
             raise LlamaUnavailable() from error
-        encoding = headers.get("transfer-encoding", "").lower()
-        self._chunked = "chunked" in encoding
-        if not self._chunked and "content-length" in headers:
+
+    async def _connect(self) -> None:
+        if self.upstream.scheme not in ("http", "https"):
+            raise LlamaUnavailable(_("The model server's address must start with http:// or https://."))
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                self.conn = await Connection.open(self.upstream.host, self.upstream.port, self.upstream.tls())
+        except ssl.SSLCertVerificationError as error:
+            raise LlamaUnavailable(
+                _("The model server's certificate is not trusted: %(reason)s.")
+                % {"reason": error.verify_message or error.reason}
+            ) from error
+        except ConnectionError as error:  # refused, or reset during the TLS handshake
+            raise _NothingRan() from error
+        except (OSError, TimeoutError) as error:
+            raise LlamaUnavailable() from error
+
+    def _request(self) -> bytes:
+        host = f"[{self.upstream.host}]" if ":" in self.upstream.host else self.upstream.host
+        headers = [("Host", f"{host}:{self.upstream.port}"), *self.headers.items()]
+        if self.body_data is not None:
+            headers += [("Content-Type", "application/json"), ("Content-Length", str(len(self.body_data)))]
+        headers.append(("Connection", "close"))
+        writer = h11.Connection(h11.CLIENT)
+        try:
+            request = writer.send(h11.Request(method=self.method, target=self.target, headers=headers))
+            if self.body_data:
+                request += writer.send(h11.Data(data=self.body_data))
+            return request + writer.send(h11.EndOfMessage())
+        except h11.LocalProtocolError as error:  # a header h11 will not write (an API key with a newline)
+            raise LlamaUnavailable() from error
+
+    async def _head(self) -> None:
+        """Read until the answer's head is whole (``status`` set); what came of the body after it is kept."""
+        while not self.status:
+            data = await self._wait()
+            if not data:
+                if not self._received:
+                    raise _NothingRan() from ConnectionResetError("closed before answering")
+                raise ConnectionAbortedError("closed in the middle of the answer's head")
+            self._received += len(data)
+            if self._received > MAX_HEAD_BYTES:
+                raise httptools.HttpParserError("the answer's head is too long")
             try:
-                self._remaining = int(headers["content-length"])
-            except ValueError:
-                raise LlamaUnavailable() from None
-            if self._remaining < 0:
-                raise LlamaUnavailable()
-            self._done = self._remaining == 0
-        if status >= 400:
-            body = bytearray()
-            async for data in self.body_bytes(pace_s=0):
+                self._parser.feed_data(data)
+            except httptools.HttpParserError as error:
+                if not self.status:
+                    raise
+                self._fault = error  # in the body that came with the head: raised once the good bytes are handed on
+
+    # llhttp's callbacks (httptools), as it reads the answer.
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        if name == b"transfer-encoding":
+            if value.strip().lower() != b"chunked":
+                raise _Unreadable(value)  # llhttp would hand on the body still coded
+            self._framed = True
+        elif name == b"content-length":
+            self._framed = True
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # informational (100 Continue, 103 Early Hints): the answer follows
+            self._informational = True
+            self._framed = False
+        else:
+            self.status = status
+
+    def on_body(self, body: bytes) -> None:
+        self._pieces.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._informational:
+            self._informational = False
+        else:
+            self._ended = True
+
+    async def _rejection(self) -> LlamaRejected:
+        body = bytearray()
+        try:
+            async for data in self.body():
                 body += data
                 if len(body) > MAX_ERROR_BODY:
                     break
-            self.close()
-            raise rejection_from(status, bytes(body))
+        except LlamaStreamBroken:
+            pass  # the status says what matters; the message is what came of it
+        return rejection_from(self.status, bytes(body))
 
-    async def _connect(self, addresses: list[tuple[int, tuple]]) -> None:
-        """The first address that takes the connection (``localhost`` may name ::1 before 127.0.0.1)."""
-        loop = asyncio.get_running_loop()
-        error: OSError = OSError("no address")
-        for family, address in addresses:
-            self.close()
-            self.sock = socket.socket(family, socket.SOCK_STREAM)
-            self.sock.setblocking(False)
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    async def _wait(self) -> bytes:
+        """The next bytes (``b""``: the connection's end), waited for as the class says."""
+        if self.stall_s is None:
+            return await self.conn.read(self.timeout_s)
+        while True:
             try:
-                await loop.sock_connect(self.sock, address)
-                return
-            except OSError as refused:
-                error = refused
-        raise error
+                return await self.conn.read(self.stall_s)
+            except TimeoutError:
+                if self.on_stall is None or not await self.on_stall():
+                    raise LlamaHung() from None
 
-    async def _read_head(self) -> tuple[int, dict[str, str]]:
-        while b"\r\n\r\n" not in self._buffer:
-            if len(self._buffer) > MAX_HEAD_BYTES:
-                raise LlamaStreamBroken()
-            data = await self._recv_wait()
-            if not data:
-                raise _Reset()
-            self._buffer += data
-        end = self._buffer.index(b"\r\n\r\n")
-        lines = bytes(self._buffer[:end]).decode("latin-1").split("\r\n")
-        del self._buffer[: end + 4]
-        try:
-            _version, code, *_reason = lines[0].split(" ", 2)
-            status = int(code)
-        except ValueError:
-            raise LlamaStreamBroken() from None
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        return status, headers
+    def pace_from_now(self) -> None:
+        """The answer has begun (its text went out): from now on, one read per frame (``body``'s ``pace_s``)."""
+        self._paced = True
 
-    async def _recv_wait(self) -> bytes:
-        """The next bytes, however long they take (up to the read timeout)."""
-        loop = asyncio.get_running_loop()
-        self._unwatch()  # the loop's own reader waits now
-        self._set_low_water(1)  # any byte wakes this wait (a frame's sleep sets it higher)
-        try:
-            async with asyncio.timeout(self.timeout_s):
-                return await loop.sock_recv(self.sock, READ_SIZE)
-        except TimeoutError:
-            raise LlamaStreamBroken() from None
-
-    async def _pace(self, wait_s: float) -> None:
-        """Sleep ``wait_s``, but wake at once when llama-server closes the stream (its end, or a
-        failure): the answer's last tokens and its end are never held for the rest of a frame.
-
-        While it sleeps the socket's receive low-water mark is set above what a frame brings, so the
-        tokens that arrive do not wake the reader (that is the point of the frame), but the
-        connection's end does: the kernel reports a closed or failed connection as readable
-        whatever the mark. The socket stays registered with the event loop from one frame to the
-        next (a steady stream costs no extra system call per frame). Where the mark cannot be
-        set, a plain sleep."""
-        if not self._set_low_water(PACE_LOW_WATER):
-            await asyncio.sleep(wait_s)
-            return
-        loop = asyncio.get_running_loop()
-        if self._watching is None:
-            loop.add_reader(self.sock.fileno(), self._on_readable)
-            self._watching = loop
-        self._waiter = loop.create_future()
-        timer = loop.call_later(wait_s, self._wake)
-        try:
-            await self._waiter
-        finally:
-            timer.cancel()
-            self._waiter = None
-
-    def _on_readable(self) -> None:
-        if self._waiter is not None:
-            self._wake()
-        else:  # readable while no frame sleeps (its end came during a hand-off): stop watching, or
-            self._unwatch()  # the loop would call this again at every turn until the next frame
-
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
-
-    def _unwatch(self) -> None:
-        if self._watching is not None:
-            with contextlib.suppress(ValueError, RuntimeError, OSError):
-                self._watching.remove_reader(self.sock.fileno())
-            self._watching = None
-
-    def _set_low_water(self, level: int) -> bool:
-        """Set SO_RCVLOWAT (kept between calls: set only when it changes); False where it cannot be."""
-        if self._low_water == level:
-            return True
-        if self._low_water is None or not hasattr(socket, "SO_RCVLOWAT"):
-            return False
-        try:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, level)
-        except OSError:
-            self._low_water = None  # not on this system: plain sleeps from now on
-            return False
-        self._low_water = level
-        return True
-
-    def _recv_now(self) -> bytes | None:
-        """What the kernel holds already, without waiting: None when nothing came."""
-        try:
-            return self.sock.recv(READ_SIZE)
-        except BlockingIOError:
-            return None
-
-    async def body_bytes(self, pace_s: float) -> AsyncIterator[bytes]:
-        """The body, de-chunked, as it arrives; at most one hand-off per ``pace_s`` while it streams.
+    async def body(self, pace_s: float = 0.0) -> AsyncIterator[bytes]:
+        """The body, as it arrives; once ``pace_from_now`` was called, at most one hand-off per ``pace_s``.
 
         Raises LlamaStreamBroken when the connection breaks or the framing is wrong before the
-        body's end; ends quietly at its end.
+        body's end (after the good bytes before it are handed on); ends quietly at its end.
         """
+        loop = asyncio.get_running_loop()
+        read_at = loop.time()
+        pieces = self._pieces
         try:
-            if self._buffer:  # what came with the head
-                data, self._buffer = bytes(self._buffer), bytearray()
-                out = self._take(data)
-                if out:
-                    yield out
-                if self._broken:
-                    raise LlamaStreamBroken()
-            loop = asyncio.get_running_loop()
-            while not self._done:
-                data = self._recv_now()
-                if data is None:
-                    data = await self._recv_wait()
-                read_at = loop.time()
-                if not data:
-                    if self._chunked or self._remaining:
-                        raise LlamaStreamBroken()
-                    return  # read until close: the close is the end
-                out = self._take(data)
-                if out:
-                    yield out
-                if self._broken:
-                    raise LlamaStreamBroken()
-                if pace_s and not self._done and TEXT_MARK in out:
-                    # The clock starts with text: prompt progress and the role chunk before the first
-                    # token do not hold it back. One frame from this read, not from the hand-off's end.
+            while True:
+                data = (pieces[0] if len(pieces) == 1 else b"".join(pieces)) if pieces else b""
+                pieces.clear()
+                if data:
+                    yield data
+                if self._fault is not None:
+                    raise LlamaStreamBroken() from self._fault
+                if self._ended:
+                    return
+                if data and self._paced and pace_s:
+                    # One frame from the read, not from the hand-off's end.
                     wait = read_at + pace_s - loop.time()
                     if wait > 0:
-                        await self._pace(wait)
-        except OSError as error:
+                        await self.conn.pause(wait)
+                received = self.conn.read_now()
+                if received is None:
+                    received = await self._wait()
+                read_at = loop.time()
+                if not received:  # the connection's end: the body's own end only when it had neither
+                    if self._framed:  # a length nor chunks
+                        raise LlamaStreamBroken()
+                    self._ended = True
+                    continue
+                try:
+                    self._parser.feed_data(received)
+                except httptools.HttpParserError as error:
+                    self._fault = error  # raised once the good bytes before it are handed on
+        except (OSError, TimeoutError) as error:
             raise LlamaStreamBroken() from error
 
-    def _take(self, data: bytes) -> bytes:
-        """The body bytes in ``data`` (chunk framing removed); marks the end when it comes. Bad
-        framing raises LlamaStreamBroken, after the good bytes before it are handed on."""
-        if self._broken:
-            raise LlamaStreamBroken()
-        if not self._chunked:
-            if self._remaining is not None:
-                data = data[: self._remaining]
-                self._remaining -= len(data)
-                self._done = self._remaining <= 0
-            return data
-        if self._chunk_left >= len(data) + 2 and not self._buffer:
-            # The common case mid-chunk: all of it is body (the chunk's CRLF is still to come).
-            self._chunk_left -= len(data)
-            return data
-        self._buffer += data
-        out = bytearray()
-        try:
-            self._dechunk(out)
-        except LlamaStreamBroken:
-            if not out:
-                raise
-            self._broken = True  # raised on the next read, once ``out`` is handed on
-            self._done = False
-        return bytes(out)
-
-    def _dechunk(self, out: bytearray) -> None:
-        while self._buffer:
-            if self._chunk_left:
-                if self._chunk_left > 2:
-                    piece = self._buffer[: self._chunk_left - 2]
-                    out += piece
-                    del self._buffer[: len(piece)]
-                    self._chunk_left -= len(piece)
-                    if self._chunk_left > 2:
-                        break
-                if len(self._buffer) < 2:
-                    break
-                if self._buffer[:2] != b"\r\n":
-                    raise LlamaStreamBroken()
-                del self._buffer[:2]
-                self._chunk_left = 0
-                continue
-            end = self._buffer.find(b"\r\n")
-            if end < 0:
-                if len(self._buffer) > MAX_CHUNK_LINE:
-                    raise LlamaStreamBroken()
-                break
-            line = bytes(self._buffer[:end]).split(b";", 1)[0].strip()
-            try:
-                size = int(line, 16)
-            except ValueError:
-                raise LlamaStreamBroken() from None
-            if size < 0:
-                raise LlamaStreamBroken()
-            del self._buffer[: end + 2]
-            if size == 0:  # the last chunk: trailers, if any, are not read
-                self._done = True
-                self._buffer.clear()
-                break
-            self._chunk_left = size + 2  # the chunk and its CRLF
-
     def close(self) -> None:
-        """Closing the socket is how llama-server learns to stop and free the slot."""
-        if self.sock is not None:
-            self._unwatch()
-            with contextlib.suppress(OSError):
-                self.sock.close()
-            self.sock = None
+        """Closing the connection is how llama-server learns to stop and free the slot."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        self._parser = None  # the parser refers to this exchange: no cycle left for the collector
 
 
-async def fetch(
-    base_url: str, method: str, path: str, body: bytes | None, headers: dict[str, str], *, timeout_s: float
-) -> bytes:
-    """One plain request's answer body, on a connection of its own (an error status raises LlamaRejected;
-    an answer cut or stalled before its end, LlamaUnavailable, as for a server that did not answer).
+async def fetch(exchange: Exchange, *, deadline_s: float | None = None) -> bytes:
+    """A plain request's answer body, on a connection of its own (an error status raises LlamaRejected;
+    an answer cut or stalled before its end, or not whole within ``deadline_s``, LlamaUnavailable, as
+    for a server that did not answer).
 
     The small requests every part of the app makes (the router's ``/models``, ``/metrics``,
     ``/slots``) cost about 0.2 ms of CPU this way against 1-3 ms through httpx's pool, whose kept
     connections llama-server drops after 5 idle seconds: the watchdog asks every 15 s, the sampler
     every 10 s while no dashboard is open, the gateway before each answer."""
-    stream = WireStream(base_url, path, body, headers, timeout_s=timeout_s, method=method)
     try:
-        await stream.open()
-        return b"".join([data async for data in stream.body_bytes(pace_s=0)])
-    except LlamaStreamBroken as error:
+        async with asyncio.timeout(deadline_s):
+            await exchange.open()
+            return b"".join([data async for data in exchange.body()])
+    except (LlamaStreamBroken, TimeoutError) as error:
         raise LlamaUnavailable() from error
     finally:
-        stream.close()
+        exchange.close()

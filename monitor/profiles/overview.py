@@ -4,6 +4,7 @@ asked), its last event, its log tail (this node's)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -18,22 +19,66 @@ from monitor.profiles.presets import live_id, served_id
 from monitor.profiles.status import router_status, state_of
 
 NodeStatuses = dict[str, tuple[dict[str, dict], str]]
+# How old a router's answer may be for a page's poll (profiles.js): however many tabs follow a load, each
+# router is asked about once in this long. A page drawn after an action asks afresh.
+POLL_STATUS_AGE_S = 2.0
+# Overall states that change by themselves: a load under way, llama-server down (the watchdog restarts it).
+MOVING_STATES = ("loading", "down")
+SERVING_STATES = ("loaded", "sleeping", "loading")
+LOAD_ENDED = (Event.Kind.PROFILE_LOADED, Event.Kind.PROFILE_FAILED)
 
 
-def router_statuses() -> NodeStatuses:
-    """Per node: served id -> its router's status, and why there is none ("" when the router answered)."""
-    return async_to_sync(_all_statuses)(list(Node.objects.all()))
+def router_statuses(*, max_age_s: float = 0.0) -> NodeStatuses:
+    """Per node: served id -> its router's status, and why there is none ("" when the router answered).
+
+    ``max_age_s``: how old a router's answer will do (0: every router is asked now).
+    """
+    return async_to_sync(_all_statuses)(list(Node.objects.all()), max_age_s)
 
 
-async def _all_statuses(nodes: list[Node]) -> NodeStatuses:
+async def _all_statuses(nodes: list[Node], max_age_s: float) -> NodeStatuses:
     async def one(node: Node) -> tuple[dict[str, dict], str]:
         try:
-            return await router_status(node_client(node, None), fresh=True), ""
+            return await router_status(node_client(node, None), fresh=max_age_s <= 0, max_age_s=max_age_s), ""
         except LlamaError as error:
             return {}, str(error)
 
     answers = await asyncio.gather(*(one(node) for node in nodes))
     return {node.name: answer for node, answer in zip(nodes, answers, strict=True)}
+
+
+def watch_limit_s() -> float:
+    """How long a page follows an action it started: past this its task never ran (or never ended)."""
+    return settings.PROFILE_LOAD_TIMEOUT_S + settings.PROFILE_DRAIN_S + 60
+
+
+def started_action(kind: str) -> dict:
+    """A load or unload an admin starts now, as their session keeps it (see ``in_motion``)."""
+    return {"kind": kind, "at": time.time()}
+
+
+def current_actions(started: dict[str, dict]) -> dict[str, dict]:
+    """The started actions still worth following (profile id -> action)."""
+    return {key: action for key, action in started.items() if time.time() - action["at"] < watch_limit_s()}
+
+
+def _unfinished(payload: dict, action: dict | None) -> bool:
+    if action is None or time.time() - action["at"] >= watch_limit_s():
+        return False
+    if action["kind"] == "unload":
+        return payload["state"] in SERVING_STATES  # served on any node
+    # A load ends with its event (loaded or failed), written by a node's worker once its router settled.
+    last = payload["last_event"]
+    return not (last and last["kind"] in LOAD_ENDED and last["at"].timestamp() >= action["at"])
+
+
+def in_motion(payloads: list[dict], started: dict[str, dict]) -> bool:
+    """Whether anything these profiles show can still change by itself: a profile loading, llama-server
+    down, or an action the admin started (``started``: profile id -> action) that has not ended."""
+    return any(
+        payload["state"] in MOVING_STATES or _unfinished(payload, started.get(str(payload["id"])))
+        for payload in payloads
+    )
 
 
 def state_labels() -> dict[str, str]:

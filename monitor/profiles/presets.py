@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 
 from monitor.models import Placement, ServerProfile
-from monitor.nodes.registry import placements_here
+from monitor.nodes.registry import placement_here, placements_here
 from monitor.profiles.options import Option, profile_options, write_template
 
 
@@ -25,6 +25,11 @@ def live_id(profile: ServerProfile, placement: Placement | None) -> str:
     """The id requests go to on a node: its live revision there, or the current one before any loaded."""
     live = placement.live_revision if placement is not None else None
     return served_id(profile.name, live or profile.revision)
+
+
+def live_id_here(profile: ServerProfile) -> str:
+    """The id requests go to on this node (synchronous: it reads the profile's placement here)."""
+    return live_id(profile, placement_here(profile))
 
 
 def parse_served_id(model_id: str) -> tuple[str, int] | None:

@@ -23,13 +23,16 @@ class ProfileState:
 _status_cache: dict[str, tuple[float, dict[str, dict]]] = {}
 
 
-async def router_status(client: LlamaClient | None = None, *, fresh: bool = False) -> dict[str, dict]:
+async def router_status(
+    client: LlamaClient | None = None, *, fresh: bool = False, max_age_s: float = STATUS_CACHE_S
+) -> dict[str, dict]:
     """Model id -> a router's status object (this node's, unless ``client`` names another); raises
-    LlamaUnavailable when it is down. Kept STATUS_CACHE_S per router."""
+    LlamaUnavailable when it is down. The router's last answer (fresh ones included) serves callers that
+    do not ask for a fresh one while it is younger than ``max_age_s`` (a chat turn, a page's poll)."""
     client = client or get_client()
     now = time.monotonic()
     cached = _status_cache.get(client.base_url)
-    if not fresh and cached and now - cached[0] < STATUS_CACHE_S:
+    if not fresh and cached and now - cached[0] < max_age_s:
         return cached[1]
     models = await client.list_models()
     statuses = {model["id"]: model.get("status", {}) for model in models}

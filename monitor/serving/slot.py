@@ -289,6 +289,7 @@ async def _bring_up(profile: ServerProfile, members: Members, on_loading: Loadin
     if settings.NODE_NAME in members:
         if on_loading is not None and await _needs_loading(profile):
             await on_loading(profile.name)
+        _send_loads(profile, [node for node in nodes if node != settings.NODE_NAME])  # the rest of the pool too
         model = await ensure_serving(profile)
         info = await serving_info(_client(profile, members, settings.NODE_NAME, model))
         await readiness.mark_ready(settings.NODE_NAME, profile.name, info.total_slots, model)
@@ -301,9 +302,7 @@ async def _bring_up(profile: ServerProfile, members: Members, on_loading: Loadin
 async def load_on_nodes(profile: ServerProfile, nodes: list[str]) -> Served:
     """Have each node load the profile (a job on its own queue); wait until one serves it. LoadFailed when
     none could (their reasons), or none did within QWENWEB_PROFILE_LOAD_TIMEOUT_S."""
-    jobs = [
-        current_app.send_task("monitor.tasks.load_profile", (profile.pk,), queue=node_queue(node)) for node in nodes
-    ]
+    jobs = _send_loads(profile, nodes)
     deadline = time.monotonic() + settings.PROFILE_LOAD_TIMEOUT_S
     while time.monotonic() < deadline:
         served = await readiness.served_on(nodes, profile.name)
@@ -316,6 +315,13 @@ async def load_on_nodes(profile: ServerProfile, nodes: list[str]) -> Served:
     raise LoadFailed(
         _("%(name)s did not load within %(s)d s.") % {"name": profile.name, "s": settings.PROFILE_LOAD_TIMEOUT_S}
     )
+
+
+def _send_loads(profile: ServerProfile, nodes: list[str]) -> list:
+    """A load of the profile for each node, on its own queue (its worker runs it there)."""
+    return [
+        current_app.send_task("monitor.tasks.load_profile", (profile.pk,), queue=node_queue(node)) for node in nodes
+    ]
 
 
 def _outcomes(jobs: list) -> list[dict]:

@@ -270,6 +270,7 @@ def node_views(
                 ],
                 "silent_s": None if beat.up else _silent_s(state, now),
                 "down_since": None if beat.up or state is None or state.up else state.since,
+                "recorded_up": None if state is None else state.up,  # as the timeline has it
                 "sample_age_s": round(now - fresh["t"], 1) if fresh else None,
                 "host": fresh.get("host") if fresh else None,
                 "gpu": fresh.get("gpu") if fresh else None,

@@ -50,6 +50,9 @@ IDLE_SLOTS_EVERY_S = 10.0
 LLAMA_COUNTERS = {
     "llamacpp:prompt_tokens_total": "prompt_tokens_total",
     "llamacpp:tokens_predicted_total": "generated_tokens_total",
+    # Speculative decoding (a draft model or MTP): tokens drafted and accepted since the server started.
+    "llamacpp:spec_decode_num_draft_tokens_total": "draft_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_total": "draft_accepted_total",
 }
 
 
@@ -98,6 +101,15 @@ def slot_figures(slots: list[dict]) -> list[dict]:
             }
         )
     return result
+
+
+def draft_figures(metrics: dict[str, float]) -> dict:
+    """Speculative decoding since the server started: tokens drafted, accepted, and the share accepted
+    (None without drafts: a server that does not speculate, or has not yet)."""
+    drafted = int(metrics.get("draft_tokens_total") or 0)
+    accepted = int(metrics.get("draft_accepted_total") or 0)
+    share = round(accepted * 100 / drafted, 1) if drafted else None
+    return {"draft_tokens": drafted, "draft_accepted": accepted, "draft_accept_pct": share}
 
 
 def host_figures() -> dict:
@@ -186,6 +198,7 @@ class Sampler:
         figures["slots_busy"] = sum(1 for slot in figures["slots"] if slot["processing"])
         figures["slots_total"] = len(figures["slots"])
         figures.update(self._rates(target.profile, now, metrics, figures["slots"]))
+        figures.update(draft_figures(metrics))
         total = sum(s["n_ctx"] for s in figures["slots"])
         figures["kv_used_pct"] = round(sum(s["used"] for s in figures["slots"]) * 100 / total, 1) if total else None
         figures["ok"] = True

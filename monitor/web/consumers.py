@@ -1,5 +1,9 @@
 """The dashboard's live push, to staff only, about once a second: the main box's newest sample (its
-cards and charts) and every node's card (its heartbeat, what it serves, its sampler's figures)."""
+cards and charts) and every node's card (its heartbeat, what it serves, its sampler's figures).
+
+It reads the samplers' samples and the heartbeats from Redis itself (no Channels layer): while Redis is
+away the page is told ("stale"), and the pushes go on, on the same socket, once Redis is back
+(tests/integration/test_dashboard.py)."""
 
 from __future__ import annotations
 

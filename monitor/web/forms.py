@@ -8,7 +8,13 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
-from monitor.catalog.planner import CACHE_TYPE_BYTES, GIB, PlanRequest
+from monitor.catalog.planner import (
+    CACHE_TYPE_BYTES,
+    DEFAULT_CACHE_RAM_MIB,
+    DEFAULT_CTX_CHECKPOINTS,
+    GIB,
+    PlanRequest,
+)
 from monitor.models import Node, ServerProfile
 from monitor.nodes.registry import place_on
 from monitor.profiles.validation import BUILTIN_TEMPLATES, validate_profile
@@ -35,6 +41,26 @@ class PlannerForm(forms.Form):
     free_vram_gib = forms.FloatField(label=_("Free VRAM (GiB)"), min_value=0, max_value=4096, initial=8)
     margin_gib = forms.FloatField(label=_("Safety margin (GiB)"), min_value=0, max_value=64, initial=1)
     mtp = forms.BooleanField(label=_("MTP speculative decoding (--spec-type draft-mtp)"), required=False)
+    vision = forms.BooleanField(
+        label=_("Load the vision projector (--mmproj), when the model has one"), required=False, initial=True
+    )
+    cache_ram_mib = forms.IntegerField(
+        label=_("Prompt cache cap (MiB, --cache-ram; -1: no cap, 0: off)"),
+        min_value=-1,
+        max_value=10_000_000,
+        initial=DEFAULT_CACHE_RAM_MIB,
+        required=False,
+    )
+    ctx_checkpoints = forms.IntegerField(
+        label=_("Context checkpoints per slot (--ctx-checkpoints)"),
+        min_value=0,
+        max_value=1024,
+        initial=DEFAULT_CTX_CHECKPOINTS,
+        required=False,
+    )
+    ram_margin_gib = forms.FloatField(
+        label=_("RAM safety margin (GiB)"), min_value=0, max_value=1024, initial=2, required=False
+    )
     gpu_bandwidth_gbs = forms.FloatField(
         label=_("GPU memory bandwidth (GB/s, for the speed estimate)"), min_value=1, max_value=100_000, required=False
     )
@@ -64,6 +90,9 @@ class PlannerForm(forms.Form):
             cpu_moe_layers=data["cpu_moe_layers"],
             ubatch=data["ubatch"],
             mtp=data["mtp"],
+            vision=data["vision"],
+            cache_ram_mib=DEFAULT_CACHE_RAM_MIB if data["cache_ram_mib"] is None else data["cache_ram_mib"],
+            ctx_checkpoints=DEFAULT_CTX_CHECKPOINTS if data["ctx_checkpoints"] is None else data["ctx_checkpoints"],
         )
 
     @property
@@ -73,6 +102,11 @@ class PlannerForm(forms.Form):
     @property
     def margin(self) -> int:
         return int(self.cleaned_data["margin_gib"] * GIB)
+
+    @property
+    def ram_margin(self) -> int:
+        margin = self.cleaned_data["ram_margin_gib"]
+        return int((2 if margin is None else margin) * GIB)
 
 
 class ServerProfileForm(forms.ModelForm):

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitor import tasks
 from monitor.catalog import downloads
-from monitor.catalog.advice import decode_speed, recommend
+from monitor.catalog.advice import decode_speed, ram_advice, recommend
 from monitor.catalog.planner import GIB, MIB, plan, plan_flags
 from monitor.catalog.projection import ProjectionError, use_llama_compute
 from monitor.catalog.registry import scan_models
@@ -22,7 +22,7 @@ from monitor.profiles import services
 from monitor.telemetry.gpu import detect_gpus
 from monitor.web.access import staff_only
 from monitor.web.forms import ApplyPlanForm, DownloadForm, PlannerForm
-from monitor.web.profile_views import loading_new_settings_message
+from monitor.web.profile_views import loading_new_settings_message, start_on_nodes
 
 
 def job_payload(job: DownloadJob) -> dict:
@@ -124,6 +124,7 @@ def planner_page(request):
         )
         budget = max(form.free_vram - form.margin, 1)
         ram_available = psutil.virtual_memory().available
+        ram = ram_advice(model, request_, ram_available, form.ram_margin)
         context.update(
             model=model,
             plan=result,
@@ -132,7 +133,8 @@ def planner_page(request):
             projection_problem=projection_problem,
             fits=result.vram <= form.free_vram - form.margin,
             ram_available=ram_available,
-            fits_ram=result.ram <= ram_available,
+            ram=ram,
+            ram_rows=ram_rows(result),
             bar={
                 "weights": min(100, result.weights_gpu * 100 / budget),
                 "kv": min(100, (result.kv_gpu + result.recurrent_gpu) * 100 / budget),
@@ -142,6 +144,20 @@ def planner_page(request):
             plan_flags=" ".join(plan_flags(request_)),
         )
     return render(request, "monitor/planner.html", context)
+
+
+def ram_rows(result) -> list[tuple[str, int]]:
+    """The RAM plan's lines for the page, in the order people read them."""
+    labels = {
+        "weights": _("Weights in RAM"),
+        "cache": _("KV cache and recurrent state in RAM"),
+        "compute": _("Compute and output buffers"),
+        "projector": _("Vision projector"),
+        "prompt_cache": _("Prompt cache, at its cap (--cache-ram)"),
+        "checkpoints": _("Context checkpoints, all kept (--ctx-checkpoints x slots)"),
+        "process": _("llama-server itself"),
+    }
+    return [(labels[key], value) for key, value in result.ram_items.items()]
 
 
 @staff_only
@@ -159,7 +175,7 @@ def apply_recommendation(request):
         flash.error(request, " ".join(" ".join(messages) for messages in error.message_dict.values()))
         return redirect("monitor:planner")
     serving = loading and services.serves_anywhere(profile)
-    if tasks.on_nodes(tasks.apply_profile, profile) and serving:
+    if start_on_nodes(request, profile, tasks.apply_profile, "load" if serving else None) and serving:
         flash.info(request, loading_new_settings_message(profile))
     else:
         flash.success(request, _("Profile %(name)s now uses the recommended settings.") % {"name": profile.name})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages as flash
 from django.db import transaction
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -36,25 +36,53 @@ def _down(statuses: overview.NodeStatuses) -> str:
     return "; ".join(f"{name}: {why}" for name, (_statuses, why) in statuses.items() if why)
 
 
+# Session: the loads and unloads this admin started (profile id -> action), followed by their pages.
+STARTED_ACTIONS = "profile_actions"
+
+
+def start_on_nodes(request, profile: ServerProfile, task, follow: str | None = None) -> list[str]:
+    """Send ``task`` for the profile to the nodes that serve it (``tasks.on_nodes``); their names. With
+    ``follow`` ("load", "unload") this admin's pages follow it until it ends (profiles.js); its moment is
+    taken before the tasks go, so a fast node's event is never older than it."""
+    action = overview.started_action(follow) if follow else None
+    names = tasks.on_nodes(task, profile)
+    if action and names:
+        started = overview.current_actions(request.session.get(STARTED_ACTIONS, {}))
+        started[str(profile.pk)] = action
+        request.session[STARTED_ACTIONS] = started
+    return names
+
+
+def _in_motion(request, payloads: list[dict]) -> bool:
+    return overview.in_motion(payloads, request.session.get(STARTED_ACTIONS, {}))
+
+
 @staff_only
 @require_GET
 def profile_list(request):
     statuses = overview.router_statuses()
     profiles = list(ServerProfile.objects.all())
-    rows = [(profile, overview.profile_payload(profile, statuses)) for profile in profiles]
-    return render(request, "monitor/profiles.html", {"rows": rows, "down": _down(statuses)})
+    payloads = [overview.profile_payload(profile, statuses) for profile in profiles]
+    context = {
+        "rows": list(zip(profiles, payloads, strict=True)),
+        "down": _down(statuses),
+        "in_motion": _in_motion(request, payloads),
+    }
+    return render(request, "monitor/profiles.html", context)
 
 
 @staff_only
 @require_GET
 def profile_status(request):
-    statuses = overview.router_statuses()
-    wanted = request.GET.get("log")
-    data = [
-        overview.profile_payload(profile, statuses, with_log=str(profile.pk) == wanted)
-        for profile in ServerProfile.objects.all()
-    ]
-    return JsonResponse({"profiles": data, "down": _down(statuses)})
+    """What profiles.js asks for while something is in motion: every profile, or the one ?profile= (its
+    page, with its log). The routers' answers may be a moment old, so tabs polling cost them little."""
+    statuses = overview.router_statuses(max_age_s=overview.POLL_STATUS_AGE_S)
+    wanted = request.GET.get("profile", "")
+    if wanted and not wanted.isdigit():
+        raise Http404(wanted[:20])
+    profiles = ServerProfile.objects.filter(pk=wanted) if wanted else ServerProfile.objects.all()
+    payloads = [overview.profile_payload(profile, statuses, with_log=bool(wanted)) for profile in profiles]
+    return JsonResponse({"profiles": payloads, "down": _down(statuses), "in_motion": _in_motion(request, payloads)})
 
 
 @staff_only
@@ -63,12 +91,14 @@ def profile_detail(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
     statuses = overview.router_statuses()
     down = _down(statuses)
+    status = overview.profile_payload(profile, statuses, with_log=True)
     return render(
         request,
         "monitor/profile_detail.html",
         {
             "profile": profile,
-            "status": overview.profile_payload(profile, statuses, with_log=True),
+            "status": status,
+            "in_motion": _in_motion(request, [status]),
             "down": down,
             "command_line": "" if profile.is_remote else command_line(profile),
             "events": Event.objects.filter(profile=profile.name)[:20],
@@ -89,7 +119,8 @@ def profile_edit(request, profile_id: int | None = None):
             left = form.save_placements(profile)
         for node in left:  # the nodes it no longer serves on unload it
             tasks.unload_profile.apply_async((profile.name,), queue=node_queue(node.name))
-        if tasks.on_nodes(tasks.apply_profile, profile) and changed and serving:
+        loads = changed and serving  # its new revision loads where it serves
+        if start_on_nodes(request, profile, tasks.apply_profile, "load" if loads else None) and loads:
             flash.info(request, loading_new_settings_message(profile))
         else:
             flash.success(request, _("Saved."))
@@ -131,7 +162,7 @@ def profile_delete(request, profile_id: int):
 @require_POST
 def profile_load(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
-    tasks.on_nodes(tasks.load_profile, profile)
+    start_on_nodes(request, profile, tasks.load_profile, "load")
     flash.info(request, _("Loading %(name)s…") % {"name": profile.name})
     return _back(request, profile)
 
@@ -141,6 +172,6 @@ def profile_load(request, profile_id: int):
 def profile_unload(request, profile_id: int):
     profile = get_object_or_404(ServerProfile, pk=profile_id)
     services.withdraw(profile)  # no new request goes to it from now on
-    tasks.on_nodes(tasks.unload_profile, profile)
+    start_on_nodes(request, profile, tasks.unload_profile, "unload")
     flash.success(request, _("Unloading %(name)s…") % {"name": profile.name})
     return _back(request, profile)

@@ -6,7 +6,9 @@
 
   const root = document.getElementById("chat");
   if (!root) return;
-  const T = Qw.readJson("ui-strings");
+  const OUTCOMES = { stopped: gettext("Stopped"), incomplete: gettext("Incomplete"), error: gettext("Error") };
+  const DISCONNECTED = gettext("Connection lost; reconnecting…");
+  const NOT_AN_IMAGE = gettext("The attachment is not an image.");
   const initialMessages = Qw.readJson("history-data");
   const list = document.getElementById("messages");
   const statusLine = document.getElementById("status");
@@ -53,7 +55,7 @@
       view.details.className = "reasoning";
       view.details.hidden = !view.reasoning;
       const summary = document.createElement("summary");
-      summary.textContent = T.thinking;
+      summary.textContent = gettext("Thinking");
       view.thought = document.createElement("div");
       view.thought.className = "thought";
       view.details.append(summary, view.thought);
@@ -105,7 +107,7 @@
     if (status && status !== "complete" && status !== "streaming") {
       const badge = document.createElement("span");
       badge.className = "badge " + status;
-      badge.textContent = T[status] || status;
+      badge.textContent = OUTCOMES[status] || status;
       view.footer.append(badge);
     }
     if (error) {
@@ -118,14 +120,21 @@
     if (stats && stats.output_tokens !== undefined) {
       const line = document.createElement("span");
       line.className = "stats";
-      line.textContent = Qw.fmt(T.stats, {
-        prompt: stats.prompt_tokens ?? "?",
-        output: stats.output_tokens ?? "?",
-        ttft: stats.ttft_ms ?? "?",
-        tps: stats.tokens_per_second ?? "?",
-      });
+      line.textContent = statsLine(stats);
       view.footer.append(line);
     }
+  }
+
+  // "12 prompt tokens · 40 output tokens · first token 85 ms · 31.2 tokens/s" ("?" where a figure is unknown).
+  function statsLine(stats) {
+    const prompt = stats.prompt_tokens ?? "?";
+    const output = stats.output_tokens ?? "?";
+    return [
+      interpolate(ngettext("%(count)s prompt token", "%(count)s prompt tokens", prompt), { count: prompt }, true),
+      interpolate(ngettext("%(count)s output token", "%(count)s output tokens", output), { count: output }, true),
+      interpolate(gettext("first token %(ms)s ms"), { ms: stats.ttft_ms ?? "?" }, true),
+      interpolate(gettext("%(rate)s tokens/s"), { rate: stats.tokens_per_second ?? "?" }, true),
+    ].join(" · ");
   }
 
   function scrollDown() {
@@ -153,7 +162,7 @@
         active = null;
         setStreaming(false);
       }
-      setStatus(T.disconnected);
+      setStatus(DISCONNECTED);
       setTimeout(connect, reconnectDelay);
       reconnectDelay = Math.min(reconnectDelay * 2, 10000);
     });
@@ -243,14 +252,14 @@
         break;
       }
       case "queued":
-        setStatus(Qw.fmt(T.queued, { position: event.position }), true);
+        setStatus(interpolate(gettext("Waiting in line: you are number %(position)s."), { position: event.position }, true), true);
         break;
       case "started":
         if (statusTransient) setStatus("");
         break;
       case "progress": {
         const percent = event.total ? Math.round((100 * event.processed) / event.total) : 0;
-        setStatus(percent < 100 ? Qw.fmt(T.progress, { percent: percent + "%" }) : "", true);
+        setStatus(percent < 100 ? interpolate(gettext("Reading the prompt… %(percent)s"), { percent: percent + "%" }, true) : "", true);
         break;
       }
       case "notice":
@@ -296,7 +305,7 @@
 
   function send(payload) {
     if (!socket || socket.readyState !== WebSocket.OPEN) {
-      setStatus(T.disconnected);
+      setStatus(DISCONNECTED);
       return false;
     }
     socket.send(JSON.stringify(payload));
@@ -339,7 +348,7 @@
     const file = imageInput.files && imageInput.files[0];
     if (!file) return;
     if (!file.type.startsWith("image/")) {
-      setStatus(T.not_an_image);
+      setStatus(NOT_AN_IMAGE);
       clearImage();
       return;
     }
@@ -357,7 +366,7 @@
       URL.revokeObjectURL(url);
     };
     img.onerror = () => {
-      setStatus(T.not_an_image);
+      setStatus(NOT_AN_IMAGE);
       clearImage();
       URL.revokeObjectURL(url);
     };

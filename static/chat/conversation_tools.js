@@ -1,11 +1,11 @@
-// Conversation tools on the chat page: an Edit button on each question, the bulk-delete checkboxes.
+// Conversation tools on the chat page: an Edit button on each question, the bulk-delete checkboxes, a
+// question before anything is deleted.
 // The answer after an edit is started by chat.js (the page's data-regenerate flag).
 (function () {
   "use strict";
 
   const list = document.getElementById("messages");
   const template = document.getElementById("edit-template");
-  const T = Qw.readJson("ui-strings");
 
   function openEditor(article, button) {
     const form = template.content.firstElementChild.cloneNode(true);
@@ -26,7 +26,7 @@
     const button = document.createElement("button");
     button.type = "button";
     button.className = "link edit-question";
-    button.textContent = T.edit;
+    button.textContent = gettext("Edit");
     button.addEventListener("click", () => openEditor(article, button));
     article.append(button);
   }
@@ -42,8 +42,18 @@
     }).observe(list, { childList: true });
   }
 
+  // A deleting form is sent only when the person says yes.
+  function confirmFirst(form, question) {
+    if (form) form.addEventListener("submit", (event) => confirm(question) || event.preventDefault());
+  }
+
+  confirmFirst(document.getElementById("delete-conversation"), gettext("Delete this conversation?"));
   const bulkButton = document.getElementById("bulk-delete-button");
   const bulkForm = document.getElementById("bulk-delete");
+  confirmFirst(
+    bulkForm,
+    gettext("Delete the selected conversations with their messages and documents? This cannot be undone.")
+  );
   if (bulkButton && bulkForm) {
     bulkForm.addEventListener("change", () => {
       bulkButton.disabled = !bulkForm.querySelector("input.bulk-check:checked");

@@ -1,18 +1,20 @@
-// Documents on the chat page: upload (button or drag and drop), live progress by polling, summary with pages.
+// Documents on the chat page: upload (button or drag and drop), live progress by polling while a document is
+// being read or summarized (not once it has settled, nor while the tab is hidden), summary with pages.
 (function () {
   "use strict";
 
   const root = document.getElementById("chat");
   const section = document.getElementById("documents");
   if (!root || !section) return;
-  const T = Qw.readJson("document-strings");
   const list = document.getElementById("document-list");
   const form = document.getElementById("document-form");
   const formName = document.getElementById("document-form-name");
   const passwordField = document.getElementById("password-field");
   const errorLine = document.getElementById("document-error");
   const input = document.getElementById("document-input");
-  const views = new Map(); // document id -> {el, data}
+  const views = new Map(); // document id -> {el, data, follow}
+  const UPLOAD_FAILED = gettext("The upload failed; try again.");
+  const CHUNK_STATES = { waiting: gettext("waiting"), running: gettext("summarizing"), done: gettext("done") };
   let pendingFile = null;
 
   function csrfToken() {
@@ -32,11 +34,17 @@
     try {
       body = await response.json();
     } catch (error) {
-      body = { error: T.upload_failed };
+      body = { error: UPLOAD_FAILED };
     }
     return { ok: response.ok, body };
   }
 
+  // "3 of 10 pages read": the plural form follows the total.
+  function progress(format, done, total) {
+    return interpolate(format, { done, total }, true);
+  }
+
+  // Draws a document's card; returns whether it is still in motion (being read or summarized).
   function draw(data) {
     let view = views.get(data.id);
     if (!view) {
@@ -44,12 +52,11 @@
       view.el.dataset.id = data.id;
       list.append(view.el);
       views.set(data.id, view);
+      view.follow = Qw.follow(data.urls.status, (answer) => views.has(data.id) && draw(answer.document));
     }
+    if (data.active) view.follow.start();
     const signature = JSON.stringify(data);
-    if (view.signature === signature) {
-      if (data.active) schedule(data);
-      return; // unchanged: keep the nodes, so a click in progress is not lost
-    }
+    if (view.signature === signature) return data.active; // unchanged: keep the nodes, so a click in progress is not lost
     view.signature = signature;
     view.data = data;
     const node = view.el;
@@ -61,26 +68,36 @@
       const bar = el("progress");
       bar.max = data.page_count || 1;
       bar.value = data.pages_done;
-      header.append(bar, el("span", "doc-progress", Qw.fmt(T.pages, { done: data.pages_done, total: data.page_count })));
+      const read = progress(
+        ngettext("%(done)s of %(total)s page read", "%(done)s of %(total)s pages read", data.page_count),
+        data.pages_done,
+        data.page_count
+      );
+      header.append(bar, el("span", "doc-progress", read));
     }
     if (data.chunks_total && (data.status === "summarizing" || data.status === "failed" || data.status === "cancelled")) {
       const bar = el("progress");
       bar.max = data.chunks_total;
       bar.value = data.chunks_done;
-      header.append(bar, el("span", "doc-progress", Qw.fmt(T.parts, { done: data.chunks_done, total: data.chunks_total })));
+      const summarized = progress(
+        ngettext("%(done)s of %(total)s part summarized", "%(done)s of %(total)s parts summarized", data.chunks_total),
+        data.chunks_done,
+        data.chunks_total
+      );
+      header.append(bar, el("span", "doc-progress", summarized));
     }
     if (data.active) {
-      const cancel = el("button", "danger doc-cancel", T.cancel);
+      const cancel = el("button", "danger doc-cancel", gettext("Cancel"));
       cancel.type = "button";
       header.append(cancel);
     } else if (data.status !== "failed" || data.chunks_total) {
       if (data.status !== "queued") {
-        const again = el("button", "doc-summarize", data.status === "ready" ? T.summarize_again : T.retry);
+        const again = el("button", "doc-summarize", data.status === "ready" ? gettext("Summarize again") : gettext("Continue the summary"));
         again.type = "button";
         header.append(again);
       }
     }
-    const remove = el("button", "danger doc-delete", T.delete);
+    const remove = el("button", "danger doc-delete", gettext("Delete"));
     remove.type = "button";
     header.append(remove);
     node.append(header);
@@ -94,35 +111,18 @@
       const chunks = el("div", "chunks");
       for (const chunk of data.chunks) {
         const item = el("span", "chunk " + chunk.state, (chunk.level ? "Σ" : "") + chunk.pages);
-        item.title = T[chunk.state] || chunk.state;
+        item.title = CHUNK_STATES[chunk.state] || chunk.state;
         chunks.append(item);
       }
       node.append(chunks);
     }
     if (data.summary) {
+      // A model's text, hostile: rendered to sanitized nodes, inserted as nodes (never as markup).
       const summary = el("div", "summary body");
-      summary.innerHTML = Qw.renderMarkdown(data.summary);
+      summary.replaceChildren(QwRender.renderMarkdown(data.summary));
       node.append(summary);
     }
-    if (data.active) schedule(data);
-  }
-
-  function schedule(data) {
-    const view = views.get(data.id);
-    if (!view || view.timer) return; // deleted meanwhile, or already polling
-    view.timer = setTimeout(async () => {
-      view.timer = null;
-      try {
-        const response = await fetch(data.urls.status, { credentials: "same-origin" });
-        if (response.ok) {
-          if (views.has(data.id)) draw((await response.json()).document);
-          return;
-        }
-      } catch (error) {
-        /* the next poll tries again */
-      }
-      schedule(data);
-    }, Qw.POLL_INTERVAL_MS);
+    return data.active;
   }
 
   // One listener for every card: buttons are redrawn as progress comes in.
@@ -132,7 +132,7 @@
     const view = card && views.get(card.dataset.id);
     if (!view) return;
     if (button.classList.contains("doc-cancel")) act(view.data.urls.cancel);
-    if (button.classList.contains("doc-delete") && window.confirm(T.delete_confirm)) remove(view);
+    if (button.classList.contains("doc-delete") && window.confirm(gettext("Delete this document, its pages and its summary?"))) remove(view);
     if (button.classList.contains("doc-summarize")) {
       const body = new FormData();
       body.append("language", form.querySelector("select[name=language]").value);
@@ -150,10 +150,10 @@
   async function remove(view) {
     const result = await post(view.data.urls.delete);
     if (!result.ok) {
-      showError(result.body.error || T.upload_failed);
+      showError(result.body.error || UPLOAD_FAILED);
       return;
     }
-    clearTimeout(view.timer);
+    view.follow.stop();
     views.delete(view.data.id);
     view.el.remove();
   }
@@ -181,12 +181,12 @@
     const password = form.querySelector("input[name=password]").value;
     if (password) body.append("password", password);
     if (root.dataset.conversation) body.append("conversation", root.dataset.conversation);
-    errorLine.textContent = T.uploading;
+    errorLine.textContent = gettext("Uploading…");
     let result;
     try {
       result = await post(section.dataset.upload, body);
     } catch (error) {
-      showError(T.upload_failed);
+      showError(UPLOAD_FAILED);
       return;
     }
     if (!result.ok) {
@@ -194,7 +194,7 @@
         passwordField.hidden = false;
         form.querySelector("input[name=password]").focus();
       }
-      showError(result.body.error || T.upload_failed);
+      showError(result.body.error || UPLOAD_FAILED);
       return;
     }
     pendingFile = null;

@@ -72,11 +72,4 @@
       area.addEventListener("input", fit);
     });
   }
-
-  // <form data-confirm="question">: submitted only when the person says yes.
-  document.querySelectorAll("form[data-confirm]").forEach((form) =>
-    form.addEventListener("submit", (event) => {
-      if (!confirm(form.dataset.confirm)) event.preventDefault();
-    })
-  );
 })();

@@ -1,21 +1,12 @@
 // Helpers every page script shares, published as window.Qw. Loaded by base.html before the page scripts
 // (no bundler); it only defines functions, so loading it on a page that needs none of them costs nothing.
+// Translated strings are not its business: they come from Django's JavaScript catalogue, which base.html
+// loads first (gettext(), ngettext() and interpolate(), globals), and nothing else carries text for scripts.
 (function () {
   "use strict";
 
   // How often a page asks the server again for something that is still changing.
   const POLL_INTERVAL_MS = 1000;
-
-  // Fill "%(name)s" placeholders: the strings come translated from the views, gettext-style.
-  function fmt(template, values) {
-    return template.replace(/%\((\w+)\)s/g, (_, key) => (key in values ? String(values[key]) : ""));
-  }
-
-  // Markdown (hostile text) is rendered by common/render.js, which the pages that show it load; kept here
-  // by name for the scripts that call Qw.renderMarkdown.
-  function renderMarkdown(text) {
-    return QwRender.renderMarkdown(text);
-  }
 
   // The value of a {{ value|json_script:"id" }} block.
   function readJson(id) {
@@ -45,21 +36,60 @@
     return scheme + location.host + path;
   }
 
-  // Ask `url` for JSON every intervalMs, for as long as the page is open; onData gets each good answer.
-  // A failed request or a throwing onData waits for the next round.
-  function pollJson(url, onData, options) {
+  // Keeps a page in step with something changing on the server, asking only while it is in motion.
+  // onData(answer) draws the answer and returns whether anything is still in motion; asking ends when it
+  // says no (a failed request asks again next round). Nothing is asked while the tab is hidden; shown
+  // again, a follow still in motion asks at once. start(): the page itself set something in motion (an
+  // answer asked for before the latest start cannot end it); stop(): the thing followed is gone.
+  function follow(url, onData, options) {
     const intervalMs = (options && options.intervalMs) || POLL_INTERVAL_MS;
-    async function poll() {
+    let moving = Boolean(options && options.moving);
+    let starts = 0;
+    let timer = null;
+    let asking = false;
+
+    function schedule(delayMs) {
+      if (!moving || asking || timer !== null || document.hidden) return;
+      timer = setTimeout(ask, delayMs);
+    }
+
+    async function ask() {
+      timer = null;
+      asking = true;
+      const round = starts;
       try {
         const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-        if (response.ok) onData(await response.json());
+        if (response.ok && !onData(await response.json()) && round === starts) moving = false;
       } catch (error) {
-        /* the next poll tries again */
+        /* asked again next round */
+      } finally {
+        asking = false;
       }
-      setTimeout(poll, intervalMs);
+      schedule(intervalMs);
     }
-    if (options && options.immediate === false) setTimeout(poll, intervalMs);
-    else poll();
+
+    function start() {
+      starts++;
+      moving = true;
+      schedule(intervalMs);
+    }
+
+    function stop() {
+      moving = false;
+      clearTimeout(timer);
+      timer = null;
+    }
+
+    document.addEventListener("visibilitychange", () => {
+      if (!document.hidden) {
+        schedule(0);
+      } else if (timer !== null) {
+        clearTimeout(timer);
+        timer = null;
+      }
+    });
+    schedule(intervalMs); // the page was drawn with the current state: the first ask waits one round
+    return Object.freeze({ start, stop });
   }
 
   // ---- formatting figures
@@ -88,20 +118,17 @@
   function duration(seconds) {
     if (seconds == null) return "";
     seconds = Math.round(seconds);
-    const m = Math.floor(seconds / 60),
-      s = seconds % 60;
-    return m ? m + " min " + s + " s" : s + " s";
+    const values = { minutes: Math.floor(seconds / 60), seconds: seconds % 60 };
+    const format = values.minutes ? gettext("%(minutes)s min %(seconds)s s") : gettext("%(seconds)s s");
+    return interpolate(format, values, true);
   }
 
   window.Qw = Object.freeze({
-    POLL_INTERVAL_MS,
-    fmt,
-    renderMarkdown,
     readJson,
     dataNumber,
     el,
     socketUrl,
-    pollJson,
+    follow,
     number,
     gigabytes,
     bytes,

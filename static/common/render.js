@@ -22,6 +22,10 @@
     ALLOW_ARIA_ATTR: false,
     SANITIZE_NAMED_PROPS: true,
     ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|data:image\/(?:png|jpeg|gif|webp);|blob:|[^a-z]|[a-z+.-]+(?:[^a-z+.\-:]|$))/i,
+    // Nodes, never markup: the sanitized tree is what the page gets, not a string parsed again (a second
+    // parse of sanitized HTML is where mutation XSS lives). They belong to DOMPurify's own inert document,
+    // where nothing loads, until the caller inserts them.
+    RETURN_DOM_FRAGMENT: true,
   });
   // highlight.js's classes: "hljs", "hljs-keyword", scope modifiers such as "class_", and "language-x".
   const CODE_CLASS = /^(?:hljs(?:-[a-z]+(?:-[a-z]+)*)?|[a-z]+_{1,2}|language-[a-z0-9+#-]{1,32})$/;
@@ -42,6 +46,7 @@
     ],
     ALLOW_DATA_ATTR: false,
     ALLOW_ARIA_ATTR: false,
+    RETURN_DOM_FRAGMENT: true,
   });
   const KATEX_OPTIONS = Object.freeze({ output: "mathml", throwOnError: true, trust: false, strict: "ignore", maxExpand: 500, maxSize: 50 });
 
@@ -58,11 +63,14 @@
   });
   const mathPurifier = DOMPurify(window);
 
-  // Translated labels, given by the page (templates/common/render_assets.html).
-  function label(name) {
-    const holder = document.getElementById("render-strings");
-    return holder ? holder.dataset[name] || "" : "";
-  }
+  // Labels, from the page's script catalogue (gettext).
+  const LABELS = Object.freeze({
+    copy: gettext("Copy"),
+    copied: gettext("Copied"),
+    copyFailed: gettext("Copy failed"),
+    copyCode: gettext("Copy code"),
+    copyMessage: gettext("Copy message"),
+  });
 
   // ---- maths: marked extensions turn $...$, \(...\), $$...$$ and \[...\] into numbered placeholders, so
   // Markdown never sees (and mangles) the TeX; the sanitized page gets KaTeX's MathML in their place.
@@ -111,7 +119,7 @@
     const holder = Qw.el("span", token.display ? "math-display" : "math-inline");
     try {
       const markup = katex.renderToString(token.text, { ...KATEX_OPTIONS, displayMode: token.display });
-      holder.innerHTML = mathPurifier.sanitize(markup, MATH_PROFILE);
+      holder.replaceChildren(mathPurifier.sanitize(markup, MATH_PROFILE));
     } catch (error) {
       holder.replaceChildren(Qw.el("code", "math-error", token.raw)); // unfinished or wrong TeX shows as written
     }
@@ -195,9 +203,9 @@
   }
 
   function copyCodeButton() {
-    const button = Qw.el("button", "copy copy-code", label("copy"));
+    const button = Qw.el("button", "copy copy-code", LABELS.copy);
     button.type = "button";
-    button.setAttribute("aria-label", label("copyCode"));
+    button.setAttribute("aria-label", LABELS.copyCode);
     return button;
   }
 
@@ -209,30 +217,28 @@
     }
   }
 
-  // Markdown tokens -> sanitized, decorated nodes, made in an inert <template> (DOMPurify's own DOM output
-  // would be imported into this document, where an <img> starts loading before it is tightened).
+  // Markdown tokens -> a fragment of sanitized, decorated nodes. marked's HTML is parsed once, by DOMPurify,
+  // into its inert document: links and images are tightened there, before the caller's insertion adopts
+  // them into the page (where an <img> starts loading).
   function renderTokens(tokens) {
     mathSlots = [];
     const html = markdown.parser(tokens);
     const slots = mathSlots;
-    const inert = document.createElement("template");
-    inert.innerHTML = markdownPurifier.sanitize(html, MARKDOWN_PROFILE);
-    tightenLinksAndImages(inert.content);
-    fillMathSlots(inert.content, slots);
-    decorateCode(inert.content);
-    wrapTables(inert.content);
-    return [...inert.content.childNodes];
+    const fragment = markdownPurifier.sanitize(html, MARKDOWN_PROFILE);
+    tightenLinksAndImages(fragment);
+    fillMathSlots(fragment, slots);
+    decorateCode(fragment);
+    wrapTables(fragment);
+    return fragment;
   }
 
   function normalized(text) {
     return (text || "").replace(/\r\n?/g, "\n");
   }
 
-  // The whole text at once, as markup (a document's summary).
+  // The whole text at once (a document's summary): a DocumentFragment to insert with replaceChildren/append.
   function renderMarkdown(text) {
-    const holder = document.createElement("div");
-    holder.append(...renderTokens(markdown.lexer(normalized(text))));
-    return holder.innerHTML;
+    return renderTokens(markdown.lexer(normalized(text)));
   }
 
   // A container that follows a growing text. Blocks followed by another block are settled: rendered once
@@ -260,11 +266,12 @@
       const settled = tokens.map((token) => token.raw).join("") === tail ? tokens.slice(0, Math.max(last, 0)) : [];
       for (const node of openNodes) node.remove();
       if (settled.length) {
-        container.append(...renderTokens(settled));
+        container.append(renderTokens(settled));
         settledText += settled.map((token) => token.raw).join("");
       }
-      openNodes = renderTokens(tokens.slice(settled.length));
-      container.append(...openNodes);
+      const open = renderTokens(tokens.slice(settled.length));
+      openNodes = [...open.childNodes]; // kept to be replaced by the next update: the fragment empties on insertion
+      container.append(open);
     }
 
     return Object.freeze({ update, reset });
@@ -294,19 +301,19 @@
   async function copyWithFeedback(button, text) {
     const copied = await copyText(text);
     button.dataset.copied = copied ? "1" : "0";
-    button.textContent = copied ? label("copied") : label("copyFailed");
+    button.textContent = copied ? LABELS.copied : LABELS.copyFailed;
     setTimeout(() => {
-      button.textContent = label("copy");
+      button.textContent = LABELS.copy;
       delete button.dataset.copied;
     }, COPIED_FOR_MS);
   }
 
   // A "Copy" button for a whole message; getText gives its text (the Markdown as written) when pressed.
   function copyMessageButton(getText) {
-    const button = Qw.el("button", "copy copy-message", label("copy"));
+    const button = Qw.el("button", "copy copy-message", LABELS.copy);
     button.type = "button";
-    button.title = label("copyMessage");
-    button.setAttribute("aria-label", label("copyMessage"));
+    button.title = LABELS.copyMessage;
+    button.setAttribute("aria-label", LABELS.copyMessage);
     button.addEventListener("click", () => copyWithFeedback(button, getText()));
     return button;
   }

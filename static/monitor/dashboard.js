@@ -1,9 +1,9 @@
 // The admin dashboard: live samples over /ws/monitor/, charts drawn with the vendored uPlot,
-// tables (request figures, self-tests, timeline) refreshed from dashboard.json.
+// tables (request figures, self-tests, timeline) refreshed from dashboard.json when the samples show
+// they can have changed (never on a clock while the box is idle, nor while the tab is hidden).
 (function () {
   "use strict";
   const root = document.getElementById("dashboard");
-  const T = Qw.readJson("ui-strings");
   const initial = Qw.readJson("dashboard-data");
   // As many samples as the socket's history holds: MONITOR_LIVE_SECONDS / MONITOR_SAMPLE_INTERVAL_S.
   const LIVE_POINTS = Qw.dataNumber(root, "livePoints");
@@ -30,39 +30,42 @@
     gpuBody.textContent = "";
     gpuBody.className = "body";
     if (!sample.gpu.available) {
-      gpuBody.append(el("div", "muted", T.no_gpu));
+      gpuBody.append(el("div", "muted", gettext("no GPU")));
     }
     for (const g of sample.gpu.gpus) {
       gpuBody.append(el("div", null, "#" + g.index + " " + g.name));
-      gpuBody.append(figure(T.vram, gb(g.used_bytes) + " / " + gb(g.total_bytes)));
-      gpuBody.append(figure(T.utilization, num(g.utilization_pct, 0) + " %"));
-      gpuBody.append(figure(T.temperature, num(g.temperature_c, 0) + " °C"));
-      gpuBody.append(figure(T.power, num(g.power_w, 0) + " / " + num(g.power_limit_w, 0) + " W"));
-      gpuBody.append(figure(T.clocks, num(g.sm_clock_mhz, 0) + " / " + num(g.memory_clock_mhz, 0) + " MHz"));
-      gpuBody.append(figure(T.throttle, g.throttle_reasons.length ? g.throttle_reasons.join(", ") : T.none));
+      gpuBody.append(figure(gettext("VRAM"), gb(g.used_bytes) + " / " + gb(g.total_bytes)));
+      gpuBody.append(figure(gettext("Utilization"), num(g.utilization_pct, 0) + " %"));
+      gpuBody.append(figure(gettext("Temperature"), num(g.temperature_c, 0) + " °C"));
+      gpuBody.append(figure(gettext("Power"), num(g.power_w, 0) + " / " + num(g.power_limit_w, 0) + " W"));
+      gpuBody.append(figure(gettext("Clocks (SM / memory)"), num(g.sm_clock_mhz, 0) + " / " + num(g.memory_clock_mhz, 0) + " MHz"));
+      gpuBody.append(figure(gettext("Throttling"), g.throttle_reasons.length ? g.throttle_reasons.join(", ") : gettext("none")));
     }
     const hostBody = document.querySelector("#card-host .body");
     hostBody.textContent = "";
     const h = sample.host || {};
-    hostBody.append(figure(T.cpu, num(h.cpu_pct) + " %"));
+    hostBody.append(figure(gettext("CPU"), num(h.cpu_pct) + " %"));
     hostBody.dataset.cpu = h.cpu_pct;
-    hostBody.append(figure(T.ram, gb(h.ram_used_bytes) + " / " + gb(h.ram_total_bytes)));
-    hostBody.append(figure(T.swap, gb(h.swap_used_bytes)));
-    hostBody.append(figure(T.load, num(h.load1, 2)));
+    hostBody.append(figure(gettext("RAM"), gb(h.ram_used_bytes) + " / " + gb(h.ram_total_bytes)));
+    hostBody.append(figure(gettext("Swap"), gb(h.swap_used_bytes)));
+    hostBody.append(figure(gettext("Load (1 min)"), num(h.load1, 2)));
     const serverBody = document.querySelector("#card-servers .body");
     serverBody.textContent = "";
-    if (!sample.servers.length) serverBody.append(el("div", "muted", T.no_server));
+    if (!sample.servers.length) serverBody.append(el("div", "muted", gettext("No llama-server to sample.")));
     for (const s of sample.servers) {
       const box = el("div", s.ok ? "server" : "server is-stale");
       box.dataset.profile = s.profile;
-      box.append(el("div", null, s.profile + (s.ok ? "" : " — " + T.unreachable + ": " + s.error)));
+      box.append(el("div", null, s.profile + (s.ok ? "" : " — " + gettext("not answering") + ": " + s.error)));
       if (s.ok) {
-        box.append(figure(T.generation, num(s.generation_tps) + " tok/s"));
-        box.append(figure(T.prompt, num(s.prompt_tps) + " tok/s"));
-        box.append(figure(T.requests, num(s.requests_processing, 0) + " / " + num(s.requests_deferred, 0)));
-        box.append(figure(T.kv, num(s.kv_used_pct) + " %"));
+        box.append(figure(gettext("Generation"), num(s.generation_tps) + " tok/s"));
+        box.append(figure(gettext("Prompt"), num(s.prompt_tps) + " tok/s"));
+        box.append(figure(gettext("Requests (processing / deferred)"), num(s.requests_processing, 0) + " / " + num(s.requests_deferred, 0)));
+        box.append(figure(gettext("KV cache in use"), num(s.kv_used_pct) + " %"));
+        if (s.draft_tokens) {
+          box.append(figure(gettext("Draft acceptance (since start)"), num(s.draft_accept_pct) + " % (" + s.draft_accepted + " / " + s.draft_tokens + ")"));
+        }
         for (const slot of s.slots) {
-          box.append(figure(T.slot + " " + slot.id, slot.used + " / " + slot.n_ctx + (slot.processing ? " ●" : "")));
+          box.append(figure(gettext("Slot") + " " + slot.id, slot.used + " / " + slot.n_ctx + (slot.processing ? " ●" : "")));
         }
       }
       serverBody.append(box);
@@ -70,38 +73,39 @@
     const stale = document.getElementById("stale");
     if (sample.stale.length) {
       stale.hidden = false;
-      stale.textContent = T.stale_sources + " " + sample.stale.join("; ");
+      stale.textContent = gettext("Not updating:") + " " + sample.stale.join("; ");
     } else {
       stale.hidden = true;
     }
     const last = document.getElementById("last-sample");
     last.dataset.t = sample.t;
-    last.textContent = T.last_sample + " " + new Date(sample.t * 1000).toLocaleTimeString();
+    last.textContent = gettext("Last sample:") + " " + new Date(sample.t * 1000).toLocaleTimeString();
   }
 
   // ---- nodes: a card each, rebuilt from every push (names, GPU names and served ids are the nodes' own
   // words: text nodes only)
-  function ago(seconds) { return Qw.fmt(T.ago, { age: Qw.duration(seconds) }); }
+  function ago(seconds) { return interpolate(gettext("%(age)s ago"), { age: Qw.duration(seconds) }, true); }
 
   function nodeState(n) {
-    if (n.up) return T.node_up + " · " + T.heartbeat + " " + ago(n.beat_age_s);
-    return T.node_down + " · " + T.heartbeat + " " + (n.silent_s == null ? T.never : ago(n.silent_s));
+    if (n.up) return gettext("up") + " · " + gettext("Heartbeat") + " " + ago(n.beat_age_s);
+    const last = n.silent_s == null ? gettext("never seen") : ago(n.silent_s);
+    return gettext("down") + " · " + gettext("Heartbeat") + " " + last;
   }
 
   function nodeFigures(card, n) {
     const gpu = n.gpu || { available: false, gpus: [] };
-    if (!gpu.available) card.append(figure(T.gpu, T.no_nvidia_gpu));
+    if (!gpu.available) card.append(figure(gettext("GPU"), gettext("No NVIDIA GPU")));
     for (const g of gpu.gpus) {
       const box = el("div", "gpu");
       box.dataset.gpu = g.index;
       box.append(el("div", null, "#" + g.index + " " + g.name));
-      box.append(figure(T.vram_used_free, gb(g.used_bytes) + " / " + gb(g.total_bytes - g.used_bytes)));
-      box.append(figure(T.utilization, num(g.utilization_pct, 0) + " %"));
+      box.append(figure(gettext("VRAM used / free"), gb(g.used_bytes) + " / " + gb(g.total_bytes - g.used_bytes)));
+      box.append(figure(gettext("Utilization"), num(g.utilization_pct, 0) + " %"));
       card.append(box);
     }
     const h = n.host || {};
-    card.append(figure(T.ram, gb(h.ram_used_bytes) + " / " + gb(h.ram_total_bytes)));
-    card.append(figure(T.cpu, num(h.cpu_pct) + " %"));
+    card.append(figure(gettext("RAM"), gb(h.ram_used_bytes) + " / " + gb(h.ram_total_bytes)));
+    card.append(figure(gettext("CPU"), num(h.cpu_pct) + " %"));
   }
 
   function servedRow(n, served) {
@@ -111,8 +115,8 @@
     row.append(el("div", null, served.profile + " · " + served.model));
     const busy = server ? server.slots_busy : null;
     const total = server && server.slots_total ? server.slots_total : served.slots;
-    row.append(figure(T.slots_busy_free, busy == null ? "— / " + total : busy + " / " + (total - busy)));
-    row.append(figure(T.tokens_per_s, num(server && server.generation_tps) + " / " + num(server && server.prompt_tps)));
+    row.append(figure(gettext("slots busy / free"), busy == null ? "— / " + total : busy + " / " + (total - busy)));
+    row.append(figure(gettext("tokens/s generation / prompt"), num(server && server.generation_tps) + " / " + num(server && server.prompt_tps)));
     return row;
   }
 
@@ -120,15 +124,15 @@
     const card = el("div", n.up ? "card node" : "card node is-down");
     card.dataset.node = n.name;
     card.dataset.state = n.up ? "up" : "down";
-    card.append(el("h2", null, n.is_local ? n.name + " (" + T.main_box + ")" : n.name));
+    card.append(el("h2", null, n.is_local ? n.name + " (" + gettext("main box") + ")" : n.name));
     card.append(el("div", "node-state", nodeState(n)));
-    if (n.up && !n.router) card.append(el("div", "node-warning", T.router_silent));
-    if (n.sample_age_s == null) card.append(el("div", "muted no-figures", T.no_figures));
+    if (n.up && !n.router) card.append(el("div", "node-warning", gettext("llama-server is not answering")));
+    if (n.sample_age_s == null) card.append(el("div", "muted no-figures", gettext("No figures from this node's sampler (manage.py run_sampler).")));
     else nodeFigures(card, n);
-    card.append(el("div", "node-head", T.serves));
-    if (!n.serving.length) card.append(el("div", "muted", T.serves_nothing));
+    card.append(el("div", "node-head", gettext("Serves")));
+    if (!n.serving.length) card.append(el("div", "muted", gettext("no profile loaded")));
     for (const served of n.serving) card.append(servedRow(n, served));
-    if (n.sample_age_s != null) card.append(el("div", "muted", T.figures_age + " " + ago(n.sample_age_s)));
+    if (n.sample_age_s != null) card.append(el("div", "muted", gettext("Figures:") + " " + ago(n.sample_age_s)));
     return card;
   }
 
@@ -194,7 +198,7 @@
       const row = body.insertRow();
       const cell = row.insertCell();
       cell.colSpan = 8;
-      cell.textContent = T.nothing_yet;
+      cell.textContent = gettext("Nothing yet.");
       cell.className = "muted";
       return;
     }
@@ -214,14 +218,14 @@
       r.profile, when(r.at), num(r.prompt_tps), num(r.generation_tps), num(r.ttft_ms, 0), r.ok ? r.settings : r.error,
     ], (r) => (r.ok ? "ok" : "failed"));
     fillTable("selftests", body.self_tests, (r) => [
-      r.profile, when(r.at), num(r.prompt_tps), num(r.generation_tps), num(r.ttft_ms, 0), r.ok ? T.passed : r.error,
+      r.profile, when(r.at), num(r.prompt_tps), num(r.generation_tps), num(r.ttft_ms, 0), r.ok ? gettext("passed") : r.error,
     ], (r) => (r.ok ? "ok" : "failed"));
     fillTable("timeline", body.timeline, (e) => [when(e.at), e.kind_label, e.node, e.profile, e.message], (e) => e.level);
     const newest = Math.max(0, ...body.self_tests.map((r) => r.id));
     if (waitingSelfTest && newest > knownSelfTest) {
       waitingSelfTest = false;
       const result = body.self_tests.find((r) => r.id === newest);
-      document.getElementById("selftest-status").textContent = result.ok ? T.selftest_done : T.selftest_failed + " " + result.error;
+      document.getElementById("selftest-status").textContent = result.ok ? gettext("Self-test finished.") : gettext("Self-test failed:") + " " + result.error;
       document.getElementById("selftest-run").disabled = false;
     }
     knownSelfTest = Math.max(knownSelfTest, newest);
@@ -243,14 +247,15 @@
     const form = event.target;
     const status = document.getElementById("selftest-status");
     document.getElementById("selftest-run").disabled = true;
-    status.textContent = T.selftest_running;
+    status.textContent = gettext("Running the self-test…");
     try {
       const response = await fetch(root.dataset.selftest, { method: "POST", body: new FormData(form), credentials: "same-origin" });
       const body = await response.json();
       if (!response.ok) throw new Error(body.error || response.statusText);
       waitingSelfTest = true;
+      selfTest.start();
     } catch (error) {
-      status.textContent = T.selftest_failed + " " + error.message;
+      status.textContent = gettext("Self-test failed:") + " " + error.message;
       document.getElementById("selftest-run").disabled = false;
     }
   });
@@ -267,31 +272,81 @@
       const event = JSON.parse(message.data);
       if (event.type === "history") {
         live = event.samples.slice(-LIVE_POINTS);
-        if (live.length) drawCards(live[live.length - 1]);
+        if (live.length) {
+          drawCards(live[live.length - 1]);
+          shownActivity = activity(live[live.length - 1]); // the tables came with the page
+        }
         drawCharts();
       } else if (event.type === "sample") {
         live.push(event.sample);
         if (live.length > LIVE_POINTS) live.shift();
         drawCards(event.sample);
         if (range === "live") drawCharts();
+        noteActivity(event.sample);
       } else if (event.type === "nodes") {
         drawNodes(event.nodes);
+        noteNodes(event.nodes);
       } else if (event.type === "stale") {
         const stale = document.getElementById("stale");
         stale.hidden = false;
-        stale.textContent = event.reason === "redis" ? T.redis_down : T.sampler_down;
+        stale.textContent = event.reason === "redis" ? gettext("Redis is not answering: the figures are old.") : gettext("The sampler is not running: the figures are old. Start it with manage.py run_sampler.");
       }
     };
     socket.onclose = () => {
       const stale = document.getElementById("stale");
       stale.hidden = false;
-      stale.textContent = T.disconnected;
+      stale.textContent = gettext("Connection to the dashboard lost; reconnecting…");
       setTimeout(connect, 3000);
     };
   }
 
+  // ---- when the tables are asked for again
+  // Request figures and the timeline change while llama-server answers someone, and when a server or a
+  // source comes or goes: while a sample shows requests, at most every TABLES_EVERY_MS, once more after
+  // the last, and after such a change. The self-test's result is followed by itself (selfTest).
+  const TABLES_EVERY_MS = 5000;
+  let shownActivity = "";
+  let tablesDue = false;
+  let tablesAskedAt = 0;
+
+  function busy(sample) {
+    return sample.servers.some((s) => (s.requests_processing || 0) + (s.requests_deferred || 0) > 0);
+  }
+
+  function activity(sample) {
+    return JSON.stringify([sample.servers.map((s) => [s.profile, s.ok]), sample.stale.length, busy(sample)]);
+  }
+
+  function noteActivity(sample) {
+    const now = activity(sample);
+    if (busy(sample) || now !== shownActivity) tablesDue = true;
+    shownActivity = now;
+    refreshTablesIfDue();
+  }
+
+  // A node going down or coming back is on the timeline once the main box's sampler has recorded it
+  // (recorded_up changes with it); a node joining or leaving changes the list.
+  let shownNodes = "";
+  function noteNodes(nodes) {
+    const now = JSON.stringify(nodes.map((n) => [n.name, n.up, n.recorded_up]));
+    if (shownNodes && now !== shownNodes) tablesDue = true;
+    shownNodes = now;
+    refreshTablesIfDue();
+  }
+
+  function refreshTablesIfDue() {
+    if (!tablesDue || document.hidden || Date.now() - tablesAskedAt < TABLES_EVERY_MS) return;
+    tablesDue = false;
+    tablesAskedAt = Date.now();
+    refreshTables(false);
+  }
+
+  document.addEventListener("visibilitychange", refreshTablesIfDue);
+  const selfTest = Qw.follow(root.dataset.json, (body) => {
+    drawTables(body);
+    return waitingSelfTest;
+  });
+
   drawTables(initial);
   connect();
-  setInterval(() => refreshTables(false), 5000);
-  setInterval(() => { if (waitingSelfTest) refreshTables(false); }, Qw.POLL_INTERVAL_MS);
 })();

@@ -1,4 +1,5 @@
-// Live download progress: the table is redrawn from /monitor/models/downloads.json every second.
+// Live download progress: the table is redrawn from /monitor/models/downloads.json every second while a
+// download is queued or running, and not at all once every one has ended (or the tab is hidden).
 (function () {
   "use strict";
   const urls = document.getElementById("monitor-urls").dataset;
@@ -23,7 +24,8 @@
       const row = body.insertRow();
       row.dataset.id = job.id;
       row.dataset.status = job.status;
-      row.insertCell().textContent = job.name + (job.parts > 1 ? " (" + job.parts + ")" : "");
+      const parts = ngettext("%(count)s part", "%(count)s parts", job.parts);
+      row.insertCell().textContent = job.name + (job.parts > 1 ? " (" + interpolate(parts, { count: job.parts }, true) + ")" : "");
       const status = row.insertCell();
       status.textContent = job.status_label;
       if (job.error) {
@@ -40,11 +42,12 @@
       row.insertCell().textContent = job.rate_bps ? size(job.rate_bps) + "/s" : "";
       row.insertCell().textContent = job.active ? Qw.duration(job.eta_s) : "";
       const actions = row.insertCell();
-      if (job.active) actions.append(button(urls.cancelLabel, urls.cancel, job.id));
-      if (job.status === "failed") actions.append(button(urls.resumeLabel, urls.resume, job.id));
+      if (job.active) actions.append(button(gettext("Cancel"), urls.cancel, job.id));
+      if (job.status === "failed") actions.append(button(gettext("Resume"), urls.resume, job.id));
     }
+    return jobs.some((job) => job.active);
   }
 
-  draw(Qw.readJson("jobs-data"));
-  Qw.pollJson(urls.jobs, (answer) => draw(answer.jobs));
+  const moving = draw(Qw.readJson("jobs-data"));
+  Qw.follow(urls.jobs, (answer) => draw(answer.jobs), { moving });
 })();

@@ -1,9 +1,10 @@
-// Live profile status: rows are refreshed from /monitor/profiles/status.json every second.
+// Live profile status, from /monitor/profiles/status.json, asked for only while something on the page is in
+// motion: a profile loading, llama-server down (the watchdog is restarting it) or a load or unload this
+// admin just started. The server says which (in_motion); once everything has settled the page stops asking.
 (function () {
   "use strict";
   const table = document.getElementById("profiles");
   if (!table) return;
-  const url = table.dataset.statusUrl;
   const down = document.getElementById("router-down");
   const pending = document.querySelector(".pending");
   const log = document.getElementById("log-tail");
@@ -26,11 +27,12 @@
         last.textContent = profile.last_event ? profile.last_event.message : "";
         last.className = "last-event " + (profile.last_event ? profile.last_event.level : "");
       }
-      if (pending && row.closest("#profiles")) pending.hidden = !profile.pending;
+      if (pending) pending.hidden = !profile.pending;
       if (log && profile.log_tail && profile.log_tail.length) log.textContent = profile.log_tail.join("\n");
     }
+    table.dataset.inMotion = data.in_motion ? "1" : "0";
+    return data.in_motion;
   }
 
-  // The page was drawn with the current status: the first poll waits one round. A failed one leaves the page as it is.
-  Qw.pollJson(url, render, { immediate: false });
+  Qw.follow(table.dataset.statusUrl, render, { moving: table.dataset.inMotion === "1" });
 })();

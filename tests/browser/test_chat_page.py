@@ -6,6 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.client import base_url, make_user
+from tests.support.page_checks import PAGE_SPY
 
 pytestmark = pytest.mark.usefixtures("web_server")
 
@@ -75,6 +76,7 @@ def test_model_output_cannot_run_script(browser, llama):
         content='Here:\n\n<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>\n\n```python\nprint("ok")\n```',
     )
     page = browser.new_page()
+    page.add_init_script(PAGE_SPY)
     log_in(page, user)
     page.goto(f"{base_url()}/c/{conversation.id}/")
     expect(page.locator("article.assistant pre code")).to_contain_text('print("ok")')
@@ -84,7 +86,8 @@ def test_model_output_cannot_run_script(browser, llama):
     assert thought.get_attribute("open") is None
     thought.locator("summary").click()
     expect(thought.locator(".thought")).to_have_text("The user wants code. <b>bold?</b>")
-    page.wait_for_timeout(300)
+    # The image (same-origin "x", kept) failed to load: its error event, and any handler left on it, has run.
+    page.wait_for_function("() => window.qwImageErrors.includes('x')")
     assert page.evaluate("window.pwned") is None
     page.close()
 

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from tests.support.client import base_url, login, make_user
 from tests.support.file_server import FileServer
+from tests.support.page_checks import requests_to
 
 MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])
 pytestmark = pytest.mark.usefixtures("web_server")
@@ -36,6 +37,7 @@ def admin_page(browser):
 
 def test_download_shows_live_progress_and_lands_in_the_registry(browser, mirror, celery_worker):
     page = admin_page(browser)
+    polls = requests_to(page, "/monitor/models/downloads.json")
     page.goto(base_url() + "/monitor/models/")
     expect(page.locator("#registry")).to_contain_text("gemma-3-270m-q4_k_m.gguf")
     expect(page.locator("#registry")).to_contain_text("Q4_K_M")
@@ -49,6 +51,15 @@ def test_download_shows_live_progress_and_lands_in_the_registry(browser, mirror,
         f"() => Number(document.querySelector('#jobs tbody tr progress').value) > {first}", timeout=30_000
     )
     expect(row).to_have_attribute("data-status", "done", timeout=120_000)
+    # Drawn from the answer that said nothing is downloading any more: the page stops asking.
+    active = ",".join(
+        f"#jobs tbody tr[data-status={status}]" for status in ("queued", "running", "verifying", "cancelling")
+    )
+    expect(page.locator(active)).to_have_count(0)
+    polls.wait_idle()
+    asked = polls.count
+    page.wait_for_timeout(3500)  # a few polling rounds (one a second)
+    assert polls.count == asked, "the downloads were asked for after every one had ended"
     page.reload()
     expect(page.locator("#registry")).to_contain_text("fetched-by-admin.gguf")
     page.close()

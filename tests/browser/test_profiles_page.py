@@ -10,7 +10,8 @@ import pytest
 from playwright.sync_api import expect
 
 from monitor.models import Event, ServerProfile
-from monitor.profiles.presets import live_id
+from monitor.nodes.registry import placement_here
+from monitor.profiles.presets import live_id_here
 from tests.support.client import base_url, make_user
 from tests.support.stack import wait_until
 
@@ -30,7 +31,7 @@ def logged_in(browser, **extra):
 
 
 def n_ctx(llama, name: str) -> int:
-    model_id = live_id(ServerProfile.objects.get(name=name))
+    model_id = live_id_here(ServerProfile.objects.get(name=name))
     props = httpx.get(llama.url + "/props", params={"model": model_id}, headers=llama.headers, timeout=10).json()
     return props["default_generation_settings"]["n_ctx"]
 
@@ -87,7 +88,7 @@ def test_admin_creates_loads_chats_and_changes_context(browser, llama):
         expect(admin.locator("td.served")).to_contain_text("browser-4k@2", timeout=60_000)
         expect(admin.locator("td.state")).to_have_attribute("data-state", "loaded", timeout=60_000)
         profile = ServerProfile.objects.get(name="browser-4k")
-        assert profile.live_revision == 2 and profile.revision == 2
+        assert placement_here(profile).live_revision == 2 and profile.revision == 2
         assert n_ctx(llama, "browser-4k") == 3072
         # Written once the old revision has drained and been unloaded, a moment after the page shows it.
         loaded = Event.objects.filter(profile="browser-4k", kind="profile_loaded", details__revision=2)

@@ -19,11 +19,11 @@ from monitor.models import ServerProfile
 from monitor.profiles.selectors import user_profiles
 from monitor.serving.queue import FairQueue
 from tests.support.client import base_url, login, make_user
-from tests.support.fake_tool_upstream import CALL_ID, FakeToolUpstream
 
 pytestmark = pytest.mark.usefixtures("web_server")
 
 MODEL = "chat-8k"
+CALL_ID = "call_0001"
 SHORT = {"max_tokens": 12, "seed": 3, "temperature": 0}
 WEATHER_TOOL = {
     "type": "function",
@@ -205,40 +205,6 @@ def test_tool_request_and_round_trip_through_the_real_server(owner_key):
     assert answer.choices[0].message.content and answer.usage.prompt_tokens > 20
 
 
-@pytest.fixture
-def fake_tool_profile():
-    upstream = FakeToolUpstream()
-    profile = ServerProfile.objects.create(name="fake-tools", remote_url=upstream.url, available_to_users=True)
-    yield upstream
-    profile.delete()
-    upstream.close()
-
-
-def test_streamed_tool_call_deltas_pass_through_intact(owner_key, fake_tool_profile):
-    """Against the FAKE upstream (named in tests/support/fake_tool_upstream.py): the real
-    model does not emit tool calls, so this checks the relay of the protocol edge."""
-    _, row, key = owner_key
-    request = dict(
-        model="fake-tools",
-        messages=[{"role": "user", "content": "Weather in Paris?"}],
-        tools=[WEATHER_TOOL],
-        tool_choice="required",
-    )
-    chunks = list(api(key).chat.completions.create(stream=True, **request))
-    calls = [call for chunk in chunks for call in (chunk.choices[0].delta.tool_calls or [])]
-    assert calls[0].id == CALL_ID and calls[0].function.name == "get_weather"
-    assert "".join(call.function.arguments or "" for call in calls) == '{"city": "Paris"}'
-    assert chunks[1].choices[0].delta.model_extra["reasoning_content"] == "The user wants the weather."
-    assert chunks[-1].choices[0].finish_reason == "tool_calls"
-    # The request reached the upstream with its tools and tool_choice as sent.
-    sent = fake_tool_profile.bodies[-1]
-    assert sent["tools"] == [WEATHER_TOOL] and sent["tool_choice"] == "required" and sent["stream"] is True
-    plain = api(key).chat.completions.create(**request)
-    assert plain.choices[0].message.tool_calls[0].function.arguments == '{"city": "Paris"}'
-    row.refresh_from_db()
-    assert (row.requests, row.prompt_tokens, row.completion_tokens) == (2, 60, 24)
-
-
 def test_revoked_key_fails_on_the_next_request(llama):
     user = make_user()
     http = login(user)
@@ -333,7 +299,7 @@ def test_malformed_bodies_are_400_and_oversized_ones_413(owner_key):
     error = assert_openai_error(raw_post("/v1/chat/completions", key, content=b"[1, 2]", headers=headers), 400)
     assert "must be a JSON object" in error["message"]
     huge = b'{"model": "chat-8k", "messages": [{"role": "user", "content": "' + b"a" * (21 * 1024 * 1024) + b'"}]}'
-    # Refused while the body arrives (qwenweb/daphne_body_cap.py), in OpenAI's shape.
+    # Refused while the body arrives (qwenweb/patches/daphne_body_cap.py), in OpenAI's shape.
     error = assert_openai_error(raw_post("/v1/chat/completions", key, content=huge, headers=headers), 413)
     assert error["code"] == "request_too_large" and "20 MB" in error["message"]
 

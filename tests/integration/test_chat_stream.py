@@ -14,7 +14,7 @@ from websockets.exceptions import InvalidStatus
 from chat.models import Conversation, Message
 from monitor.models import ServerProfile
 from monitor.profiles.loading import ensure_serving
-from monitor.profiles.presets import live_id
+from monitor.profiles.presets import live_id_here
 from monitor.profiles.selectors import find_profile
 from monitor.profiles.services import clone_profile, delete_profile, save_profile
 from monitor.profiles.validation import validate_profile
@@ -120,7 +120,7 @@ def test_answer_streams_and_is_saved_exactly_as_llama_server_wrote_it(person, ll
 
 def test_stop_closes_the_upstream_request_and_frees_the_slot(person, llama, endless):
     _, _, ws = person
-    served = live_id(endless)
+    served = live_id_here(endless)
     llama.wait_idle(served)
     predicted_before = llama.tokens_predicted(served)
     options = {"seed": 2, "max_tokens": 1000}
@@ -157,7 +157,7 @@ def test_llama_server_killed_mid_stream(person, llama, endless):
     options = {"seed": 3, "max_tokens": 1000}
     send(ws, type="send", text="Tell me a long story about a dragon.", options=options, profile=endless.name)
     accepted, seen = answer_started(ws)
-    with instance_paused(llama, live_id(endless)):  # the answer is still running when the server dies
+    with instance_paused(llama, live_id_here(endless)):  # the answer is still running when the server dies
         llama.kill()
     done = events_until(ws)[-1]
     assert done["status"] == "incomplete"
@@ -304,7 +304,7 @@ def test_answer_outlives_its_socket_and_a_new_socket_gets_all_of_it_once(person,
     send(ws, type="send", text="Tell me a long story about a dragon.", options=options, profile=endless.name)
     accepted, seen = answer_started(ws)
     with contextlib.ExitStack() as kept_open:
-        with instance_paused(llama, live_id(endless)):  # the answer is still running while the pages change
+        with instance_paused(llama, live_id_here(endless)):  # the answer is still running while the pages change
             again = kept_open.enter_context(chat_socket(http))
             ws.close()
             send(again, type="subscribe", conversation=accepted["conversation"])

@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import threading
 import time
 import uuid
@@ -15,19 +16,24 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis as redis_client
 from django.conf import settings
 from django.test import Client, override_settings
 from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from monitor.catalog import downloads
 from monitor.models import Event, SelfTestResult
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
 from monitor.telemetry import dashboard
+from monitor.telemetry.live import live_key
 from monitor.telemetry.sampler import Sampler
 from monitor.telemetry.selftest import run_self_test
+from scripts.local_services import free_port, redis_server_binary
 from tests.support.client import base_url, dashboard_socket, login, make_user
 from tests.support.file_server import FileServer
+from tests.support.stack import ROOT, Service, wait_until
 
 MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])
 
@@ -287,3 +293,67 @@ def test_history_rows_are_pruned_after_the_window(celery_worker):
     # Rows from before there were nodes are the main box's; a running sampler may add later minutes.
     assert 2 in dashboard.history(settings.NODE_NAME, 24)["series"]["host.cpu_pct"]
     assert SelfTestResult.objects.model is SelfTestResult
+
+
+@pytest.fixture
+def dashboard_on_own_redis(run_dir):
+    """A web process and the sampler on a Redis of their own, which the test kills (the session's
+    Redis serves the other tests). Yields the web's URL and that Redis."""
+    redis_port, web_port = free_port(), free_port()
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
+    env = {**os.environ, "REDIS_URL": redis_url, "QWENWEB_PORT": str(web_port), "QWENWEB_SWEEP_ON_START": "0"}
+    (run_dir / "redis-restarted").mkdir(exist_ok=True)
+    redis_argv = [redis_server_binary(), "--bind", "127.0.0.1", "--port", str(redis_port), "--save", ""]
+    services = [
+        Service("redis-restarted", [*redis_argv, "--dir", str(run_dir / "redis-restarted")], run_dir, env),
+        Service(
+            "daphne-own-redis",
+            [sys.executable, "-m", "qwenweb.serve", "--bind", "127.0.0.1", "--port", str(web_port)],
+            run_dir,
+            env,
+        ),
+        Service("sampler-own-redis", [sys.executable, str(ROOT / "manage.py"), "run_sampler"], run_dir, env),
+    ]
+    redis, web, sampler = services
+    client = redis_client.Redis.from_url(redis_url)
+    try:
+        redis.start()
+        wait_until(client.ping, 20, "redis", redis.process, redis.log_path)
+        web.start()
+        web_url = f"http://127.0.0.1:{web_port}"
+        wait_until(lambda: httpx.get(f"{web_url}/login/").status_code == 200, 60, "daphne", web.process, web.log_path)
+        sampler.start()
+        wait_until(
+            lambda: client.llen(live_key(settings.NODE_NAME)) > 0, 60, "sampler", sampler.process, sampler.log_path
+        )
+        yield web_url, redis
+    finally:
+        for service in reversed(services):
+            service.stop()
+
+
+def _next_event(ws, kind: str, timeout: float = 30) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        event = json.loads(ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+        if event["type"] == kind:
+            return event
+
+
+def test_the_live_socket_outlives_a_redis_restart(dashboard_on_own_redis):
+    web_url, redis = dashboard_on_own_redis
+    staff = Client()
+    staff.force_login(make_user(is_staff=True))
+    cookie = f"{settings.SESSION_COOKIE_NAME}={staff.cookies[settings.SESSION_COOKIE_NAME].value}"
+    with connect(
+        web_url.replace("http", "ws") + "/ws/monitor/", origin=web_url, additional_headers={"Cookie": cookie}
+    ) as ws:
+        assert _next_event(ws, "history")
+        before = _next_event(ws, "sample")["sample"]["t"]
+        redis.kill()  # SIGKILL: the server is gone, its data with it (no save)
+        assert _next_event(ws, "stale")["reason"] == "redis"  # the page is told, on the same socket
+        redis.start()
+        # The sampler finds Redis again (its idle wait: at most MONITOR_IDLE_SAMPLE_INTERVAL_S), the socket's
+        # loop too (it marks the dashboard watched and wakes the sampler), and new samples come on the same socket.
+        after = _next_event(ws, "sample", timeout=60)["sample"]["t"]
+        assert after > before

@@ -12,8 +12,9 @@ MODEL = Path(os.environ["QWENWEB_MODELS_DIR"]) / "gemma-3-270m-q4_k_m.gguf"
 
 
 def test_planner_matches_llama_server_within_3_percent():
+    """Weights, KV cache and the compute buffer (llama.cpp's graph replayed) of the default model."""
     rows = [row for row in compare(MODEL) if row["counted"]]
-    assert len(rows) == 2 * len(CASES)
+    assert len(rows) == 3 * len(CASES) and {row["figure"] for row in rows} == {"weights", "kv_cache", "compute"}
     worst = max(rows, key=lambda row: row["error_pct"])
     assert worst["error_pct"] <= 3, worst
 

@@ -1,8 +1,9 @@
 """The planner against the real llama-server for each covered architecture.
 
 Small GGUF files are generated (zero weights, real metadata keys and tensor
-shapes) and loaded at a few settings; every weight, KV and recurrent-state
-figure must match the buffer sizes llama-server logs (to its 0.01 MiB print).
+shapes) and loaded at a few settings; every weight, KV, recurrent-state and
+compute-buffer figure must match the buffer sizes llama-server logs (to its
+0.01 MiB print, within 1%).
 The big matrix lives in bench/planner_bench.py.
 """
 
@@ -17,11 +18,16 @@ from monitor.catalog.planner import MIB, PlanRequest, plan
 from monitor.catalog.registry import CPU_MOE_TENSOR, read_model_info
 from tests.support.planner_check import Case, compare, load_log
 from tests.support.synthetic_gguf import Shape, write_model
+from tests.support.synthetic_mmproj import write_projector
 
 MATRIX = {
     # hybrid MoE with an MTP block: KV on the attention layers only, recurrent state per slot,
-    # MTP weights + draft KV + rollback snapshots only with --spec-type draft-mtp
-    "qwen35moe": (Shape("qwen35moe", nextn=1), [Case(1000, 2, "q8_0"), Case(1000, 3, "q4_0", cpu_moe=2, mtp=True)]),
+    # MTP weights + draft context + rollback snapshots only with --spec-type draft-mtp; compute
+    # buffers (the target's and the draft's) from llama.cpp's graphs replayed
+    "qwen35moe": (
+        Shape("qwen35moe", nextn=1),
+        [Case(1000, 2, "q8_0"), Case(1000, 3, "q4_0", cpu_moe=2, mtp=True), Case(2048, 2, "f16", ubatch=256)],
+    ),
     "qwen3next": (Shape("qwen3next"), [Case(2048, 1, "f16")]),
     "qwen3moe": (Shape("qwen3moe"), [Case(1300, 3, "q8_0", cpu_moe=1)]),
     "llama": (Shape("llama"), [Case(513, 2, "f16")]),
@@ -97,3 +103,17 @@ def test_vision_projector_pairs_only_with_a_model_of_its_width(tmp_path):
     assert read_model_info(tmp_path / "qwen35-small.gguf").mmproj is None  # a wrong width is never paired
     _projector(tmp_path / "mmproj-qwen35-small-F16.gguf", 128)
     assert read_model_info(tmp_path / "qwen35-small.gguf").mmproj.name == "mmproj-qwen35-small-F16.gguf"
+
+
+def test_a_vision_projector_is_planned_as_mtmd_loads_it(tmp_path):
+    """Its weights (clip's "model size") and the warm-up compute buffer mtmd reserves, counted when loaded."""
+    path = write_model(tmp_path / "qwen35moe-small.gguf", Shape("qwen35moe", nextn=1))
+    projector = write_projector(tmp_path / "mmproj-qwen35moe-small-F16.gguf", 128, n_embd=128, n_ff=512, layers=3)
+    log_text = load_log(path, Case(2048), extra=("--mmproj", str(projector)))
+    weights = float(re.search(r"load_hparams: model size:\s+([\d.]+) MiB", log_text).group(1))
+    work = float(re.search(r"reserve_compute_meta:\s+CPU compute buffer size =\s+([\d.]+) MiB", log_text).group(1))
+    info = read_model_info(path)
+    assert info.mmproj == projector
+    planned = plan(info, PlanRequest(ctx_size=2048, vision=True))
+    assert round(planned.projector_cpu / MIB, 2) == pytest.approx(weights + work, abs=0.02)
+    assert plan(info, PlanRequest(ctx_size=2048)).projector_cpu == 0  # not loaded: not counted

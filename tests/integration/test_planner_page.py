@@ -45,7 +45,8 @@ def test_hybrid_moe_plan_layer_by_layer(staff, tmp_path):
     assert "MTP (not loaded: MTP off)" in mtp[0][1]
     flags = re.search(r'<pre class="flags" id="plan-flags">(.*?)</pre>', html).group(1)
     assert flags == "--n-gpu-layers 0 --ctx-size 4096 --parallel 2 --cache-type-k q8_0 --cache-type-v q8_0"
-    assert "Compute buffers (estimate)" in html
+    assert "Compute buffers (llama.cpp's graphs, replayed)" in html
+    assert 'id="ram-plan"' in html and "Context checkpoints, all kept" in html
     assert "cannot tell without the memory bandwidth" in html
     with_mtp = page(staff, tmp_path, "hybrid.gguf", "&mtp=on&gpu_bandwidth_gbs=400&ram_bandwidth_gbs=50")
     assert "MTP (loaded)" in with_mtp and "--spec-type draft-mtp" in with_mtp

@@ -1,121 +1,114 @@
 """Scanned pages read by the model itself, as an admin chose for a profile with a vision projector.
 
-The model here is a FAKE UPSTREAM (tests/support/fake_summary_upstream.py with ``vision=True``):
-the default Gemma 270M model has no vision projector, so no real llama-server here can take an
-image. The fake checks what it is sent (a PNG page within the size limit) and answers with a
-transcription; the real extraction sandbox, Redis fair queue and database are used.
+The model is the product's family for real (tests/support/qwen35.py): a ``qwen35moe`` with a
+vision projector ``mtmd`` loads, served by a profile of the product's own llama-server. Each page
+goes up through the app (upload), the extraction sandbox renders it, the Celery worker sends it to
+llama-server as an image, which encodes it and answers with the profile's forced text (a thought,
+then ``ANSWER``); the page's text is that answer, the thought left out.
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import io
-import threading
-import uuid
+import os
+import shlex
+import time
+from pathlib import Path
 
+import httpx
 import pytest
-from django.test import override_settings
-from PIL import Image
 
-from chat.documents import ingest, selectors, uploads
-from chat.documents.scan_reading import TRANSCRIBE_SYSTEM
-from chat.models import Conversation, Document, DocumentChunk
+from chat.models import Conversation, Document
 from monitor.models import ServerProfile
+from monitor.nodes.registry import placement_here
+from monitor.profiles.presets import live_id
 from monitor.serving.queue import FairQueue
 from tests.support import pdfs
-from tests.support.client import make_user
-from tests.support.fake_summary_upstream import FakeSummaryUpstream
+from tests.support.client import login, make_user, upload_document
+from tests.support.hold import assert_queue_left_idle, queue_slots_held, read_queue
+from tests.support.qwen35 import ANSWER, GRAMMAR, PROJECTOR_FILE, serving_profile
 
-pytestmark = pytest.mark.usefixtures("redis_server")
-
+MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])
 PAGES = [["The lighthouse keeper wrote a report."], ["Storms reached the harbour in March."]]
-MAX_EDGE = 640
-PAGE_CHARS = 500
+pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 
 
-def scanned_upload(fake: FakeSummaryUpstream) -> Document:
-    """A two-page scan uploaded to a conversation whose profile has the fake read its scans."""
-    profile = ServerProfile.objects.create(
-        name=f"vision-{uuid.uuid4().hex[:8]}",
-        remote_url=fake.url,
-        mmproj_file="mmproj-fake.gguf",
-        scan_reader=ServerProfile.ScanReader.MODEL,
-    )
+@pytest.fixture(scope="module")
+def reader(llama_server, web_server):
+    fields = dict(
+        mmproj_file=PROJECTOR_FILE, scan_reader=ServerProfile.ScanReader.MODEL,
+        extra_args=f"--grammar {shlex.quote(GRAMMAR)}",
+    )  # fmt: skip
+    with serving_profile(MODELS, "qwen35-scans", **fields) as profile:
+        yield profile
+
+
+def _upload(profile: ServerProfile) -> tuple[httpx.Client, Document]:
     user = make_user()
+    http = login(user)
     conversation = Conversation.objects.create(owner=user, profile=profile)
-    return uploads.create_document(user, conversation, "scan.pdf", pdfs.image_text_pdf(PAGES))
+    response = upload_document(http, "scan.pdf", pdfs.image_text_pdf(PAGES), conversation=str(conversation.id))
+    assert response.status_code == 201, response.text
+    return http, Document.objects.get(id=response.json()["document"]["id"])
 
 
-def _grants(name: str) -> list[str]:
-    async def main() -> list[str]:
-        queue = FairQueue(name)
-        try:
-            return [grant.priority for grant in await queue.grants()]
-        finally:
-            await queue.aclose()
+def _wait(document: Document, done, timeout: float = 240) -> Document:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        document.refresh_from_db()
+        if done(document):
+            return document
+        time.sleep(0.3)
+    raise AssertionError(f"document still {document.status}: {document.error} {document.model_read_pages}")
 
-    return asyncio.run(main())
+
+def _cancel(http: httpx.Client, document: Document) -> None:
+    token = http.cookies["csrftoken"]
+    response = http.post(f"/documents/{document.id}/cancel/", headers={"X-CSRFToken": token})
+    assert response.status_code == 200, response.text
 
 
-@override_settings(DOCUMENT_VISION_MAX_EDGE=MAX_EDGE, DOCUMENT_VISION_PAGE_CHARS=PAGE_CHARS)
-def test_the_model_reads_each_scanned_page_as_background_work():
-    seen: list[tuple[str, str, int]] = []
-
-    def transcribe(system: str, user) -> str:
-        parts = user if isinstance(user, list) else []
-        urls = [part["image_url"]["url"] for part in parts if part.get("type") == "image_url"]
-        if len(urls) != 1 or not urls[0].startswith("data:image/png;base64,"):
-            seen.append(("no image", system, 0))
-            return "no image came"
-        with Image.open(io.BytesIO(base64.b64decode(urls[0].split(",", 1)[1]))) as picture:
-            seen.append((picture.format, system, max(picture.size)))
-        if len(seen) == 1:  # hostile output: control characters, and far too long on the next page
-            return "Page one\x00\x07 read by the fake model: the lighthouse keeper."
-        return "harbour " * 400
-
-    fake = FakeSummaryUpstream(transcribe, vision=True, slots=2)
-    document = scanned_upload(fake)
-    profile = document.conversation.profile
-    try:
-        assert ingest.ingest(document.id) is True
-    finally:
-        fake.close()
-    document.refresh_from_db()
-    assert [(kind, system) for kind, system, _edge in seen] == [("PNG", TRANSCRIBE_SYSTEM)] * 2, seen
-    assert all(0 < edge <= MAX_EDGE for _kind, _system, edge in seen), seen
-    assert document.pages.get(number=1).text == "Page one read by the fake model: the lighthouse keeper."
-    assert len(document.pages.get(number=2).text) == PAGE_CHARS
+def test_the_model_reads_each_scanned_page_as_background_work(reader, llama_server):
+    http, document = _upload(reader)
+    document = _wait(document, lambda d: d.model_read_pages == [1, 2] or d.status in ("failed", "cancelled"))
     assert document.model_read_pages == [1, 2] and document.ocr_pages == [] and document.scan_note == ""
-    note = selectors.document_payload(document)["scanned_note"]
-    assert note == "Pages 1–2 are scanned images; their text was read by the model and may contain errors."
-    chunk = DocumentChunk(document=document, level=0, index=0, first_page=1, last_page=2, text="", tokens=1)
-    assert chunk.pages_label == "pp. 1–2 (read by the model)"
+    assert [page.text for page in document.pages.order_by("number")] == [ANSWER, ANSWER]
+    # llama-server encoded the page as an image: the rendered prompt holds it, and the page (at most
+    # DOCUMENT_VISION_MAX_EDGE = 1280 pixels, a token per 32 x 32) took at most 40 x 52 tokens of it.
+    slots = httpx.get(
+        llama_server.url + "/slots",
+        params={"model": live_id(reader, placement_here(reader))},
+        headers=llama_server.headers,
+        timeout=10,
+    ).json()
+    pages = [slot for slot in slots if "Transcribe this page." in (slot.get("prompt") or "")]
+    assert pages and "<|vision_start|>" in pages[0]["prompt"]
+    assert 100 < pages[0]["n_prompt_tokens"] <= 40 * 52 + 120, pages[0]["n_prompt_tokens"]
     # Each page took a slot of the profile's fair queue as background work: people go first.
-    assert _grants(profile.name) == ["background", "background"]
+    grants = read_queue(reader.name, FairQueue.grants)
+    assert [grant.priority for grant in grants][-2:] == ["background", "background"]
+    _cancel(http, document)  # the summary that follows is not this test's business
+    _wait(document, lambda d: d.status not in Document.ACTIVE)
 
 
-def test_a_cancel_stops_the_model_mid_page_and_keeps_nothing():
-    """The person cancels while the model is still reading a page: the run stops without waiting
-    for the page (the fake answers only once the test has seen the run end)."""
-    document_ids: list = []
-    release = threading.Event()
-    answered: list[str] = []
-
-    def cancel_and_hold(system: str, user) -> str:
-        Document.objects.filter(id=document_ids[0]).update(cancel_requested=True)
-        release.wait(30)
-        answered.append("too late")  # before the answer goes out: a run that waited for it sees this
-        return "too late"
-
-    fake = FakeSummaryUpstream(cancel_and_hold, vision=True)
-    document = scanned_upload(fake)
-    document_ids.append(document.id)
-    try:
-        assert ingest.ingest(document.id) is False
-        assert len(fake.requests) == 1 and answered == []
-    finally:
-        release.set()
-        fake.close()
-    document.refresh_from_db()
+def test_a_cancel_while_a_page_waits_for_the_model_stops_and_keeps_nothing(reader):
+    """The profile's slots are held (people using them): the page waits in line; the person
+    cancels; the run ends without waiting for a slot, and no page was stored."""
+    with queue_slots_held(reader.name, reader.parallel):
+        http, document = _upload(reader)
+        waiting = _wait_for_waiter(reader.name)
+        assert waiting == 1
+        _cancel(http, document)
+        document = _wait(document, lambda d: d.status not in Document.ACTIVE, timeout=60)
     assert document.status == Document.Status.CANCELLED and not document.pages.exists()
+    assert_queue_left_idle(reader.name)
+
+
+def _wait_for_waiter(queue_name: str, timeout: float = 120) -> int:
+    """The number of requests waiting in the queue, once the document's first page is one of them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        count = read_queue(queue_name, lambda queue: queue.waiting_count("background"))
+        if count:
+            return count
+        time.sleep(0.2)
+    raise AssertionError("the page never waited for the model")

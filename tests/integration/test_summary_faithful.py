@@ -14,8 +14,8 @@ import pytest
 
 from chat.conversations.services import create_conversation
 from chat.documents import uploads
-from chat.documents.summaries import SummaryRun
 from chat.documents.summary_review import COPIED_SOURCE, MAP_SYSTEM, RETRY_SYSTEM
+from chat.documents.summary_run import SummaryRun
 from chat.models import Conversation, Document, DocumentChunk, DocumentPage
 from monitor.redis_clients import close_loop_clients
 from tests.support.client import make_user

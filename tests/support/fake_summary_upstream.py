@@ -6,9 +6,8 @@ Everything else in the tests uses the real llama-server.
 
 It serves ``/props``, ``/apply-template``, ``/tokenize`` (one token a word) and streamed
 ``/v1/chat/completions``, answering each request with ``answer(system, user)`` and
-recording every (system, user) pair it got. With ``vision=True`` its ``/props`` says it reads
-images, as llama-server does with a vision projector (the default 270M model has none): ``user``
-is then the message's list of parts, image included, for the answer to look at.
+recording every (system, user) pair it got. (Images read by a model go through the real
+llama-server with a vision projector: tests/support/qwen35.py.)
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ def _chunk(delta: dict, finish: str | None = None) -> dict:
 
 
 class FakeSummaryUpstream(LoopbackServer):
-    def __init__(self, answer: Answer, *, n_ctx: int = 1024, slots: int = 1, vision: bool = False) -> None:
+    def __init__(self, answer: Answer, *, n_ctx: int = 1024, slots: int = 1) -> None:
         self.requests: list[tuple[str, str]] = []
         owner = self
 
@@ -47,7 +46,7 @@ class FakeSummaryUpstream(LoopbackServer):
 
             def do_GET(self):
                 props = {"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": slots, "model_alias": "fake"}
-                props["modalities"] = {"vision": vision}
+                props["modalities"] = {"vision": False}
                 self._send(json.dumps(props).encode())
 
             def do_POST(self):

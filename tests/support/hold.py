@@ -143,3 +143,17 @@ def instance_paused(llama, model_id: str | None = None) -> Iterator[None]:
     finally:
         with contextlib.suppress(ProcessLookupError):  # killed inside the block
             os.kill(instance, signal.SIGCONT)
+
+
+@contextlib.contextmanager
+def worker_paused(worker) -> Iterator[None]:
+    """Freeze a Celery worker (SIGSTOP to its process group) until the block ends: a task queued for it
+    (a profile's load) waits, however fast the machine, and runs once the test lets go."""
+    import os
+    import signal
+
+    os.killpg(worker.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(worker.process.pid, signal.SIGCONT)

@@ -27,12 +27,18 @@ class Case:
     cpu_moe: int = 0
     mtp: bool = False
     gpu_layers: int = 0
+    ubatch: int = 512
 
     def request(self) -> PlanRequest:
         return PlanRequest(
             ctx_size=self.ctx, parallel=self.parallel, cache_type_k=self.cache, cache_type_v=self.cache,
-            cpu_moe_layers=self.cpu_moe, mtp=self.mtp, gpu_layers=self.gpu_layers,
+            cpu_moe_layers=self.cpu_moe, mtp=self.mtp, gpu_layers=self.gpu_layers, ubatch=self.ubatch,
         )  # fmt: skip
+
+    def flags(self) -> list[str]:
+        # A micro-batch larger than the batch is clamped by llama-server: keep the batch at least as large.
+        batch = ["--batch-size", str(self.ubatch)] if self.ubatch > 2048 else []
+        return plan_flags(self.request()) + batch
 
 
 # The default model (Gemma 3: sliding-window layers), as the planner was first checked.
@@ -46,18 +52,30 @@ CASES = [
 ]
 
 
-def load_log(model_path: Path, case: Case, extra: tuple[str, ...] = ()) -> str:
+RESERVED = "sched_reserve: reserve took"
+
+
+def load_log(model_path: Path, case: Case, extra: tuple[str, ...] = (), *, buffers_only: bool = False) -> str:
+    """llama-server's log of loading ``model_path`` at ``case``: until it answers /health, or with
+    ``buffers_only`` until every context has reserved its compute buffer (the target's, and the MTP
+    draft's twice), which skips the slow checks a loaded server then makes."""
     port = free_port()
     argv = [
         os.environ["LLAMA_SERVER_BIN"], "--model", str(model_path), "--host", "127.0.0.1", "--port", str(port),
         "--no-webui", "--log-verbosity", "4",  # the buffer sizes are printed at info level
-        *plan_flags(case.request()), *extra,
+        *case.flags(), *extra,
     ]  # fmt: skip
-    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a verbose server never blocks on it
+    reserves = 3 if case.mtp else 1
+    with tempfile.NamedTemporaryFile("w+") as log:  # a file, not a pipe: a verbose server never blocks on it
         process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, text=True)
         try:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 120
             while time.monotonic() < deadline and process.poll() is None:
+                if buffers_only:
+                    if Path(log.name).read_text(errors="replace").count(RESERVED) >= reserves:
+                        break
+                    time.sleep(0.05)
+                    continue
                 try:
                     if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                         break
@@ -79,17 +97,18 @@ def _row(case: Case, figure: str, measured: float, ours: float, counted: bool = 
     error = abs(ours - measured) / measured * 100 if measured else (0.0 if ours == 0 else 100.0)
     return {
         "ctx": case.ctx, "parallel": case.parallel, "cache": case.cache, "cpu_moe": case.cpu_moe, "mtp": case.mtp,
-        "figure": figure, "llama_mib": measured, "planner_mib": ours, "error_pct": error, "counted": counted,
+        "ubatch": case.ubatch, "figure": figure, "llama_mib": measured, "planner_mib": ours, "error_pct": error,
+        "counted": counted,
     }  # fmt: skip
 
 
 def compare(model_path: Path, cases: list[Case] = CASES) -> list[dict]:
-    """Rows of figures. Weights, KV and recurrent state are ``counted`` in the accuracy target;
-    compute buffers and llama.cpp's --fit projection (whole MiB) are shown beside them."""
+    """Rows of figures: weights, KV, recurrent state and compute buffers (the planner's own, from
+    llama.cpp's graphs) are ``counted``; llama.cpp's --fit projection (whole MiB) is shown beside them."""
     model = read_model_info(model_path)
     rows = []
     for case in cases:
-        log_text = load_log(model_path, case)
+        log_text = load_log(model_path, case, buffers_only=True)
         actual = buffer_sizes(log_text)
         predicted = plan(model, case.request())
         # Mapped weights; CPU_REPACK is a re-laid copy of some CPU tensors, not counted twice.
@@ -99,7 +118,7 @@ def compare(model_path: Path, cases: list[Case] = CASES) -> list[dict]:
         if model.recurrent_layers:
             rows.append(_row(case, "recurrent", sum(actual.get("RS", {}).values()), predicted.recurrent_total / MIB))
         compute = sum(actual.get("compute", {}).values())
-        rows.append(_row(case, "compute", compute, (predicted.compute_cpu + predicted.compute_gpu) / MIB, False))
+        rows.append(_row(case, "compute", compute, (predicted.compute_cpu + predicted.compute_gpu) / MIB))
         projection = parse_projection(log_text)  # the fit step ran before the load: what the page shows on request
         if projection.devices:
             ours = (projection.compute_cpu + projection.compute_gpu) / MIB

@@ -45,6 +45,8 @@ def configure_environment(run_dir: Path, *, parallel: int = 2) -> dict:
     env["QWENWEB_PORT"] = str(free_port())
     env["DJANGO_SETTINGS_MODULE"] = "qwenweb.settings"
     env["PYTHONUNBUFFERED"] = "1"
+    # llama-server's /slots then shows each slot's prompt as its template rendered it (tests read it).
+    env["LLAMA_SERVER_SLOTS_DEBUG"] = "1"
     if not env.get("LLAMA_SERVER_BIN"):
         result = subprocess.run(
             [sys.executable, str(ROOT / "scripts" / "build_llama_server.py")],

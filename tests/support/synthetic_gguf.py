@@ -1,13 +1,18 @@
 """Small GGUF files of each architecture the planner covers, for loading in the real llama-server.
 
 Metadata keys and tensor names/shapes are the ones llama.cpp's loader reads
-(``src/models/<arch>.cpp`` of the pinned build); the weights are zeros, the
-vocabulary a tiny SentencePiece one llama.cpp accepts. ``sparse=True`` writes the
-header and leaves the data as a hole (a real-scale layout that costs no disk).
+(``src/models/<arch>.cpp`` of the pinned build); the weights are zeros (or what a ``fill``
+function writes: small random values, a wired model), the vocabulary a tiny SentencePiece one llama.cpp accepts,
+or a real tokenizer and chat template copied from the pinned llama.cpp tree
+(``llama_tree.py``: Qwen3.5's ``models/ggml-vocab-qwen35.gguf`` and
+``models/templates/Qwen3.5-4B.jinja``). ``sparse=True`` writes the header and leaves the
+data as a hole (a real-scale layout that costs no disk).
 """
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,6 +50,12 @@ class Shape:
     expert_type: GGMLQuantizationType = F16
     weight_type: GGMLQuantizationType = F16  # every other matrix
     extra: dict = field(default_factory=dict)
+    tokenizer: dict | None = None  # tokenizer.* keys of a real vocabulary (``read_tokenizer``); None: a tiny one
+    chat_template: str | None = None
+    fill: Callable[[str, tuple[int, ...], GGMLQuantizationType], bytes | None] | None = (
+        None  # a tensor's data; None: zeros
+    )
+    tied_output: bool = False  # no output.weight: llama.cpp reuses token_embd
 
     @property
     def block_count(self) -> int:
@@ -87,6 +98,11 @@ def _metadata(writer: GGUFWriter, s: Shape) -> None:
         writer.add_uint32(f"{a}.attention.sliding_window", s.sliding_window)
     for key, value in s.extra.items():
         writer.add_uint32(f"{a}.{key}", value) if isinstance(value, int) else writer.add_array(f"{a}.{key}", value)
+    if s.chat_template is not None:
+        writer.add_chat_template(s.chat_template)
+    if s.tokenizer is not None:
+        _copy_tokenizer(writer, s.tokenizer)
+        return
     tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     tokens += [f"▁t{i}" for i in range(s.n_vocab - len(tokens))]
     types = [2, 3, 3] + [6] * 256 + [1] * (s.n_vocab - 259)
@@ -99,10 +115,73 @@ def _metadata(writer: GGUFWriter, s: Shape) -> None:
     writer.add_unk_token_id(0)
 
 
+_SCALAR_KINDS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def read_tokenizer(data: bytes) -> dict:
+    """The ``tokenizer.*`` metadata of a GGUF vocabulary file's bytes, strings and arrays whole
+    (``gguf.GGUFReader`` takes seconds over a 150k-token vocabulary; this reads it at once)."""
+    offset = 24  # magic, version, tensor count, key count
+    n_kv = struct.unpack_from("<Q", data, 16)[0]
+
+    def string() -> str:
+        nonlocal offset
+        length = struct.unpack_from("<Q", data, offset)[0]
+        offset += 8 + length
+        return data[offset - length : offset].decode("utf-8")
+
+    def value(kind: int):
+        nonlocal offset
+        if kind == 8:
+            return string()
+        if kind == 9:
+            item_kind, length = struct.unpack_from("<IQ", data, offset)
+            offset += 12
+            if item_kind == 8:
+                return [string() for _ in range(length)]
+            fmt = _SCALAR_KINDS[item_kind]
+            values = list(struct.unpack_from(f"<{length}{fmt}", data, offset))
+            offset += struct.calcsize(fmt) * length
+            return values
+        fmt = _SCALAR_KINDS[kind]
+        result = struct.unpack_from("<" + fmt, data, offset)[0]
+        offset += struct.calcsize(fmt)
+        return result
+
+    found = {}
+    for _ in range(n_kv):
+        key = string()
+        kind = struct.unpack_from("<I", data, offset)[0]
+        offset += 4
+        item = value(kind)
+        if key.startswith("tokenizer.") and key != "tokenizer.chat_template":
+            found[key] = item
+    return found
+
+
+def _copy_tokenizer(writer: GGUFWriter, tokenizer: dict) -> None:
+    writer.add_tokenizer_model(tokenizer["tokenizer.ggml.model"])
+    if "tokenizer.ggml.pre" in tokenizer:
+        writer.add_tokenizer_pre(tokenizer["tokenizer.ggml.pre"])
+    writer.add_token_list(tokenizer["tokenizer.ggml.tokens"])
+    writer.add_token_types(tokenizer["tokenizer.ggml.token_type"])
+    if "tokenizer.ggml.merges" in tokenizer:
+        writer.add_token_merges(tokenizer["tokenizer.ggml.merges"])
+    for key in ("eos", "bos", "padding"):
+        if f"tokenizer.ggml.{key}_token_id" in tokenizer:
+            writer.add_uint32(f"tokenizer.ggml.{key}_token_id", tokenizer[f"tokenizer.ggml.{key}_token_id"])
+
+
+def vocab_size(s: Shape) -> int:
+    return len(s.tokenizer["tokenizer.ggml.tokens"]) if s.tokenizer is not None else s.n_vocab
+
+
 def tensors(s: Shape) -> list[tuple[str, tuple[int, ...], GGMLQuantizationType]]:
     """(name, shape in llama.cpp's order: ne0 first, type)."""
-    out = [("token_embd.weight", (s.n_embd, s.n_vocab), s.weight_type), ("output_norm.weight", (s.n_embd,), F32)]
-    out.append(("output.weight", (s.n_embd, s.n_vocab), s.weight_type))
+    n_vocab = vocab_size(s)
+    out = [("token_embd.weight", (s.n_embd, n_vocab), s.weight_type), ("output_norm.weight", (s.n_embd,), F32)]
+    if not s.tied_output:
+        out.append(("output.weight", (s.n_embd, n_vocab), s.weight_type))
     for il in range(s.block_count):
         out += [
             (name, dims, s.weight_type if kind == F16 else kind) for name, dims, kind in _block(s, il, il >= s.n_layer)
@@ -180,8 +259,41 @@ def _n_bytes(shape: tuple[int, ...], kind: GGMLQuantizationType) -> int:
     return int(np.prod(shape)) // block * size
 
 
+def encode(values: np.ndarray, kind: GGMLQuantizationType) -> bytes:
+    """``values`` (float, ne0 fastest) in a tensor's own encoding: F32, F16 or Q8_0 (blocks of 32 and a scale)."""
+    flat = np.asarray(values, dtype=np.float32).ravel()
+    if kind == F32:
+        return flat.tobytes()
+    if kind == F16:
+        return flat.astype(np.float16).tobytes()
+    if kind == Q8_0:
+        blocks = flat.reshape(-1, 32)
+        scale = np.abs(blocks).max(axis=1) / 127
+        out = np.zeros(len(blocks), dtype=[("d", np.float16), ("q", np.int8, 32)])
+        out["d"] = scale.astype(np.float16)
+        safe = np.where(scale > 0, scale, 1)[:, None]
+        out["q"] = np.clip(np.rint(blocks / safe), -127, 127).astype(np.int8)
+        return out.tobytes()
+    raise ValueError(f"no encoder for {kind.name}")
+
+
+def random_fill(seed: int = 7) -> Callable[[str, tuple[int, ...], GGMLQuantizationType], bytes]:
+    """Small random weights: norms near one, DeltaNet's decay negative (or its state grows without bound)."""
+    rng = np.random.default_rng(seed)
+
+    def fill(name: str, dims: tuple[int, ...], kind: GGMLQuantizationType) -> bytes:
+        count = int(np.prod(dims))
+        if name.endswith(".ssm_a"):
+            return encode(np.full(count, -1.0), kind)
+        if kind == F32:
+            return encode(1.0 + rng.normal(0, 0.05, count), kind)
+        return encode(rng.normal(0, 0.05, count), kind)
+
+    return fill
+
+
 def write_model(path: Path, shape: Shape, sparse: bool = False) -> Path:
-    """Write ``shape`` as a GGUF file at ``path``; zeros, or a hole when ``sparse``."""
+    """Write ``shape`` as a GGUF file at ``path``; zeros (or what its ``fill`` writes), or a hole when ``sparse``."""
     writer = GGUFWriter(str(path), shape.arch)
     _metadata(writer, shape)
     specs = tensors(shape)
@@ -201,6 +313,11 @@ def write_model(path: Path, shape: Shape, sparse: bool = False) -> Path:
             total += -(-_n_bytes(dims, kind) // alignment) * alignment
         if sparse:
             handle.truncate(total)
+        elif shape.fill is not None:
+            handle.write(b"\0" * (start - handle.tell()))
+            for name, dims, kind in specs:
+                block = shape.fill(name, dims, kind) or bytes(_n_bytes(dims, kind))
+                handle.write(block + b"\0" * (-len(block) % alignment))
         else:
             handle.write(b"\0" * (total - handle.tell()))
     return Path(path)

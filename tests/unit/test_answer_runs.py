@@ -1,4 +1,4 @@
-"""The hub that runs answers apart from any page, and the frame clock that feeds each page (no services)."""
+"""The registry that runs answers apart from any page, and the frame clock that feeds each page (no services)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from chat.conversations.frames import SLACK_S, FrameSender, coalesce
-from chat.conversations.runs import RunHub, hub
+from chat.conversations.runs import RunningAnswers, reset_running_answers
 from chat.errors import ChatError
 from chat.models import Conversation
 from tests.support.client import make_user
@@ -161,7 +161,7 @@ async def delivered(run) -> None:
 
 
 async def ended(run) -> None:
-    """The run's task has finished (its 'done' published, the hub told)."""
+    """The run's task has finished (its "done" published, the registry told)."""
     finished, _ = await asyncio.wait([run.runner.task], timeout=WAIT_S)
     assert finished, "the answer never ended"
 
@@ -174,7 +174,7 @@ async def loop_caught_up() -> None:
     await caught_up
 
 
-async def start_scripted(hub: RunHub, conversation: Conversation):
+async def start_scripted(hub: RunningAnswers, conversation: Conversation):
     return await hub.start(
         conversation=conversation,
         assistant_id=1,
@@ -186,7 +186,7 @@ async def start_scripted(hub: RunHub, conversation: Conversation):
 
 def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
     async def scenario():
-        hub = RunHub(frame_s=0)
+        hub = RunningAnswers(frame_s=0)
         conversation = Conversation(id=uuid.uuid4(), owner_id=7)
         first = Socket()
         first_sender = hub.sender(first.send, 7)
@@ -220,7 +220,7 @@ def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
 
 def test_stop_from_any_page_of_the_owner_and_nobody_elses():
     async def scenario():
-        hub = RunHub(frame_s=0)
+        hub = RunningAnswers(frame_s=0)
         conversation = Conversation(id=uuid.uuid4(), owner_id=7)
         pages = [Socket(), Socket()]
         for page in pages:
@@ -253,6 +253,7 @@ def test_stop_from_any_page_of_the_owner_and_nobody_elses():
 def test_deleting_conversations_stops_their_running_answers():
     """The delete views run in a thread of their own, not the hub's loop: the answers of the deleted
     conversations are stopped there (one delete, and delete-many), not left writing to their last token."""
+    hub = reset_running_answers()  # the views stop answers in the process's registry: a fresh one
     user = make_user()
     conversations = [Conversation.objects.create(owner=user) for _ in range(2)]
     loop = asyncio.new_event_loop()
@@ -277,7 +278,7 @@ def test_deleting_conversations_stops_their_running_answers():
 
 def test_stop_from_thread_stops_only_the_owners_answer():
     async def scenario():
-        hub = RunHub(frame_s=0)
+        hub = RunningAnswers(frame_s=0)
         conversation = Conversation(id=uuid.uuid4(), owner_id=7)
         run = await start_scripted(hub, conversation)
         await asyncio.to_thread(hub.stop_from_thread, [conversation.id, uuid.uuid4()], 8)  # not theirs

@@ -1,4 +1,4 @@
-"""Twisted TCP writes sent at once (qwenweb/direct_writes.py): every byte arrives, in order, also when
+"""Twisted TCP writes sent at once (qwenweb/patches/direct_writes.py): every byte arrives, in order, also when
 the kernel takes only part of a write and the rest waits in Twisted's buffer, and a close after
 writing still delivers everything first. A real Twisted server (asyncio reactor, as Daphne runs it)
 in its own process, a plain socket client."""
@@ -16,8 +16,9 @@ SERVER = textwrap.dedent(
     from twisted.internet import asyncioreactor
     asyncioreactor.install()
     from twisted.internet import protocol, reactor, tcp
-    from qwenweb import direct_writes
-    direct_writes.install()
+    from qwenweb.patches import direct_writes
+    direct_writes.PATCH.check()
+    direct_writes.apply()
 
     class Talk(protocol.Protocol):
         def connectionMade(self):
@@ -61,12 +62,15 @@ def test_writes_arrive_whole_and_in_order_with_a_partial_send_and_a_close():
         server.wait()
 
 
-def test_the_patch_is_in_place_once():
+def test_the_patch_replaces_twisteds_write():
     from twisted.internet import tcp
 
-    from qwenweb import direct_writes
+    from qwenweb.patches import direct_writes
 
-    direct_writes.install()
-    patched = tcp.Connection.write
-    direct_writes.install()
-    assert tcp.Connection.write is patched and patched.__module__ == "qwenweb.direct_writes"
+    original = tcp.Connection.write
+    try:
+        direct_writes.apply()
+        assert tcp.Connection.write is direct_writes.write
+        assert direct_writes._buffered_write.__module__.startswith("twisted.")  # Twisted's own, never ours twice
+    finally:
+        tcp.Connection.write = original

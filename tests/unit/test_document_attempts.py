@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from chat.documents import ingest, uploads
+from chat.documents import heartbeats, uploads
 from chat.models import Document, DocumentPage
 from tests.support import client
 
@@ -22,19 +22,19 @@ def test_each_run_counts_and_the_last_stall_fails_the_document():
     user = client.make_user()
     document = uploads.create_document(user, None, "notes.txt", b"some words\n")
     for attempt in range(1, 4):
-        assert ingest.claim(document.id)
+        assert heartbeats.claim(document.id)
         assert Document.objects.get(id=document.id).attempts == attempt
         stalled(document, Document.Status.EXTRACTING)
         if attempt < 3:
-            assert ingest.claim_stalled(document.id) == Document.Status.EXTRACTING  # queued again
+            assert heartbeats.claim_stalled(document.id) == Document.Status.EXTRACTING  # queued again
     DocumentPage.objects.create(document=document, number=1, text="half-read")
     # The third run died too: the stall sweep fails it instead of queueing it again.
-    assert ingest.claim_stalled(document.id) == ""
+    assert heartbeats.claim_stalled(document.id) == ""
     document.refresh_from_db()
     assert document.status == Document.Status.FAILED
     assert document.error == "Reading this document stopped 3 times before it finished, so it was given up."
     assert not document.pages.exists() and not uploads.stored_file(document).exists()
-    assert str(document.id) not in ingest.stalled_documents(0)
+    assert str(document.id) not in heartbeats.stalled_documents(0)
 
 
 def test_a_summary_that_keeps_stalling_keeps_its_done_parts():
@@ -43,7 +43,7 @@ def test_a_summary_that_keeps_stalling_keeps_its_done_parts():
     DocumentPage.objects.create(document=document, number=1, text="read")
     Document.objects.filter(id=document.id).update(attempts=3)
     stalled(document, Document.Status.SUMMARIZING)
-    assert ingest.claim_stalled(document.id) == ""
+    assert heartbeats.claim_stalled(document.id) == ""
     document.refresh_from_db()
     assert document.status == Document.Status.FAILED and document.error.startswith("Reading this document stopped 3")
     assert document.pages.exists()

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from chat.documents import extraction, ingest, selectors, uploads
-from chat.documents.extraction import extract_pdf_pages
+from chat.documents import extraction, heartbeats, ingest, selectors, uploads
 from chat.documents.languages import detect_language
+from chat.documents.page_text import clean_text
+from chat.documents.pdf.reader import extract_pdf_pages
 from chat.documents.retrieval import rank_passages, split_passages
 from chat.documents.uploads import check_upload
 from chat.errors import DocumentError, PasswordNeeded
@@ -105,7 +106,7 @@ def test_text_files_become_page_sized_blocks():
     text = "\n".join(f"line {i} " + "word " * 20 for i in range(300))
     pages = list(extraction.iter_text_pages(text))
     assert len(pages) > 3 and all(len(p) <= extraction.TEXT_PAGE_CHARS for p in pages)
-    assert "\n".join(pages) == extraction.clean_text(text)
+    assert "\n".join(pages) == clean_text(text)
 
 
 def test_a_huge_single_line_is_cut_in_linear_time():
@@ -171,8 +172,8 @@ def test_page_list():
 def test_one_run_at_a_time_holds_a_document():
     user = client.make_user()
     document = uploads.create_document(user, None, "a.txt", b"hello")
-    assert ingest.claim(document.id) is True
-    assert ingest.claim(document.id) is False  # a live run's heartbeat is fresh
+    assert heartbeats.claim(document.id) is True
+    assert heartbeats.claim(document.id) is False  # a live run's heartbeat is fresh
     Document.objects.filter(id=document.id).update(status=Document.Status.SUMMARIZING)
-    assert ingest.claim_stalled(document.id) == Document.Status.SUMMARIZING
-    assert ingest.claim(document.id) is True  # the run queued for the stalled document may take it
+    assert heartbeats.claim_stalled(document.id) == Document.Status.SUMMARIZING
+    assert heartbeats.claim(document.id) is True  # the run queued for the stalled document may take it

@@ -8,8 +8,9 @@ import pytest
 from django.test import override_settings
 from django.utils import translation
 
-from chat.documents import extraction, formats, ingest, selectors, uploads
-from chat.documents.extraction import extract_pdf_pages, ocr_options
+from chat.documents import formats, ingest, selectors, uploads
+from chat.documents.pdf import reader
+from chat.documents.pdf.reader import extract_pdf_pages, ocr_options
 from chat.documents.uploads import check_upload
 from chat.errors import DocumentError
 from chat.models import Document, DocumentChunk
@@ -113,7 +114,7 @@ def test_scans_read_by_helper_processes_come_in_page_order(monkeypatch):
     # This test's process has threads and Celery's Redis connections (other tests' stacks), which
     # a forked child tries to close and can hang on: spawn here; the ordering logic is the same,
     # and the forked path runs in the integration tests, through the real worker.
-    monkeypatch.setattr(extraction, "START_METHOD", "spawn")
+    monkeypatch.setattr(reader, "START_METHOD", "spawn")
 
     merged = pdfium.PdfDocument.new()
     for part in (pdfs.report_pdf(2), pdfs.image_text_pdf([ENGLISH, CHINESE]), pdfs.report_pdf(2)):

@@ -1,7 +1,8 @@
 """What wakes the background processes while nobody works: CPU a small box takes from generation
 (bench/cpu_bench.py, ``idle_app_cpu_pct``). A Celery worker's event loop, on the app's broker
-transport (qwenweb/broker.py), has no timer more often than every ten seconds (its Redis pop returns
-every 3 s); the llama supervisor learns of llama-server's exit from SIGCHLD instead of polling for it."""
+transport (qwenweb/patches/broker.py), has no timer more often than every ten seconds, and its Redis pop
+returns every 3 s (kombu's ``polling_interval``, set for workers only); the llama supervisor learns of
+llama-server's exit from SIGCHLD instead of polling for it."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from kombu.asynchronous import Hub
 from kombu.transport import redis as kombu_redis
 
 from monitor.router import supervisor
-from qwenweb import broker
-from qwenweb.celery import app
+from qwenweb.celery import WORKER_POLL_S, app, configure_worker
+from qwenweb.patches import broker
 
 
 def _live_timers(transport_class) -> dict[str, float]:
@@ -31,25 +32,18 @@ def _live_timers(transport_class) -> dict[str, float]:
     return {entry.fun.__name__: eta - now for eta, _priority, entry in hub.timer.queue if not entry.canceled}
 
 
-def test_the_workers_use_the_quiet_transport():
-    connection = app.connection_for_read()
-    assert connection.transport_cls == "qwenweb.broker:Transport"
-    assert isinstance(connection.transport, broker.Transport)
-    assert connection.transport.Channel is broker.Channel
-
-
-def test_only_a_workers_event_loop_pops_for_3_s(monkeypatch):
+def test_a_worker_pops_for_3_s_on_the_quiet_transport_and_everything_else_keeps_kombus():
     """A synchronous reader (the health check's ping) keeps kombu's 1 s pop: closing its channel waits for it."""
-    asked = []
-    monkeypatch.setattr(kombu_redis.Channel, "_brpop_start", lambda self, timeout=None: asked.append(timeout))
-    channel = object.__new__(broker.Channel)
-    channel.connection = broker.Transport(Connection("redis://127.0.0.1:1/0"))
-    channel._brpop_start()
-    channel.connection.register_with_event_loop(SimpleNamespace(client=SimpleNamespace(transport_options={})), Hub())
-    channel._brpop_start()
-    channel._brpop_start(timeout=0.5)  # an explicit wait is kept
-    assert asked == [None, broker.BRPOP_TIMEOUT_S, 0.5] and broker.BRPOP_TIMEOUT_S == 3
-    assert channel.connection.brpop_timeout == 1  # kombu's, for everything else (and its health check)
+    conf = SimpleNamespace(broker_transport=None, broker_transport_options={"visibility_timeout": 60})
+    configure_worker(conf)  # what a worker's start (Celery's celeryd_init) does to its configuration
+    assert conf.broker_transport == "qwenweb.patches.broker:Transport"
+    assert conf.broker_transport_options == {"visibility_timeout": 60, "polling_interval": WORKER_POLL_S}
+    worker = Connection(
+        "redis://127.0.0.1:1/0", transport=conf.broker_transport, transport_options=conf.broker_transport_options
+    )
+    assert isinstance(worker.transport, broker.Transport) and worker.transport.brpop_timeout == WORKER_POLL_S == 3
+    web = app.connection_for_read()  # the web process, `manage.py health`: no worker start
+    assert not isinstance(web.transport, broker.Transport) and web.transport.brpop_timeout == 1
 
 
 def test_an_idle_workers_loop_has_no_timer_more_often_than_every_ten_seconds():

@@ -1,4 +1,4 @@
-"""autobahn's per-frame debug-log arguments (qwenweb/lazy_debug_args.py): not built while no debug line
+"""autobahn's per-frame debug-log arguments (qwenweb/patches/lazy_debug_args.py): not built while no debug line
 is written, and the same text as autobahn's own helpers when one is."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from autobahn import util
 from autobahn.twisted import websocket as twisted_websocket
 from autobahn.websocket import protocol
 
-from qwenweb import lazy_debug_args
+from qwenweb.patches import lazy_debug_args
 
 
 def test_the_frame_log_arguments_are_built_only_when_written(monkeypatch):
-    lazy_debug_args.install()
-    installed = protocol.hltype
-    lazy_debug_args.install()
-    assert protocol.hltype is installed  # a second install changes nothing
+    for module in (protocol, twisted_websocket):
+        for name in ("hltype", "hlval"):
+            monkeypatch.setattr(module, name, getattr(module, name))  # put back after the test
+    lazy_debug_args.apply()
     styled = []
     real_hl = util.hl
     monkeypatch.setattr(util, "hl", lambda text, **kwargs: styled.append(text) or real_hl(text, **kwargs))

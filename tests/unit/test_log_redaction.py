@@ -1,32 +1,58 @@
-"""The web server's access log never holds an invite link's token."""
+"""The web server's access log (qwenweb/access_log.py) never holds an invite link's token: it is a log
+record like any other, and the console handler redacts every record."""
 
+import asyncio
 import io
 import logging
 
+import pytest
 from django.urls import reverse
 
-from qwenweb.redaction import RedactingAccessLog, RedactSecrets
+from qwenweb.access_log import AccessLog
+from qwenweb.redaction import RedactSecrets
 
 TOKEN = "s3cret-Invite_token-0123456789abcdef"
 
 
-def logged(protocol: str, action: str, path: str) -> str:
-    stream = io.StringIO()
-    details = {"client": "192.168.1.20:5555", "method": "GET", "path": path, "status": 200, "size": 10}
-    RedactingAccessLog(stream)(protocol, action, details)
-    return stream.getvalue()
+@pytest.fixture
+def console(monkeypatch) -> io.StringIO:
+    """What the console handler of settings.LOGGING (what supervisord writes to var/log/) writes."""
+    handler = next(h for h in logging.getLogger().handlers if any(isinstance(f, RedactSecrets) for f in h.filters))
+    written = io.StringIO()
+    monkeypatch.setattr(handler, "stream", written)
+    return written
 
 
-def test_an_invite_links_token_is_redacted_and_the_rest_of_the_line_kept():
+async def _answer(scope, receive, send):
+    if scope["type"] == "http":
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"0123456789"})
+
+
+def logged(console: io.StringIO, kind: str, path: str) -> str:
+    scope = {"type": kind, "method": "GET", "path": path, "query_string": b"", "client": ("192.168.1.20", 5555)}
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(AccessLog(_answer)(scope, None, send))
+    if kind == "http":
+        assert [message["type"] for message in sent] == ["http.response.start", "http.response.body"]
+    return console.getvalue()
+
+
+def test_an_invite_links_token_is_redacted_and_the_rest_of_the_line_kept(console):
     path = reverse("chat:signup-invite", args=[TOKEN])
-    line = logged("http", "complete", path)
+    line = logged(console, "http", path)
     assert TOKEN not in line
-    assert "GET /signup/invite/[redacted]/" in line and " 200 10" in line and line.startswith("192.168.1.20")
+    assert '192.168.1.20:5555 "GET /signup/invite/[redacted]/" 200 10' in line
 
 
-def test_other_paths_are_logged_as_daphne_writes_them():
-    assert '"GET /c/42/export.md" 200 10' in logged("http", "complete", "/c/42/export.md")
-    assert "WSCONNECTING /ws/chat/" in logged("websocket", "connecting", "/ws/chat/")
+def test_other_paths_and_sockets_are_logged_as_daphne_wrote_them(console):
+    assert '"GET /c/42/export.md" 200 10' in logged(console, "http", "/c/42/export.md")
+    lines = logged(console, "websocket", "/ws/chat/")
+    assert '"WSCONNECTING /ws/chat/"' in lines and '"WSDISCONNECT /ws/chat/"' in lines
 
 
 def test_log_records_that_carry_an_invite_path_are_redacted():

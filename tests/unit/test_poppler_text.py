@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from chat.documents import poppler_text
-from chat.documents.extraction import extract_pdf_pages
+from chat.documents.pdf import poppler_text
+from chat.documents.pdf.reader import extract_pdf_pages
 from tests.support import pdfs
 
 PDFTOTEXT = shutil.which("pdftotext")

@@ -4,7 +4,7 @@ import orjson
 from django.conf import settings
 
 from qwenweb import network
-from qwenweb.body_limit import body_limit, refusal, request_language
+from qwenweb.body_limit import body_limit, refusal
 from qwenweb.serve import daphne_argv
 
 
@@ -25,12 +25,6 @@ def test_refusals_name_the_limit_in_the_callers_shape():
     assert "文件太大" in orjson.loads(body)["error"] and "50 MB" in orjson.loads(body)["error"]
     body, content_type = refusal("/login/", settings.HTTP_MAX_BODY_BYTES, "en")
     assert content_type.startswith(b"text/plain") and b"1 MB" in body
-
-
-def test_language_from_cookie_then_accept_language():
-    assert request_language("django_language=zh-hans", "en") == "zh-hans"
-    assert request_language("", "fr;q=0.9, zh-CN;q=0.8") == "zh-hans"
-    assert request_language("", "") == settings.LANGUAGE_CODE
 
 
 def test_hosts_are_the_announced_addresses_and_loopback():

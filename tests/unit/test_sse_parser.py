@@ -1,7 +1,7 @@
 import pytest
 
 from monitor.llama.errors import LlamaRejected, LlamaStreamBroken
-from monitor.llama.sse import SSEParser
+from monitor.llama.sse import AnswerWatch, SSEParser
 
 
 def test_events_split_across_reads_are_joined():
@@ -66,3 +66,17 @@ def test_an_event_that_never_ends_breaks_the_stream_instead_of_growing():
     with pytest.raises(LlamaStreamBroken):
         for _ in range(10):
             parser.feed(b"x" * (1024 * 1024))
+
+
+def test_the_answer_watch_finds_the_first_answer_event_split_across_reads_and_never_raises():
+    """What a relay passes on untouched is hostile: junk, error events and the role chunk start nothing."""
+    watch = AnswerWatch()
+    for data in (
+        b"data: not json\n\n",
+        b'data: {"error": {"message": "x"}}\n\n: keep-alive\n\n',
+        b'data: {"choices":[{"delta":{"role":"assistant","content":null}}]}\n\n',
+        b'data: {"prompt_progress":{"processed":5,"total":10}}\n\ndata: {"choices": [{"delta": {"cont',
+    ):
+        assert watch.feed(data) is False
+    assert watch.feed(b'ent": "Hi"}}]}\n\n') is True
+    assert watch.feed(b"anything at all") is True  # once begun, nothing more is looked at

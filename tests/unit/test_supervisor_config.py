@@ -6,6 +6,7 @@ import configparser
 import shlex
 from pathlib import Path
 
+from qwenweb.network import node_name_from_host
 from scripts.leftovers import recorded
 from scripts.supervisor_config import programs, render
 
@@ -49,9 +50,10 @@ def test_commands_are_the_argv_with_percent_escaped():
     listener = shlex.split(config["eventlistener:events"]["command"])
     assert listener[: listener.index("--") + 1] == recorded(var_dir, "events", [])
     assert "watchdog@%%h" in config["program:watchdog"]["command"]
-    # Long document work has its own worker: the default one takes only the default queue.
+    # Long document work has its own worker: the default one takes the default queue and this box's
+    # jobs as a node (its profile loads, downloads, self-tests), never documents.
     assert "--queues documents" in config["program:documents"]["command"]
-    assert "--queues" not in config["program:worker"]["command"]
+    assert f"--queues celery,node.{node_name_from_host()}" in config["program:worker"]["command"]
 
 
 def test_background_programs_run_niced_below_llama_server_and_the_web_process():

@@ -1,4 +1,5 @@
-"""The Simplified Chinese catalogue: complete, placeholder-safe, and loaded by Django."""
+"""The Simplified Chinese catalogues, django.po (templates, Python) and djangojs.po (page scripts, served by
+the JavaScript catalogue): complete, placeholder-safe, one plural form, and loaded by Django."""
 
 from __future__ import annotations
 
@@ -12,20 +13,22 @@ import pytest
 from django.utils import translation
 
 ROOT = Path(__file__).resolve().parents[2]
-PO_PATH = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
+MESSAGES = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES"
+DOMAINS = ("django", "djangojs")
 PLACEHOLDER = re.compile(r"%\(\w+\)[sd]|%\(\w+\)\.\d+f")
 
 
-@pytest.fixture(scope="module")
-def catalogue() -> polib.POFile:
-    return polib.pofile(str(PO_PATH))
+@pytest.fixture(scope="module", params=DOMAINS)
+def catalogue(request) -> polib.POFile:
+    return polib.pofile(str(MESSAGES / f"{request.param}.po"))
 
 
 @pytest.fixture(scope="module")
 def compiled():
-    """Compile the .po to .mo (it is git-ignored) and make Django reload its catalogues."""
+    """Compile the .po files to .mo (they are git-ignored) and make Django reload its catalogues."""
     subprocess.run([sys.executable, "scripts/compile_messages.py"], check=True, cwd=ROOT)
-    assert PO_PATH.with_suffix(".mo").exists()
+    for domain in DOMAINS:
+        assert (MESSAGES / f"{domain}.mo").exists()
     from django.utils.translation import trans_real
 
     trans_real._translations = {}
@@ -55,6 +58,8 @@ def test_placeholders_match(catalogue):
         if entry.obsolete:
             continue
         translations = [entry.msgstr] if not entry.msgid_plural else list(entry.msgstr_plural.values())
+        if entry.msgid_plural:
+            assert list(entry.msgstr_plural) == [0], entry.msgid  # nplurals=1: one form for every count
         expected = set(PLACEHOLDER.findall(entry.msgid)) | set(PLACEHOLDER.findall(entry.msgid_plural or ""))
         for text in translations:
             if set(PLACEHOLDER.findall(text)) != expected:
@@ -77,16 +82,36 @@ def test_django_uses_chinese(compiled):
         assert translation.gettext("Stop") == "停止"
         assert translation.gettext("Thinking") == "思考过程"
         assert translation.gettext("Regenerate") == "重新生成"
-        assert translation.gettext("Waiting in line: you are number %(position)s.") % {"position": 3} == (
-            "排队中：你排在第 3 位。"
-        )
+        assert translation.gettext("Log out") == "退出登录"
     with translation.override("en"):
         assert translation.gettext("Stop") == "Stop"
 
 
+def test_scripts_get_chinese_from_the_javascript_catalogue(compiled):
+    """The catalogue the pages load (qwenweb/script_catalogue.py): djangojs strings, plurals included, in the
+    language its URL names, whatever the request's own language; a language we do not have is a 404."""
+    from django.test import Client
+
+    client = Client(SERVER_NAME="127.0.0.1", HTTP_ACCEPT_LANGUAGE="en")
+    response = client.get("/i18n/js/zh-hans/")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/javascript")
+    assert "no-cache" in response["Cache-Control"] and response["Last-Modified"]
+    script = response.content.decode()
+    assert '"Copy message": "\\u590d\\u5236\\u6d88\\u606f"' in script  # 复制消息, as JSON escapes it
+    assert '"%(done)s of %(total)s page read": [' in script  # ngettext's forms
+    assert "Log out" not in script  # only the scripts' domain, not the templates'
+    english = client.get("/i18n/js/en/").content.decode()
+    assert "Copy message" not in english  # no catalogue: gettext gives the English it was given
+    assert client.get("/i18n/js/fr/").status_code == 404
+    revalidated = client.get("/i18n/js/zh-hans/", HTTP_IF_MODIFIED_SINCE=response["Last-Modified"])
+    assert revalidated.status_code == 304
+
+
 @pytest.fixture(scope="module")
-def extracted(tmp_path_factory) -> polib.POFile:
-    """The catalogue makemessages makes from a copy of the tree now: every string the code and templates hold."""
+def extracted(tmp_path_factory) -> dict[str, polib.POFile]:
+    """The catalogues makemessages makes from a copy of the tree now (domain -> catalogue): every string
+    the code, templates and page scripts hold."""
     tmp_path = tmp_path_factory.mktemp("makemessages")
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     for name in tracked.splitlines():
@@ -96,24 +121,32 @@ def extracted(tmp_path_factory) -> polib.POFile:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(source.read_bytes())
     env = {"PATH": "/usr/bin:/bin", "QWENWEB_VAR_DIR": str(tmp_path / "var"), "DJANGO_SECRET_KEY": "x" * 50}
-    subprocess.run(
-        [sys.executable, "manage.py", "makemessages", "-l", "zh_Hans", "--ignore", "tests/*", "--ignore", "scripts/*"],
-        cwd=tmp_path,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    return polib.pofile(str(tmp_path / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"))
+    ignore = ["--ignore", "tests/*", "--ignore", "scripts/*", "--ignore", "static/vendor/*"]
+    for domain in DOMAINS:
+        subprocess.run(
+            [sys.executable, "manage.py", "makemessages", "-d", domain, "-l", "zh_Hans", *ignore],
+            cwd=tmp_path,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+    return {
+        domain: polib.pofile(str(tmp_path / "locale" / "zh_Hans" / "LC_MESSAGES" / f"{domain}.po"))
+        for domain in DOMAINS
+    }
 
 
 def test_every_string_in_the_code_has_a_translation(extracted):
-    """makemessages over a copy of the tree finds no string the catalogue lacks or has only fuzzily."""
-    live = [entry for entry in extracted if not entry.obsolete]
-    missing = [entry.msgid for entry in live if not entry.translated() or "fuzzy" in entry.flags]
-    assert missing == []
+    """makemessages over a copy of the tree finds no string either catalogue lacks or has only fuzzily."""
+    for domain, catalogue in extracted.items():
+        live = [entry for entry in catalogue if not entry.obsolete]
+        assert live, domain
+        missing = [entry.msgid for entry in live if not entry.translated() or "fuzzy" in entry.flags]
+        assert missing == [], domain
 
 
-# A count shown to people goes through ngettext ({% blocktranslate count %} in a template): "1 page",
+# A count shown to people goes through ngettext ({% blocktranslate count %} in a template, ngettext() in a
+# page script): "1 page",
 # "2 pages"; Chinese has the one form. The rule, on every string of the code and of the catalogue:
 # an entry that is not a plural one puts no number placeholder next to an English plural noun,
 #   "%(n)d pages", "%(n)d earlier messages": a placeholder followed, at most one word on, by a word
@@ -133,15 +166,6 @@ TEXT_PLACEHOLDERS = frozenset(
     | {"error", "problem", "option", "value", "path", "method", "step", "profile", "username", "date", "at"}
     | {"types", "ids", "roles", "choices", "shape", "media", "actual", "low", "high", "percent"}
 )
-# Formatted by the pages' scripts (chat/web/views.py's ui_strings and document_strings): their plural
-# forms are the scripts' part of the work (static/), done apart from this test's Python and templates.
-SCRIPT_STRINGS = frozenset(
-    {
-        "%(prompt)s prompt tokens · %(output)s output tokens · first token %(ttft)s ms · %(tps)s tokens/s",
-        "%(done)s of %(total)s pages read",
-        "%(done)s of %(total)s parts summarized",
-    }
-)
 
 
 def _plural_noun(word: str | None) -> bool:
@@ -152,7 +176,7 @@ def counts_in_the_singular(entries) -> list[str]:
     """The msgids of singular-only entries that put a count next to a plural noun (the rule above)."""
     found = []
     for entry in entries:
-        if entry.obsolete or entry.msgid_plural or entry.msgid in SCRIPT_STRINGS:
+        if entry.obsolete or entry.msgid_plural:
             continue
         for match in PLACEHOLDER_AT.finditer(entry.msgid):
             if match.group(1) in TEXT_PLACEHOLDERS:
@@ -180,8 +204,10 @@ def test_the_rule_catches_a_count_formatted_into_a_singular_string():
 
 
 def test_no_count_is_formatted_into_a_singular_string(catalogue, extracted):
+    """The scripts' counts too: they go through ngettext (djangojs)."""
     assert counts_in_the_singular(catalogue) == []
-    assert counts_in_the_singular(extracted) == []
+    for domain, extraction in extracted.items():
+        assert counts_in_the_singular(extraction) == [], domain
 
 
 def test_no_template_puts_a_count_before_a_word_translated_alone():

@@ -14,7 +14,7 @@ import pypdfium2
 import pytest
 from django.test import override_settings
 
-from chat.documents import sandbox
+from chat.documents.pdf import upload_check
 from chat.documents.uploads import check_upload
 from chat.errors import DocumentError
 from tests.support import pdfs
@@ -66,7 +66,7 @@ def test_the_password_reaches_the_child_on_its_stdin_only_and_its_environment_is
         seen.append((argv, kwargs["env"]))
         return run(argv, **kwargs)
 
-    monkeypatch.setattr(sandbox.subprocess, "run", watched)
+    monkeypatch.setattr(upload_check.subprocess, "run", watched)
     data = pdfs.text_pdf([["Secret plans for the harbour."]], encrypt_password="s3cret")
     kind, pages, kept = check_upload("plans.pdf", data, "s3cret")
     assert (kind, pages) == ("pdf", 1) and kept.startswith(b"%PDF-") and kept != data
@@ -82,8 +82,8 @@ def test_a_damaged_pdf_is_refused_with_its_reason():
 
 
 def test_a_check_that_crashes_is_named_and_logged_and_the_next_upload_is_read(monkeypatch, caplog):
-    caplog.set_level(logging.WARNING, logger="chat.documents.sandbox")
-    monkeypatch.setattr(sandbox, "CHECK_WORKER", STAND_IN)
+    caplog.set_level(logging.WARNING, logger="chat.documents.pdf.upload_check")
+    monkeypatch.setattr(upload_check, "CHECK_WORKER", STAND_IN)
     killer = kill_the_check()
     with pytest.raises(DocumentError) as caught:
         check_upload("report.pdf", pdfs.report_pdf(2))
@@ -96,7 +96,7 @@ def test_a_check_that_crashes_is_named_and_logged_and_the_next_upload_is_read(mo
 
 @override_settings(DOCUMENT_EXTRACT_STALL_S=2)
 def test_a_check_that_never_answers_is_ended(monkeypatch):
-    monkeypatch.setattr(sandbox, "CHECK_WORKER", STAND_IN)
+    monkeypatch.setattr(upload_check, "CHECK_WORKER", STAND_IN)
     started = time.monotonic()
     with pytest.raises(DocumentError) as caught:
         check_upload("report.pdf", pdfs.report_pdf(2))
@@ -109,7 +109,7 @@ def test_a_pdf_too_large_for_the_childs_memory_fails_alone():
     # 160 MB cannot fit in the child's 128 MB of address space (the upload limit is checked first
     # in check_upload; the check itself is asked here).
     with pytest.raises(DocumentError) as caught:
-        sandbox.check_pdf_in_child(b"%PDF-1.4\n" + b"0" * (160 * 1024 * 1024), None)
+        upload_check.check_pdf_in_child(b"%PDF-1.4\n" + b"0" * (160 * 1024 * 1024), None)
     assert str(caught.value) == "The file could not be read: it used too much memory."
 
 
@@ -137,4 +137,4 @@ def test_an_answer_that_is_not_one_is_named_as_a_crash(answer):
     # The child's answer is as hostile as the file it read: what PDFium may write, if the file took it over.
     child = subprocess.CompletedProcess([], 0, stdout=answer, stderr=b"")
     with pytest.raises(ValueError):
-        sandbox._checked_answer(child)
+        upload_check._checked_answer(child)

@@ -1,5 +1,5 @@
-"""LlamaClient's plain requests to an ``http://`` llama-server go over ``wire.fetch``: one request per
-connection, no pool.
+"""LlamaClient's plain requests go over ``wire.fetch``: one request per connection, no pool (the
+retry policy: tests/unit/test_llama_retry.py).
 
 Fake upstream, named as such: a few lines of asyncio that answer the way llama-server does
 (Content-Length JSON, Prometheus text, an error status) and record what was asked, so the
@@ -15,7 +15,6 @@ import pytest
 
 from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaRejected, LlamaUnavailable
-from scripts.local_services import free_port
 
 
 async def answering(status: int, body: bytes, seen: list[bytes]):
@@ -80,40 +79,28 @@ def test_text_and_an_error_status():
     assert caught.value.status == 400
 
 
-def test_a_refused_connection_is_tried_once_more_then_unavailable():
-    port = free_port()
-    attempts: list[float] = []
+def test_a_plain_request_gives_up_at_its_own_time_limit():
+    """``timeout_s`` bounds the whole request (a caller asks /slots for 2-3 s), not each wait for bytes."""
 
-    async def main():
-        loop = asyncio.get_running_loop()
-        client = LlamaClient(base_url=f"http://127.0.0.1:{port}", api_key="", timeout=5)
-        real_connect = loop.sock_connect
+    async def trickle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+        for _ in range(50):  # a byte every 0.1 s: no wait reaches the client's 5 s read timeout
+            writer.write(b" ")
+            await writer.drain()
+            await asyncio.sleep(0.1)
+        writer.close()
 
-        async def counted(sock, address):
-            attempts.append(loop.time())
-            return await real_connect(sock, address)
-
-        loop.sock_connect = counted
-        await client.get_json("/health")
+    async def slots_quickly(client):
+        started = asyncio.get_running_loop().time()
+        try:
+            await client.slots(timeout_s=0.5)
+        finally:
+            slots_quickly.took = asyncio.get_running_loop().time() - started
 
     with pytest.raises(LlamaUnavailable):
-        asyncio.run(main())
-    assert len(attempts) == 2 and attempts[1] - attempts[0] >= 0.09
-
-
-def test_a_server_that_hangs_up_before_answering_is_asked_once_more():
-    connections: list[int] = []
-
-    async def hang_up_first(reader, writer):
-        connections.append(1)
-        await reader.readuntil(b"\r\n\r\n")
-        if len(connections) > 1:
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]")
-            await writer.drain()
-        writer.close()  # the first: closed without a word (a kept connection the server had just dropped)
-
-    slots, _seen = ask(200, b"", lambda client: client.slots(), handler=hang_up_first)
-    assert slots == [] and len(connections) == 2
+        ask(200, b"", slots_quickly, handler=trickle)
+    assert slots_quickly.took < 2
 
 
 @pytest.mark.parametrize("stall", [False, True])

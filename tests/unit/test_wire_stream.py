@@ -1,9 +1,12 @@
-"""monitor/llama/wire.py: llama-server's streamed answers read off the socket on a frame clock.
+"""monitor/llama/wire.py: llama-server's streamed answers read off the socket on a frame clock,
+framed by llhttp (httptools).
 
 Fake upstream, named as such: a few lines of asyncio that write HTTP/1.1 the way llama-server
-does (chunked SSE) and the ways it can go wrong (an error status, a cut mid-chunk, broken chunk
-framing, a server gone before answering), with the timing each test needs. The real server's
-streams go through this reader in every chat and API integration test.
+does (chunked SSE) with the timing each test needs (tokens every few ms, a cut mid-frame), which
+the real server cannot be made to keep, and the protocol edges it never produces (an informational
+1xx answer, duplicate headers, broken chunk framing, an unsupported transfer coding). The real
+server's streams go through this reader in every chat and API integration test, and over TLS in
+tests/integration/test_llama_transport.py.
 """
 
 from __future__ import annotations
@@ -141,6 +144,44 @@ def test_tokens_within_one_frame_come_in_one_read_and_the_first_is_not_held():
     assert len(batches) <= 4, texts(batches)
 
 
+ANSWER_EVENTS = {
+    "spaced-json": lambda n: b'data: {"choices": [{"delta": {"content": "%d "}}]}\n\n' % n,
+    "reasoning": lambda n: b'data: {"choices":[{"delta":{"reasoning_content":"%d "}}]}\n\n' % n,
+    "tool-call": lambda n: (
+        b'data: {"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"%d"}}]}}]}\n\n' % n
+    ),
+    "completions": lambda n: b'data: {"choices":[{"text":"%d ","index":0}]}\n\n' % n,
+}
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["chat", "relayed"])
+@pytest.mark.parametrize("shape", list(ANSWER_EVENTS))
+def test_the_clock_starts_with_any_answer_event_however_it_is_written(shape, raw):
+    """The role chunk starts no clock; the first event with answer text, reasoning or a tool call
+    does, however its JSON is spaced: 21 tokens 5 ms apart come in a few reads, not 21."""
+    make = ANSWER_EVENTS[shape]
+
+    async def steady(writer):
+        writer.write(HEAD + chunk(b'data: {"choices":[{"delta":{"role":"assistant","content":null}}]}\n\n'))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        for n in range(21):
+            if n == 0:
+                steady.first_sent = time.monotonic()
+            writer.write(chunk(make(n)))
+            await writer.drain()
+            await asyncio.sleep(0.005)
+        writer.write(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        await writer.drain()
+
+    got, _seen = run(steady, pace_s=0.2, raw=raw)
+    reads = [data for _at, data in got]
+    if raw:
+        assert b"".join(reads).count(b"data: ") == 23
+    assert got[1][0] - steady.first_sent < 0.1  # the role chunk held nothing back
+    assert len(reads) <= 5, reads  # the role chunk, the first token, then 200 ms frames
+
+
 def test_without_a_pace_every_read_is_handed_on():
     async def steady(writer):
         writer.write(HEAD)
@@ -196,20 +237,51 @@ def test_a_stream_cut_or_mangled_mid_answer_is_broken_after_what_came(tail):
     assert texts(got) == ["kept"]
 
 
-def test_a_server_that_closes_before_answering_is_unavailable_and_nothing_listening_too():
-    async def hang_up(writer):
-        pass
+def test_an_informational_answer_and_duplicate_headers_come_before_the_answer():
+    """A 1xx answer is passed over; a header given twice (Set-Cookie) is HTTP."""
+    body = event("hi") + b"data: [DONE]\n\n"
+
+    async def informational(writer):
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+
+    got, _seen = run(informational)
+    assert texts([batch for _t, batch in got]) == ["hi"]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        pytest.param(b"Content-Length: 5\r\nContent-Length: 7\r\n", id="two-lengths"),
+        pytest.param(b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", id="a-length-and-chunks"),
+        pytest.param(b"Transfer-Encoding: gzip, chunked\r\n", id="a-coding-not-read"),
+        pytest.param(b"Transfer-Encoding: notchunked\r\n", id="chunked-only-as-a-substring"),
+        pytest.param(b"Bad Header\r\n", id="a-line-that-is-no-header"),
+    ],
+)
+def test_a_head_that_is_not_http_we_read_is_unavailable(head):
+    async def odd(writer):
+        writer.write(b"HTTP/1.1 200 OK\r\n" + head + b"\r\n" + chunk(event("x")))
 
     with pytest.raises(LlamaUnavailable):
-        run(hang_up)
+        run(odd)
 
-    async def nobody():
-        client = LlamaClient(base_url="http://127.0.0.1:9", api_key="", timeout=5)
-        async for _batch in client.stream_chat({"messages": []}):
-            pass
 
-    with pytest.raises(LlamaUnavailable):
-        asyncio.run(nobody())
+def test_a_body_read_until_the_close_ends_with_it():
+    """An answer with neither a length nor chunks (HTTP/1.0's way) ends when the server closes."""
+
+    async def until_close(writer):
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + event("all"))
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(b"data: [DONE]\n\n")
+
+    got, _seen = run(until_close, raw=True)
+    assert b"".join(data for _at, data in got) == event("all") + b"data: [DONE]\n\n"
 
 
 def test_raw_bytes_are_relayed_untouched_and_leaving_early_closes_the_connection():
@@ -252,7 +324,7 @@ def test_prompt_progress_before_the_first_token_starts_no_clock():
         progress_then_token.token_sent = time.monotonic()
         writer.write(chunk(event("first")))
         await writer.drain()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.6)  # the connection stays open: its close would end a frame's sleep
         writer.write(chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
 
     got, _seen = run(progress_then_token, pace_s=0.5, raw=True)
@@ -320,11 +392,11 @@ def test_a_stream_that_ends_while_its_reader_is_busy_does_not_keep_waking_the_lo
     """The socket stays watched between frames; when its end (or more than a frame's bytes) comes
     while the reader is busy handing on a read, it is no longer watched until the next frame, or
     the event loop would call the reader again at every turn until then."""
-    from monitor.llama import wire
+    from monitor.llama.connection import Connection
 
     calls = []
-    on_readable = wire.WireStream._on_readable
-    monkeypatch.setattr(wire.WireStream, "_on_readable", lambda self: (calls.append(1), on_readable(self)))
+    on_readable = Connection._on_readable
+    monkeypatch.setattr(Connection, "_on_readable", lambda self: (calls.append(1), on_readable(self)))
     tail = b"".join(chunk(event(f" {n:05d}" + "x" * 200)) for n in range(500))  # past the low-water mark
 
     async def late_end(writer):
@@ -355,18 +427,17 @@ def test_a_stream_that_ends_while_its_reader_is_busy_does_not_keep_waking_the_lo
 
 def test_the_next_address_is_tried_when_the_first_refuses():
     """``localhost`` may name ::1 first while llama-server listens on 127.0.0.1 only."""
-    from monitor.llama.wire import WireStream
+    from monitor.llama.connection import _connect
 
     async def main():
         listener = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
         port = listener.sockets[0].getsockname()[1]
         closed = free_port()  # nothing listens there
-        stream = WireStream(f"http://localhost:{port}", "/x", b"{}", {}, timeout_s=5)
+        sock = await _connect([(2, ("127.0.0.1", closed)), (2, ("127.0.0.1", port))])
         try:
-            await stream._connect([(2, ("127.0.0.1", closed)), (2, ("127.0.0.1", port))])
-            return stream.sock.getpeername()[1]
+            return sock.getpeername()[1]
         finally:
-            stream.close()
+            sock.close()
             listener.close()
 
     assert asyncio.run(main()) > 0
@@ -393,3 +464,17 @@ def test_an_empty_or_impossible_content_length_answer(length):
     else:
         with pytest.raises(LlamaUnavailable):
             asyncio.run(main())
+
+
+def test_a_head_that_never_ends_is_refused_once_past_its_limit():
+    """Headers past 64 KiB are not buffered on: refused then, not when the server gives up."""
+
+    async def endless_head(writer):
+        writer.write(b"HTTP/1.1 200 OK\r\n" + b"X-Pad: %s\r\n" % (b"a" * 1000) * 100)
+        await writer.drain()
+        await asyncio.sleep(3)  # the head still open
+
+    started = time.monotonic()
+    with pytest.raises(LlamaUnavailable):
+        run(endless_head)
+    assert time.monotonic() - started < 2.5

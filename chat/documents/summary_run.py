@@ -1,0 +1,236 @@
+"""The run that writes a whole document's summary: map-reduce over every page, sized with
+llama-server's own token counts.
+
+Level 0 chunks pack consecutive pages (each marked ``[p. N]``) up to what one slot's
+context holds after the prompt and the answer; each is summarized on its own, up to
+the profile's slots at once, each in the chat's fair queue as background work: a
+person's turn always goes first, one slot stays free for people, and documents take
+turns by owner.
+Level N combines level N-1 summaries, recursively while they do not fit one call.
+Every chunk is a row, saved the moment its summary is written: a killed worker's
+successor plans nothing again and pays only for the chunks not done (the rows: ``selectors``
+and ``services``; the text the person reads: ``final_summary``; the worker's side: ``pipeline``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from asgiref.sync import sync_to_async
+from django.utils.translation import gettext as _
+
+from chat.documents.citations import pages_of_marked_text
+from chat.documents.final_summary import compose
+from chat.documents.heartbeats import HeartbeatAndCancelCheck, claim
+from chat.documents.languages import language_name
+from chat.documents.model_calls import completion_text
+from chat.documents.selectors import document_and_profile, page_texts_between, summary_chunks, text_pages
+from chat.documents.services import finish_summary, mark_chunk_done, mark_chunk_started, save_summary_plan, stop_summary
+from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
+from chat.documents.summary_review import (
+    MAP_SYSTEM,
+    REDUCE_SYSTEM,
+    RETRY_SYSTEM,
+    Review,
+    review,
+    with_checked_citations,
+)
+from chat.models import Document, DocumentChunk
+from monitor.public import (
+    LlamaError,
+    LlamaStreamBroken,
+    LlamaUnavailable,
+    LoadFailed,
+    QueueUnavailable,
+    ServerProfile,
+    ServingPool,
+    serving_pool,
+)
+
+log = logging.getLogger(__name__)
+
+CANCEL_POLL_S = 0.5  # how often a cancel is looked for: it takes effect within a second
+# llama-server comes back seconds after it is killed (supervised, the profile reloaded): a part cut
+# off is asked again after each of these pauses before the summary stops and says why.
+SERVER_RESTART_WAITS_S = (2.0, 4.0, 8.0, 15.0)
+
+
+class SummaryRun:
+    """One document's summary: its parts planned, each asked of the model in the fair queue, then combined."""
+
+    def __init__(self, document_id, *, claimed: bool = False):
+        self.document_id = document_id
+        self.claimed = claimed
+        self.pool: ServingPool | None = None
+        self.language = "English"
+        self.budget: Budget | None = None
+        self.cancelled = False
+        self.profile: ServerProfile | None = None
+        self.owner_id = None
+
+    async def run(self) -> str:
+        """The document's final status."""
+        document, profile = await sync_to_async(document_and_profile)(self.document_id)
+        self.owner_id = document.owner_id
+        if document.status != Document.Status.SUMMARIZING:
+            return document.status
+        if not self.claimed and not await sync_to_async(claim)(self.document_id):
+            log.info("document %s: another run is summarizing it", self.document_id)
+            return document.status
+        try:
+            self.pool = await serving_pool(profile)  # loads the profile if no node serves it
+            self.profile = self.pool.profile
+        except LoadFailed:
+            message = _("The summary could not start: the server profile did not load. An admin sees why on its page.")
+            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
+            return Document.Status.FAILED
+        except LlamaError as error:
+            message = _("The summary could not start: %(reason)s") % {"reason": str(error)}
+            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
+            return Document.Status.FAILED
+        work = asyncio.create_task(self._summarize(document))
+        ticker = asyncio.create_task(self._tick(work))
+        try:
+            summary = await work
+        except asyncio.CancelledError:
+            if not self.cancelled:
+                raise
+            await sync_to_async(stop_summary)(self.document_id, Document.Status.CANCELLED)
+            return Document.Status.CANCELLED
+        except (LlamaError, QueueUnavailable) as error:
+            message = _("The summary stopped: %(reason)s The parts already done are kept; try again to continue.") % {
+                "reason": str(error)
+            }
+            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
+            return Document.Status.FAILED
+        finally:
+            ticker.cancel()
+        await sync_to_async(finish_summary)(self.document_id, summary)
+        return Document.Status.READY
+
+    async def _tick(self, work: asyncio.Task) -> None:
+        """Heartbeat for the stall detector; cancels the work when the user asks."""
+        alive = HeartbeatAndCancelCheck(self.document_id)
+        while not work.done():
+            if not await sync_to_async(alive)():
+                self.cancelled = True
+                work.cancel()
+                return
+            await asyncio.sleep(CANCEL_POLL_S)
+
+    async def _summarize(self, document: Document) -> str:
+        pages = await sync_to_async(text_pages)(document.id)
+        self.language = language_name(document, "\n".join(text for _number, text in pages[:20]))
+        self.budget = await plan_budget(self.pool, MAP_SYSTEM.format(language=self.language))
+        level0 = await sync_to_async(summary_chunks)(document.id, 0)
+        if not level0:
+            marked = [f"[p. {number}]\n{text}" for number, text in pages]
+            counts = await count_all(self.pool.client, marked)
+            pieces = [
+                Piece(number, number, text, tokens)
+                for (number, _text), text, tokens in zip(pages, marked, counts, strict=True)
+            ]
+            level0 = await sync_to_async(save_summary_plan)(
+                document.id, 0, await pack(self.pool.client, pieces, self.budget.input_tokens)
+            )
+        await self._run_level(level0, total=len(level0))
+        level0 = await sync_to_async(summary_chunks)(document.id, 0)
+        if len(level0) == 1:
+            return compose(level0[0], level0)
+        current, level = level0, 1
+        while True:
+            planned = await sync_to_async(summary_chunks)(document.id, level)
+            if not planned:
+                pieces = [
+                    Piece(c.first_page, c.last_page, f"({c.pages_label})\n{c.summary.strip()}", 0) for c in current
+                ]
+                for piece, tokens in zip(
+                    pieces, await count_all(self.pool.client, [p.text for p in pieces]), strict=True
+                ):
+                    piece.tokens = tokens
+                planned = await sync_to_async(save_summary_plan)(
+                    document.id, level, await pack(self.pool.client, pieces, self.budget.input_tokens)
+                )
+            await self._run_level(planned, total=len(planned))
+            current = await sync_to_async(summary_chunks)(document.id, level)
+            if len(current) == 1:
+                return compose(current[0], level0)
+            level += 1
+
+    async def _run_level(self, chunks: list[DocumentChunk], total: int) -> None:
+        gate = asyncio.Semaphore(self.budget.slots)
+        pending = [chunk for chunk in chunks if not chunk.done]
+
+        async def one(chunk: DocumentChunk) -> None:
+            async with gate:
+                result = await self._reviewed_summary(chunk, total)
+                await sync_to_async(mark_chunk_done)(chunk.id, result.text, result.note)
+
+        await asyncio.gather(*(one(chunk) for chunk in pending))
+
+    async def _reviewed_summary(self, chunk: DocumentChunk, total: int) -> Review:
+        """A part's summary without echoed instructions and with only citations to its own pages;
+        asked once more in other words when it is mostly a copy, then kept with a note."""
+        result = await self._summarize_chunk(chunk, total, retry=False)
+        if result.note:
+            log.info("document %s: part %s was a copy (%s); asked again", self.document_id, chunk.id, result.note)
+            result = await self._summarize_chunk(chunk, total, retry=True)
+        if chunk.level == 0:
+            page_texts = pages_of_marked_text(chunk.text)
+        else:
+            page_texts = await sync_to_async(page_texts_between)(self.document_id, chunk.first_page, chunk.last_page)
+        # CPU work over a part's pages (the whole document for the last step): off the event loop.
+        text = await asyncio.to_thread(
+            with_checked_citations,
+            result.text,
+            chunk.first_page,
+            chunk.last_page,
+            page_texts,
+            chunk.document.kind in Document.SECTIONED,
+        )
+        if not text.strip():
+            text = _("(nothing to summarize in %(pages)s)") % {"pages": chunk.pages_label}
+        return Review(text, result.note)
+
+    async def _summarize_chunk(self, chunk: DocumentChunk, total: int, *, retry: bool) -> Review:
+        for pause in SERVER_RESTART_WAITS_S:
+            try:
+                return await self._ask_for_summary(chunk, total, retry)
+            except (LlamaUnavailable, LlamaStreamBroken):
+                log.info("document %s: llama-server went away; part %s asked again", self.document_id, chunk.id)
+                await asyncio.sleep(pause)
+                await self._reconnect()
+        return await self._ask_for_summary(chunk, total, retry)
+
+    async def _reconnect(self) -> None:
+        """The profile's pool again after its server restarted (loaded anew if it must be)."""
+        try:
+            self.pool = await serving_pool(self.profile)
+        except LlamaError:
+            return  # not back yet: the next attempt says so
+
+    async def _ask_for_summary(self, chunk: DocumentChunk, total: int, retry: bool) -> Review:
+        if chunk.level == 0:
+            system = MAP_SYSTEM.format(language=self.language)
+            header = f"Part {chunk.index + 1} of {total}, {chunk.pages_label}:"
+        else:
+            system = REDUCE_SYSTEM.format(language=self.language)
+            header = f"Summaries of parts, {chunk.pages_label}:"
+        if retry:
+            system = RETRY_SYSTEM.format(language=self.language)
+        user = f"{header}\n\n{chunk.text}"
+        payload = {
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            "max_tokens": self.budget.answer_tokens,
+            "temperature": 0.3,
+        }
+        # Background work: people go first, and documents take turns by owner, not one turn each.
+        async with self.pool.slot(f"owner:{self.owner_id}", priority="background") as slot:
+            await sync_to_async(mark_chunk_started)(chunk.id)
+            text = await completion_text(slot.client, payload)
+        # Every prompt this part has been given is the instructions whose echo is taken out.
+        instructions = "\n".join((MAP_SYSTEM if chunk.level == 0 else REDUCE_SYSTEM, RETRY_SYSTEM, header))
+        # Combining summaries may keep their sentences; only a part of the document itself must not be copied.
+        source = chunk.text if chunk.level == 0 else ""
+        return review(text.strip(), instructions.format(language=self.language), source)

@@ -1,0 +1,189 @@
+"""One profile served by two nodes: one pool, one line, answers spread over both; follow-ups go back to
+the node holding their conversation; a node whose router is killed mid-answer costs nobody their text,
+the next answer comes from the other node, and the node rejoins by itself.
+
+Two real nodes on this machine: the main box's (the ``llama`` fixture's supervisor and router) and a
+second one (``tests/support/nodes.py``: its own supervisor, router, worker, var folder and key) against
+the same Redis and database. Each node serves the pool with one slot, so two people at once take both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+
+import pytest
+from django.conf import settings
+
+from chat.models import Message
+from monitor.models import Node, Placement, ServerProfile
+from monitor.nodes import readiness
+from monitor.nodes.registry import local_node
+from monitor.profiles.services import save_profile
+from monitor.profiles.validation import validate_profile
+from monitor.serving.queue import FairQueue
+from monitor.serving.slot import load_on_nodes, pool_nodes
+from tests.support.client import chat_socket, events_until, login, make_user, send
+from tests.support.nodes import SecondNode
+from tests.support.stack import wait_until
+
+pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
+POOL = "pool"
+OPTIONS = {"seed": 4, "max_tokens": 16}
+
+
+@pytest.fixture(scope="module")
+def second_node(run_dir, llama_server, celery_worker):
+    node = SecondNode(run_dir, "node-b")
+    node.register()
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="module")
+def pool(second_node):
+    """The pool profile, placed on both nodes with one slot each, loaded on both."""
+    default = ServerProfile.objects.get(is_default=True)
+    profile = ServerProfile(
+        name=POOL, model_file=default.model_file, chat_template_jinja=default.chat_template_jinja,
+        ctx_size=4096, parallel=1, threads=1, load_on_startup=True,
+    )  # fmt: skip
+    validate_profile(profile)
+    save_profile(profile)
+    nodes = [local_node(), Node.objects.get(name=second_node.name)]
+    for node in nodes:
+        Placement.objects.get_or_create(profile=profile, node=node)
+    names = [node.name for node in nodes]
+    asyncio.run(load_on_nodes(profile, names))
+    wait_until(lambda: len(serving(names)) == 2, 120, "the pool on both nodes")
+    yield names
+    Placement.objects.filter(profile=profile).delete()
+    ServerProfile.objects.filter(pk=profile.pk).delete()
+
+
+def serving(names: list[str]) -> dict:
+    return asyncio.run(readiness.served_on(names, POOL))
+
+
+def grants() -> list:
+    async def read():
+        queue = FairQueue(POOL)
+        try:
+            return await queue.grants()
+        finally:
+            await queue.aclose()
+
+    return asyncio.run(read())
+
+
+def ask(http, text: str, conversation: str | None = None) -> tuple[dict, list[dict]]:
+    with chat_socket(http) as ws:
+        payload = {"type": "send", "text": text, "options": OPTIONS, "profile": POOL}
+        if conversation:
+            payload["conversation"] = conversation
+        send(ws, **payload)
+        accepted = events_until(ws, "accepted")[-1]
+        return accepted, events_until(ws, timeout=300)
+
+
+def test_a_pool_streams_to_several_people_at_once_over_both_nodes(pool):
+    """Both nodes' slots held (as running answers would), two people ask and wait in the one line;
+    the slots are given back together: each waiting answer gets one, on each node, at once."""
+    people = [login(make_user()) for _ in range(2)]
+    sockets = [chat_socket(http) for http in people]
+    holder = _hold_slots(pool)
+    try:
+        for index, ws in enumerate(sockets):
+            send(ws, type="send", text=f"Name a colour ({index}).", options=OPTIONS, profile=POOL)
+            places = [event for event in events_until(ws, "queued") if event["type"] == "queued"]
+            assert places and places[-1]["position"] == index + 1  # one line for the pool
+        before = len(grants())
+    finally:
+        holder.release()
+    results = [events_until(ws, timeout=300)[-1] for ws in sockets]
+    for ws in sockets:
+        ws.close()
+    assert [done["status"] for done in results] == ["complete", "complete"], results
+    nodes = {grant.node for grant in grants()[before:] if grant.user != "test-holder"}
+    assert nodes == set(pool), nodes  # one slot each: the two answers were on both nodes
+
+
+def test_a_follow_up_goes_back_to_the_node_that_served_its_conversation(pool):
+    """The conversation starts on the node the queue would not pick first (the other one's slot held),
+    then every follow-up, with both nodes free, goes back to it: its prompt is cached there."""
+    order = pool_nodes(ServerProfile.objects.get(name=POOL))
+    first, last = order[0], order[-1]  # with both free, the queue takes the first of the pool's nodes
+    http = login(make_user())
+    holder = _hold_slots([first])
+    try:
+        accepted, _events = ask(http, "Tell me about the sea.")
+    finally:
+        holder.release()
+    assert grants()[-1].node == last
+    for round_ in range(2):
+        ask(http, f"And more ({round_}).", accepted["conversation"])
+        assert grants()[-1].node == last
+
+
+def test_a_node_killed_mid_answer_keeps_the_partial_text_and_the_next_answer_comes_from_the_other(pool, second_node):
+    http = login(make_user())
+    with chat_socket(http) as ws:
+        # An answer on the second node: the main box's slot is held, so the turn goes there.
+        holder = _hold_slots([settings.NODE_NAME])
+        try:
+            send(ws, type="send", text="Write a long story.", options={"seed": 2, "max_tokens": 800}, profile=POOL)
+            accepted = events_until(ws, "accepted")[-1]
+            events_until(ws, "token", timeout=300)
+            assert grants()[-1].node == second_node.name
+            killed_at = time.monotonic()
+            second_node.kill_router()
+            done = events_until(ws, timeout=120)[-1]
+        finally:
+            holder.release()
+    assert done["status"] == "incomplete", done
+    answer = Message.objects.get(id=accepted["assistant_message"]["id"])
+    assert answer.status == "incomplete" and answer.content  # the partial text is kept
+    # Asked again at once: the other node answers.
+    again, events = ask(http, "Say hi.", accepted["conversation"])
+    assert events[-1]["status"] == "complete", events[-1]
+    assert grants()[-1].node == settings.NODE_NAME
+    assert time.monotonic() - killed_at < 60
+    # Nothing lost or doubled: one question, one answer per turn.
+    messages = list(Message.objects.filter(conversation_id=accepted["conversation"]).values_list("role", flat=True))
+    assert messages == ["user", "assistant", "user", "assistant"], messages
+    # The node rejoins by itself: its supervisor starts a router, loads the pool, and its heartbeat says so.
+    wait_until(lambda: second_node.name in serving(pool), 180, "the second node back in the pool")
+
+
+class _Held:
+    def __init__(self) -> None:
+        self.release_event = threading.Event()
+        self.held = threading.Event()
+
+    def release(self) -> None:
+        self.release_event.set()
+
+
+def _hold_slots(nodes: list[str]) -> _Held:
+    """Hold one slot of the pool on each of ``nodes`` (as running answers would) until released."""
+    from tests.support.hold import held_slot
+
+    handle = _Held()
+
+    async def hold() -> None:
+        queue = FairQueue(POOL)
+        try:
+            async with contextlib.AsyncExitStack() as slots:
+                for node in nodes:
+                    await slots.enter_async_context(held_slot(queue, "test-holder", [node]))
+                handle.held.set()
+                await asyncio.to_thread(handle.release_event.wait)
+        finally:
+            await queue.aclose()
+
+    threading.Thread(target=asyncio.run, args=(hold(),), daemon=True).start()
+    assert handle.held.wait(60)
+    return handle

@@ -59,7 +59,10 @@ def concurrent_tps(jobs: list[tuple[httpx.Client, dict]]) -> float:
     results: list[tuple[float, float, int]] = []
 
     def run(client: httpx.Client, body: dict) -> None:
-        results.append(stream_tokens(client, "/v1/chat/completions", body))
+        try:
+            results.append(stream_tokens(client, "/v1/chat/completions", body))
+        except BaseException as error:  # counted below as a failed stream
+            print(f"stream failed: {error!r}", flush=True)
 
     threads = [threading.Thread(target=run, args=job) for job in jobs]
     for thread in threads:
@@ -172,8 +175,17 @@ def measure_affinity(profile) -> tuple[float, float]:
     follow_ups: list[tuple[str, str, dict]] = []  # (node before, node now, stats)
     lock = threading.Lock()
 
+    sessions = [login(make_user()) for _ in range(PEOPLE)]  # made here: the threads only chat
+    failures: list[BaseException] = []
+
     def person(index: int) -> None:
-        with chat_socket(login(make_user())) as ws:
+        try:
+            chat(index)
+        except BaseException as error:  # reported below: a thread's failure must not pass unseen
+            failures.append(error)
+
+    def chat(index: int) -> None:
+        with chat_socket(sessions[index]) as ws:
             accepted, done = ask(ws, opening + f"\nWhich keeper is number {index}?", profile.name, None)
             conversation = accepted["conversation"]
             node = node_of(accepted["assistant_message"]["id"])
@@ -189,6 +201,8 @@ def measure_affinity(profile) -> tuple[float, float]:
         thread.start()
     for thread in threads:
         thread.join(1800)
+    if failures:
+        raise failures[0]
     kept = sum(1 for before, now, _stats in follow_ups if before == now)
     cached = sum(int(stats.get("cached_tokens") or 0) for _b, _n, stats in follow_ups)
     processed = sum(int(stats.get("prompt_tokens") or 0) for _b, _n, stats in follow_ups)

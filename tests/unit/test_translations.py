@@ -165,6 +165,8 @@ TEXT_PLACEHOLDERS = frozenset(
     {"name", "url", "reason", "kind", "arch", "processname", "title", "query", "model", "id", "where", "why"}
     | {"error", "problem", "option", "value", "path", "method", "step", "profile", "username", "date", "at"}
     | {"types", "ids", "roles", "choices", "shape", "media", "actual", "low", "high", "percent"}
+    # sizes already formatted ("1.2 GB", filesizeformat) and an option's values ("from 4 to 2")
+    | {"size", "saves", "short", "budget", "ram", "current", "suggested"}
 )
 
 

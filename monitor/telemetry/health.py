@@ -160,7 +160,7 @@ def check_llama() -> list[Part]:
 
 
 def check_nodes() -> list[Part]:
-    """ "profiles" (what people may use is served somewhere) and a part per node, from their heartbeats."""
+    """The "profiles" part (what people may use is served somewhere) and a part per node, from the heartbeats."""
     try:
         nodes = node_rows()
         placed = list(

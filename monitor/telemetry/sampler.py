@@ -135,12 +135,11 @@ class Here:
 
 def _here() -> Here:
     local = sorted(placements_here(), key=lambda placement: not placement.profile.is_default)
-    main = Node.objects.filter(is_local=True).values_list("name", flat=True).first()
+    nodes = list(Node.objects.values_list("name", "is_local"))
+    main = next((name for name, is_local in nodes if is_local), None)
     if main not in (None, settings.NODE_NAME):  # a joined box: its own router only
         return Here(local, [], [])
-    return Here(
-        local, list(ServerProfile.objects.exclude(remote_url="")), list(Node.objects.values_list("name", flat=True))
-    )
+    return Here(local, list(ServerProfile.objects.exclude(remote_url="")), [name for name, _local in nodes])
 
 
 async def find_targets(timeout_s: float, here: Here | None = None) -> list[Target]:

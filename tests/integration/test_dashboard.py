@@ -81,6 +81,8 @@ def test_sampler_reads_the_real_server_under_load_and_says_there_is_no_gpu(llama
     assert busy, "never saw the server generating"
     server = busy[-1]["servers"][0]
     assert any(slot["processing"] and slot["used"] > 0 for slot in server["slots"])
+    assert server["slots_busy"] >= 1 and server["slots_total"] == 2  # the node card's slots busy / free
+    assert busy[-1]["node"] == settings.NODE_NAME
     assert server["kv_used_pct"] > 0
     assert busy[-1]["stale"] == []
 

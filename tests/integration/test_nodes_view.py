@@ -1,8 +1,8 @@
-"""Every node on the dashboard and the timeline, against the real stack: the main box's node from its
-real heartbeat (the llama-server supervisor) and its real sampler, the web server's live socket, Redis
-and the database. The second box is a STAND-IN (tests/support/stand_in_node.py: its heartbeat written
-into Redis as its supervisor would, there being one machine here). The test stops it: down within
-15 s on the page and on the timeline, recorded once; it beats again: back, recorded once."""
+"""Every node on the dashboard and the timeline, against the real stack: the main box's node (its real
+heartbeat and sampler), a second box on this machine as a joined box runs (tests/support/node_box.py:
+its own llama-server supervisor, heartbeat and sampler, with its own node name), the web server's live
+socket, Redis and the database. The test freezes the second box (SIGSTOP): down within 15 s on the page
+and on the timeline, recorded once; it lets it go on (SIGCONT): back, recorded once."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
-from monitor.models import Event, MetricMinute, Node, Placement, ServerProfile
+from monitor.models import Event, MetricMinute
 from monitor.redis_clients import sync_client
 from monitor.telemetry import dashboard
 from monitor.telemetry.node_status import CHECKED_KEY, STATE_KEY
 from tests.support.client import dashboard_socket, login, make_user
+from tests.support.node_box import NodeBox
 from tests.support.stack import wait_until
-from tests.support.stand_in_node import StandInNode
 
-STAND_IN = "stand-in-b"
+SECOND = "node-view-b"
 LIMIT_S = 15  # the issue's: a node that stops answering is shown as down within 15 s
 
 
@@ -52,20 +52,17 @@ def nodes_until(ws, check, timeout: float) -> dict[str, dict]:
 
 
 def events(kind: str) -> list[Event]:
-    return list(Event.objects.filter(kind=kind, node=STAND_IN))
+    return list(Event.objects.filter(kind=kind, node=SECOND))
 
 
 @pytest.fixture
-def stand_in(web_server, sampler, llama):
-    node = Node.objects.create(name=STAND_IN, url="http://127.0.0.1:9")
-    profile = ServerProfile.objects.create(name="stand-in-only", model_file="gemma-3-270m-q4_k_m.gguf")
-    Placement.objects.create(profile=profile, node=node, live_revision=1)
-    box = StandInNode(STAND_IN, {"stand-in-only": (1, "stand-in-only@1")})
-    box.start()
-    yield box
-    box.remove()
-    profile.delete()
-    node.delete()
+def second_box(run_dir, web_server, sampler, llama):
+    box = NodeBox(run_dir, SECOND)
+    try:
+        box.start()
+        yield box
+    finally:
+        box.stop()
 
 
 def _checks_after(count: int) -> None:
@@ -80,51 +77,51 @@ def _checks_after(count: int) -> None:
     wait_until(moved, 30, "the sampler's next checks")
 
 
-def test_a_node_that_stops_is_down_within_15_s_on_the_page_and_the_timeline_and_then_back(stand_in):
+def test_a_node_that_stops_is_down_within_15_s_on_the_page_and_the_timeline_and_then_back(second_box):
     main = settings.NODE_NAME
-    # The sampler reads the list of nodes every 15 s: until it has seen the stand-in beat.
-    wait_until(lambda: (remembered(STAND_IN) or {}).get("up") is True, 45, "the sampler to see the stand-in")
+    # The sampler reads the list of nodes every 15 s: until it has seen the second box beat.
+    wait_until(lambda: (remembered(SECOND) or {}).get("up") is True, 45, "the sampler to see the second box")
     admin = login(make_user(is_staff=True))
     with dashboard_socket(admin) as ws:
-        nodes = next_nodes(ws)
-        assert list(nodes) == [main, STAND_IN]  # the main box first
-        # The main box's node: its real heartbeat (what its router serves) and its real sampler's figures.
+        nodes = nodes_until(ws, lambda nodes: nodes[SECOND]["sample_age_s"] is not None, 30)
+        assert list(nodes) == [main, SECOND]  # the main box first
+        # The main box's node: its heartbeat (what its router serves) and its sampler's figures.
         assert nodes[main]["is_local"] and nodes[main]["up"] and nodes[main]["router"]
         assert 0 <= nodes[main]["beat_age_s"] <= 6
         assert "chat-8k" in [served["profile"] for served in nodes[main]["serving"]]
         assert nodes[main]["gpu"]["available"] is False and nodes[main]["host"]["ram_total_bytes"] > 0
         (chat,) = [server for server in nodes[main]["servers"] if server["profile"] == "chat-8k"]
         assert chat["ok"] and chat["slots_total"] == 2 and 0 <= chat["slots_busy"] <= 2
-        assert nodes[STAND_IN]["up"] and not nodes[STAND_IN]["is_local"]
-        assert nodes[STAND_IN]["serving"] == [{"profile": "stand-in-only", "slots": 1, "model": "stand-in-only@1"}]
-        assert nodes[STAND_IN]["sample_age_s"] is None  # it has no sampler
+        # The second box's: its own heartbeat (its router answers; nothing is placed on it) and its own sampler.
+        second = nodes[SECOND]
+        assert second["up"] and second["router"] and not second["is_local"] and second["serving"] == []
+        assert second["gpu"]["available"] is False and second["host"]["ram_total_bytes"] > 0
 
         stopped = time.monotonic()
-        stand_in.stop()
-        nodes = nodes_until(ws, lambda nodes: not nodes[STAND_IN]["up"], 30)
+        second_box.freeze()
+        nodes = nodes_until(ws, lambda nodes: not nodes[SECOND]["up"], 30)
         shown_s = time.monotonic() - stopped
         assert nodes[main]["up"]
-        assert nodes[STAND_IN]["silent_s"] >= 0
         wait_until(lambda: events(Event.Kind.NODE_DOWN), 30, "the node's fall on the timeline")
         recorded_s = time.monotonic() - stopped
         assert shown_s < LIMIT_S and recorded_s < LIMIT_S, (shown_s, recorded_s)
         # The pushes queued meanwhile came before the sampler's record: the card says since when once it has one.
-        nodes = nodes_until(ws, lambda nodes: nodes[STAND_IN]["down_since"] is not None, 15)
-        assert not nodes[STAND_IN]["up"] and nodes[STAND_IN]["silent_s"] >= 6
+        nodes = nodes_until(ws, lambda nodes: nodes[SECOND]["down_since"] is not None, 15)
+        assert not nodes[SECOND]["up"] and nodes[SECOND]["silent_s"] >= 6 and nodes[SECOND]["recorded_up"] is False
 
         _checks_after(2)  # once per transition, not once per check
         (down,) = events(Event.Kind.NODE_DOWN)
         assert down.level == Event.Level.ERROR and down.details["silent_s"] >= 6
-        assert down.message.startswith(f"Node {STAND_IN} stopped answering: no heartbeat for ")
+        assert down.message.startswith(f"Node {SECOND} stopped answering: no heartbeat for ")
         timeline = admin.get("/monitor/dashboard.json").json()["timeline"]
-        assert [(row["node"], row["kind"]) for row in timeline if row["node"] == STAND_IN] == [(STAND_IN, "node_down")]
+        assert [(row["node"], row["kind"]) for row in timeline if row["node"] == SECOND] == [(SECOND, "node_down")]
 
-        stand_in.start()
-        nodes_until(ws, lambda nodes: nodes[STAND_IN]["up"], 30)
+        second_box.thaw()
+        nodes_until(ws, lambda nodes: nodes[SECOND]["up"], 30)
         wait_until(lambda: events(Event.Kind.NODE_UP), 30, "the node's return on the timeline")
         _checks_after(2)
         (back,) = events(Event.Kind.NODE_UP)
-        assert back.message.startswith(f"Node {STAND_IN} answers again, after ")
+        assert back.message.startswith(f"Node {SECOND} answers again, after ")
         assert len(events(Event.Kind.NODE_DOWN)) == 1
 
 
@@ -136,12 +133,12 @@ def test_history_rows_are_per_node():
     rows = [
         MetricMinute.objects.create(at=at, node=main, values={"host.cpu_pct": 11}),
         MetricMinute.objects.create(at=at - timedelta(minutes=1), values={"host.cpu_pct": 12}),
-        MetricMinute.objects.create(at=at, node=STAND_IN, values={"host.cpu_pct": 13}),
+        MetricMinute.objects.create(at=at, node=SECOND, values={"host.cpu_pct": 13}),
     ]
     try:
         assert {11, 12} <= set(dashboard.history(main)["series"]["host.cpu_pct"])
         assert 13 not in dashboard.history(main)["series"]["host.cpu_pct"]
-        assert dashboard.history(STAND_IN)["series"]["host.cpu_pct"] == [13]
+        assert dashboard.history(SECOND)["series"]["host.cpu_pct"] == [13]
     finally:
         for row in rows:
             row.delete()

@@ -1,11 +1,12 @@
-"""A STAND-IN for a second inference box, where no second box can be had (the tests run on one machine).
+"""A STAND-IN for a second inference box, for what a real one on this machine cannot show.
 
-It writes into the test stack's real Redis what a second box's own processes would: its heartbeat
-and what it serves (``readiness.publish``, the very function its llama-server supervisor calls every
-``HEARTBEAT_S``) and, when given, its sampler's newest sample under its node's key. Stopping it
-leaves the keys to run out, as a box that dies (or is cut off) does. Everything that reads them (the
-main box's sampler checking the heartbeats, the dashboard socket, the health checks, the timeline) is
-the real thing; the main box's own node always comes from its real heartbeat.
+A real second box runs here (tests/support/node_box.py), but its name is a slug and it has no NVIDIA
+GPU: the dashboard's rendering of hostile node names, GPU names and served ids, and of a node's GPUs,
+needs values no real box here can have. This writes into the test stack's real Redis what a second
+box's own processes would: its heartbeat and what it serves (``readiness.publish``, the very function
+its llama-server supervisor calls every ``HEARTBEAT_S``) and, when given, its sampler's newest sample
+under its node's key. Stopping it leaves the keys to run out, as a box that dies does. Everything that
+reads them (the dashboard socket and page) is the real thing.
 """
 
 from __future__ import annotations

@@ -165,8 +165,10 @@ def plan(
     return writes, transitions
 
 
-def record(transition: Transition) -> Event:
-    """The transition on the timeline."""
+def record(transition: Transition) -> Event | None:
+    """The transition on the timeline (none for a node that has left the database since the check's list)."""
+    if not Node.objects.filter(name=transition.node).exists():
+        return None
     seconds = round(transition.silent_s or 0)
     if not transition.up:
         message = _("Node %(name)s stopped answering: no heartbeat for %(seconds)d s.")

@@ -124,17 +124,25 @@ def host_figures() -> dict:
     }
 
 
+# What seldom changes (the nodes, the remote profiles) is read again with the targets while a dashboard
+# is open, and every SELDOM_EVERY_IDLE_S while none is: the idle sampler reads the database no more
+# often than it did before there were nodes (bench/sampler_bench.py).
+SELDOM_EVERY_IDLE_S = 60.0
+
+
 @dataclass
 class Here:
     """What this node's sampler reads from the database now and then."""
 
     local: list[Placement]  # the profiles this node serves, the default first
-    remote: list[ServerProfile]  # the remote profiles' servers: read by the main box's sampler only
-    nodes: list[str]  # every node (the main box's sampler checks their heartbeats), empty elsewhere
+    remote: list[ServerProfile] | None  # the remote profiles' servers: the main box's sampler only (None: not read)
+    nodes: list[str] | None  # every node (the main box's sampler checks their heartbeats), empty elsewhere
 
 
-def _here() -> Here:
+def _here(seldom: bool = True) -> Here:
     local = sorted(placements_here(), key=lambda placement: not placement.profile.is_default)
+    if not seldom:
+        return Here(local, None, None)
     nodes = list(Node.objects.values_list("name", "is_local"))
     main = next((name for name, is_local in nodes if is_local), None)
     if main not in (None, settings.NODE_NAME):  # a joined box: its own router only
@@ -147,7 +155,7 @@ async def find_targets(timeout_s: float, here: Here | None = None) -> list[Targe
     profiles it has loaded (router mode) or the default one (a single-model server).
     Never names an unloaded router model, which would make the router load it."""
     here = here or await sync_to_async(_here)()
-    local, remote = here.local, here.remote
+    local, remote = here.local, here.remote or []
     targets = [Target(p.name, profile_client(p, None)) for p in remote]
     if not local:
         return [Target("default", get_client()), *targets]
@@ -172,6 +180,9 @@ class Sampler:
         self.source_timeout_s = source_timeout_s
         self.targets_every_s = targets_every_s
         self.nodes: list[str] = []  # every node, on the main box (see Here)
+        self.remote: list[ServerProfile] = []
+        self.watched = True  # a dashboard is open (run_forever says): the seldom parts are read with the rest
+        self._seldom_at = -1e9
         self._targets: list[Target] = []
         self._targets_at = -1e9
         self._counters: dict[str, tuple[float, dict[str, float]]] = {}
@@ -251,9 +262,11 @@ class Sampler:
         stale: list[str] = []
         if mono - self._targets_at >= self.targets_every_s:
             try:
-                here = await sync_to_async(_here)()
-                self._targets = await find_targets(self.source_timeout_s, here)
-                self.nodes = here.nodes
+                seldom = self.watched or mono - self._seldom_at >= SELDOM_EVERY_IDLE_S
+                here = await sync_to_async(_here)(seldom)
+                if here.remote is not None and here.nodes is not None:
+                    self.remote, self.nodes, self._seldom_at = here.remote, here.nodes, mono
+                self._targets = await find_targets(self.source_timeout_s, Here(here.local, self.remote, self.nodes))
                 self._targets_at = mono
             except Exception as error:  # the database is busy or not migrated: keep the last list
                 log.warning("could not list the servers to sample: %s", error)
@@ -363,6 +376,7 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
                 except Exception:
                     log.warning("could not store a history row", exc_info=True)
             taken += 1
+            sampler.watched = watched
             watch.nodes = sampler.nodes
             next_at += interval_s if watched else idle_interval_s
             if next_at < time.monotonic():  # fell behind (a stall, a suspended machine): go on from now, no burst
@@ -390,7 +404,7 @@ async def _pause(redis: aioredis.Redis, node: str, next_at: float, watched: bool
         if watched:
             await asyncio.sleep(until - now)
         elif await _woken(redis, node, until - now):
-            return time.monotonic()
+            return time.monotonic()  # a dashboard opened: its figures at once
 
 
 async def _woken(redis: aioredis.Redis, node: str, wait_s: float) -> bool:

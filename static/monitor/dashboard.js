@@ -94,7 +94,10 @@
 
   function nodeFigures(card, n) {
     const gpu = n.gpu || { available: false, gpus: [] };
-    if (!gpu.available) card.append(figure(gettext("GPU"), gettext("No NVIDIA GPU")));
+    if (!gpu.available) {
+      card.append(figure(gettext("GPU"), gettext("No NVIDIA GPU")));
+      if (gpu.reason) card.append(el("div", "muted gpu-reason", gpu.reason)); // NVML's own words
+    }
     for (const g of gpu.gpus) {
       const box = el("div", "gpu");
       box.dataset.gpu = g.index;

@@ -14,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from monitor.models import Node
+from monitor.models import MetricMinute, Node
 from monitor.nodes import readiness
 from monitor.redis_clients import sync_client
 from monitor.telemetry.live import live_key
@@ -56,7 +56,7 @@ class NodeBox:
         self.frozen = False
 
     def stop(self) -> None:
-        """Stopped and gone: its processes, its keys, what the main box remembered of it, its node."""
+        """Stopped and gone: its processes, its keys, what the main box remembered of it, its node, its history."""
         self.thaw()
         self.sampler.stop()
         self.node.supervisor.stop()
@@ -64,3 +64,4 @@ class NodeBox:
         sync_client().delete(live_key(self.name))
         sync_client().hdel(STATE_KEY, self.name)
         Node.objects.filter(name=self.name).delete()
+        MetricMinute.objects.filter(node=self.name).delete()  # the minute rows its sampler wrote

@@ -351,6 +351,9 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
     node = sampler.node
     averager = MinuteAverager()
     redis = aioredis.Redis.from_url(settings.REDIS_URL)
+    # Its own client for the idle wait: a BLPOP of an idle interval outlasts redis-py's default read
+    # timeout (5 s), which would end it half-way, deaf to a dashboard that opens in the other half.
+    waiter = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=idle_interval_s + 5)
     watch = NodeWatch(redis)
     taken = 0
     next_at = time.monotonic()
@@ -381,30 +384,44 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
             next_at += interval_s if watched else idle_interval_s
             if next_at < time.monotonic():  # fell behind (a stall, a suspended machine): go on from now, no burst
                 next_at = time.monotonic()
-            next_at = await _pause(redis, node, next_at, watched, watch)
+            next_at = await _pause(waiter, node, next_at, watched, watch)
     finally:
         sampler.nvml.close()
         await redis.aclose()
+        await waiter.aclose()
 
 
-async def _pause(redis: aioredis.Redis, node: str, next_at: float, watched: bool, watch: NodeWatch) -> float:
+async def _pause(waiter: aioredis.Redis, node: str, next_at: float, watched: bool, watch: NodeWatch) -> float:
     """Until the next sample is due at ``next_at`` (returned), or a dashboard opens (now, returned),
-    checking the nodes' heartbeats whenever their check falls due meanwhile (the main box's sampler)."""
-    while True:
-        now = time.monotonic()
-        if watch.nodes and now >= watch.due:
-            try:
-                await watch.check()
-            except Exception:  # Redis or the database away a moment: the next check tries again
-                log.warning("could not check the nodes' heartbeats", exc_info=True)
-            continue
-        if now >= next_at:
-            return next_at
-        until = min(next_at, watch.due) if watch.nodes else next_at
-        if watched:
-            await asyncio.sleep(until - now)
-        elif await _woken(redis, node, until - now):
-            return time.monotonic()  # a dashboard opened: its figures at once
+    checking the nodes' heartbeats whenever their check falls due meanwhile (the main box's sampler).
+
+    While idle it waits for a dashboard with one BLPOP for the whole interval, beside the checks'
+    timer: a wake for a check costs a timer, not a BLPOP returned and sent again (bench/sampler_bench.py)."""
+    woken = None if watched else asyncio.ensure_future(_woken(waiter, node, next_at - time.monotonic()))
+    try:
+        while True:
+            now = time.monotonic()
+            if watch.nodes and now >= watch.due:
+                await _check(watch)
+                continue
+            check_first = bool(watch.nodes) and watch.due < next_at
+            if woken is None:
+                if now >= next_at:
+                    return next_at
+                await asyncio.sleep((watch.due if check_first else next_at) - now)
+            elif not check_first or (await asyncio.wait({woken}, timeout=watch.due - now))[0]:
+                # Its BLPOP ends the wait (never cancelled on the way: that would cost its connection).
+                return time.monotonic() if await woken else next_at  # a dashboard opened: its figures at once
+    finally:
+        if woken is not None and not woken.done():
+            woken.cancel()
+
+
+async def _check(watch: NodeWatch) -> None:
+    try:
+        await watch.check()
+    except Exception:  # Redis or the database away a moment: the next check tries again
+        log.warning("could not check the nodes' heartbeats", exc_info=True)
 
 
 async def _woken(redis: aioredis.Redis, node: str, wait_s: float) -> bool:

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import redis as redis_client
 from django.conf import settings
@@ -27,7 +28,8 @@ from monitor.models import Event, SelfTestResult
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
 from monitor.telemetry import dashboard
-from monitor.telemetry.live import live_key
+from monitor.telemetry.live import WATCHED_KEY, live_key
+from monitor.telemetry.node_status import CHECKED_KEY
 from monitor.telemetry.sampler import Sampler
 from monitor.telemetry.selftest import run_self_test
 from scripts.local_services import free_port, redis_server_binary
@@ -235,6 +237,27 @@ def test_live_socket_pushes_new_samples_to_staff_only(web_server, sampler):
     with pytest.raises(InvalidStatus) as refused:
         dashboard_socket(person)
     assert refused.value.response.status_code == 403
+
+
+def test_a_dashboard_that_opens_late_in_an_idle_wait_wakes_the_sampler_at_once(web_server, sampler):
+    """The idle sampler waits a whole idle interval (10 s) for a dashboard; one that opens in the second
+    half of that wait (past redis-py's default 5 s read timeout) still gets its figures at once."""
+    client = redis_client.Redis.from_url(os.environ["REDIS_URL"])
+    newest = lambda: orjson.loads(client.lindex(live_key(settings.NODE_NAME), 0))["t"]  # noqa: E731
+    wait_until(lambda: not client.exists(WATCHED_KEY), 15, "no dashboard open")
+    # Idle: the next sample comes an idle interval after the last one.
+    first = newest()
+    wait_until(lambda: newest() > first, 30, "an idle sample")
+    idle_from = newest()
+    # The main box's sampler checks the heartbeats half-way through its wait: then it is 5 s in.
+    wait_until(lambda: float(client.get(CHECKED_KEY) or 0) >= idle_from + 4, 15, "half-way through the wait")
+    assert newest() == idle_from  # still waiting
+    opened = time.time()
+    with dashboard_socket(login(make_user(is_staff=True))) as ws:
+        while (event := json.loads(ws.recv(timeout=15)))["type"] != "sample" or event["sample"]["t"] <= idle_from:
+            pass
+    assert event["sample"]["t"] - opened < 3, (idle_from, opened, event["sample"]["t"])
+    assert event["sample"]["t"] < idle_from + settings.MONITOR_IDLE_SAMPLE_INTERVAL_S - 1  # before it was due
 
 
 def test_metrics_endpoint_for_staff_and_token_only(web_server, sampler, llama):

@@ -395,8 +395,9 @@ async def _pause(waiter: aioredis.Redis, node: str, next_at: float, watched: boo
     """Until the next sample is due at ``next_at`` (returned), or a dashboard opens (now, returned),
     checking the nodes' heartbeats whenever their check falls due meanwhile (the main box's sampler).
 
-    While idle it waits for a dashboard with one BLPOP for the whole interval, beside the checks'
-    timer: a wake for a check costs a timer, not a BLPOP returned and sent again (bench/sampler_bench.py)."""
+    While watched (a sample a second) a check runs beside a sample that comes within a second of it:
+    no wake of its own. While idle it waits for a dashboard with one BLPOP for the whole interval, beside the checks'
+    timer: a wake for a check costs a timer, not a BLPOP ended and sent again (bench/sampler_bench.py)."""
     woken = None if watched else asyncio.ensure_future(_woken(waiter, node, next_at - time.monotonic()))
     try:
         while True:
@@ -404,12 +405,15 @@ async def _pause(waiter: aioredis.Redis, node: str, next_at: float, watched: boo
             if watch.nodes and now >= watch.due:
                 await _check(watch)
                 continue
-            check_first = bool(watch.nodes) and watch.due < next_at
-            if woken is None:
-                if now >= next_at:
+            if woken is None:  # watched: the check goes with a sample that comes within a second of it
+                until = watch.due if watch.nodes and watch.due + 1.0 < next_at else next_at
+                if now < until:
+                    await asyncio.sleep(until - now)
+                if until == next_at:
                     return next_at
-                await asyncio.sleep((watch.due if check_first else next_at) - now)
-            elif not check_first or (await asyncio.wait({woken}, timeout=watch.due - now))[0]:
+                continue
+            check_first = bool(watch.nodes) and watch.due < next_at
+            if not check_first or (await asyncio.wait({woken}, timeout=watch.due - now))[0]:
                 # Its BLPOP ends the wait (never cancelled on the way: that would cost its connection).
                 return time.monotonic() if await woken else next_at  # a dashboard opened: its figures at once
     finally:

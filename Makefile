@@ -1,5 +1,5 @@
 # The README's two commands: `make run` and `make test`.
-.PHONY: setup run stop install uninstall test test-postgres bench lint messages
+.PHONY: setup run node stop install uninstall test test-postgres bench lint messages
 
 VENV ?= .venv
 PYTHON ?= python3
@@ -40,7 +40,18 @@ run: setup
 	-$(PY) scripts/install_system_packages.py $(OCR_PACKAGES)
 	$(PY) scripts/stack.py run
 
-# Stops every part a `make run` started: through its supervisord, or without it when supervisord was killed.
+# This box as an inference node of a main box (docs/nodes.md): `make node MAIN=http://BOX:8000 TOKEN=...`
+# [NAME=...] [LLAMA_BIND=...] [LLAMA_PORT=...]; later starts need neither (var/node.json). In the
+# environment, not on an argv, so the token does not show in `ps`.
+node: export QWENWEB_JOIN_MAIN = $(MAIN)
+node: export QWENWEB_JOIN_TOKEN = $(TOKEN)
+node: export QWENWEB_JOIN_NAME = $(NAME)
+node: export QWENWEB_LLAMA_BIND = $(LLAMA_BIND)
+node: export QWENWEB_LLAMA_PORT = $(LLAMA_PORT)
+node: setup
+	$(PY) scripts/node.py
+
+# Stops every part a `make run` (or `make node`) started: through its supervisord, or without it when supervisord was killed.
 stop:
 	$(PY) scripts/stack.py stop
 

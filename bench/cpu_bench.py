@@ -166,11 +166,12 @@ def round_trips() -> dict:
     import asyncio
 
     from monitor.llama.serving import serving_info
-    from monitor.profiles.clients import ready_client
     from monitor.profiles.status import router_status
+    from monitor.redis_clients import close_loop_clients
+    from monitor.serving.slot import serving_pool
 
     async def timed() -> dict:
-        _profile, client = await ready_client(None)
+        client = (await serving_pool(None)).client
         times: dict[str, list[float]] = {"models": [], "props": []}
         for _ in range(20):
             started = time.perf_counter()
@@ -179,7 +180,7 @@ def round_trips() -> dict:
             started = time.perf_counter()
             await serving_info(client, fresh=True)
             times["props"].append((time.perf_counter() - started) * 1000)
-        await client.aclose()
+        await close_loop_clients()
         return {f"{name}_round_trip_ms": f"{statistics.median(values):.2f}" for name, values in times.items()}
 
     return asyncio.run(timed())

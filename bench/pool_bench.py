@@ -74,7 +74,7 @@ def concurrent_tps(jobs: list[tuple[httpx.Client, dict]]) -> float:
     return sum(r[2] for r in results) / (end - start)
 
 
-def pool_profile(name: str, parallel: int, nodes: list[str]):
+def pool_profile(name: str, parallel: int, nodes: list[str], extra_args: str = ""):
     from monitor.models import Node, Placement, ServerProfile
     from monitor.profiles.services import save_profile
     from monitor.profiles.validation import validate_profile
@@ -82,7 +82,7 @@ def pool_profile(name: str, parallel: int, nodes: list[str]):
     default = ServerProfile.objects.get(is_default=True)
     profile = ServerProfile(
         name=name, model_file=default.model_file, chat_template_jinja=default.chat_template_jinja,
-        ctx_size=8192 * parallel, parallel=parallel, threads=1,
+        ctx_size=8192 * parallel, parallel=parallel, threads=1, extra_args=extra_args,
     )  # fmt: skip
     validate_profile(profile)
     save_profile(profile)
@@ -248,11 +248,11 @@ def measure_failover(profile, second) -> tuple[float, int]:
         streaming,
         type="send",
         text="Write a very long story.",
-        options={"seed": 3, "max_tokens": 2000},
+        options={"seed": 3, "max_tokens": 1000},
         profile=profile.name,
     )
-    while json.loads(streaming.recv(timeout=600))["type"] != "token":
-        pass
+    while (event := json.loads(streaming.recv(timeout=600)))["type"] != "token":
+        assert event["type"] not in ("done", "error"), event
     release.set()
     other = chat_socket(login(make_user()))
     killed = time.perf_counter()
@@ -293,7 +293,6 @@ def main() -> None:
     llama = stack.start_llama(run_dir)
     services += [llama, stack.start_web(run_dir), stack.start_worker(run_dir)]
     second = SecondNode(run_dir, "node-b")
-    second.register()
     second.start()
     services.append(second)
     try:
@@ -303,7 +302,8 @@ def main() -> None:
         app_tps, direct_tps, ratio = measure_ratio(wide, served, second, llama)
         print(f"pool_app_tps={app_tps:.1f} pool_direct_tps={direct_tps:.1f}")
         print(f"pool_ratio={ratio:.3f}")
-        narrow = pool_profile("pool-one-slot", 1, nodes)
+        # Answers run to their max_tokens (the failover's answer is still streaming when its node is killed).
+        narrow = pool_profile("pool-one-slot", 1, nodes, "--ignore-eos")
         load_everywhere(narrow, nodes)
         affinity, cached = measure_affinity(narrow)
         print(f"pool_affinity_pct={affinity:.1f}")

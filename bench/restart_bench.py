@@ -9,7 +9,11 @@ part running again under a new pid and a chat request through the OpenAI-compati
 API answers. ``llama-server`` kills the router the supervisor runs (its own restart
 path); ``llama`` kills the supervisor process itself.
 
-Prints ``restart_<part>_s=`` for each, ``restart_max_s=`` (the longest), and
+Prints ``restart_<part>_s=`` for each, ``restart_max_s=`` (the longest),
+``restart_redis_answer_kept=K/N`` (of N answers streaming while Redis is killed, a chat answer and an
+API call, K complete and are stored once), ``hang_notice_s=`` (the model instance frozen with SIGSTOP
+mid-answer, with the default hang limit: until the person is told) and ``hang_recover_s=`` (until the
+next answer, asked as soon as they are told, is complete), and
 ``fault_lost_messages=``: messages stored before the faults that are gone or doubled
 afterwards, plus messages the person sent during the faults (the streaming answers'
 questions and those sent while a part was down) not stored exactly once with exactly
@@ -29,7 +33,7 @@ from websockets.exceptions import ConnectionClosed
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support import stack  # noqa: E402
-from tests.support.faults import Person, lost_or_doubled, still_streaming  # noqa: E402
+from tests.support.faults import Person, StreamedApiAnswer, lost_or_doubled, still_streaming  # noqa: E402
 from tests.support.supervised import PARTS, Supervised, stored_messages, supervised_env  # noqa: E402
 
 ANSWER_BODY = {"model": "chat-8k", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}
@@ -74,6 +78,47 @@ def kill_and_time(part: str, product: Supervised, client: httpx.Client, person: 
     return elapsed
 
 
+def redis_answers_kept(product: Supervised, person: Person, key: str) -> tuple[int, int]:
+    """A chat answer and an API answer streaming when Redis is killed: how many of them complete, stored once."""
+    from tests.support.client import base_url
+
+    answer = person.start_long_answer(LONG_ANSWER_TOKENS)
+    body = {**ANSWER_BODY, "messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 256}
+    call = StreamedApiAnswer(base_url(), key, body)
+    call.first_bytes.wait(300)
+    killed = product.kill("redis")
+    stack.wait_until(lambda: product.pid_of("redis") not in (0, killed), 120, "redis restarted")
+    done = person.until_done(answer, 600)
+    call.finished.wait(600)
+    stored = [row for row in person.stored(product.var_dir) if row[0] == answer]
+    chat_kept = done["status"] == "complete" and len(stored) == 1 and stored[0][3] == "complete" and stored[0][2]
+    return int(bool(chat_kept)) + int(call.complete), 2
+
+
+def hang_times(product: Supervised, person: Person) -> tuple[float, float]:
+    """Freeze the instance answering the person (SIGSTOP): seconds until they are told, and until the next
+    answer, asked at once, is complete."""
+    import signal
+
+    import psutil
+
+    answer = person.start_long_answer(LONG_ANSWER_TOKENS)
+    router = psutil.Process(product.router_pid())
+    instance = next(child for child in router.children() if "--alias" in child.cmdline())
+    frozen = time.monotonic()
+    os.kill(instance.pid, signal.SIGSTOP)
+    try:
+        done = person.until_done(answer, 300)
+        notice = time.monotonic() - frozen
+        assert done["status"] == "incomplete", done
+        while person.until_done(person.ask("Say hi.", 8), 300)["status"] != "complete":
+            time.sleep(0.5)
+        return notice, time.monotonic() - frozen
+    finally:
+        if psutil.pid_exists(instance.pid):
+            os.kill(instance.pid, signal.SIGCONT)
+
+
 def main() -> None:
     run_dir = stack.django_run_dir("qwenweb-restart-bench-")
     product = Supervised(run_dir, supervised_env(run_dir, os.environ, fresh_ports=False))
@@ -101,6 +146,11 @@ def main() -> None:
         for part in PARTS:
             times[part] = kill_and_time(part, product, client, person, tab)
             print(f"restart_{part.replace('-', '_')}_s={times[part]:.2f}", flush=True)
+        kept_answers, streaming = redis_answers_kept(product, person, key)
+        print(f"restart_redis_answer_kept={kept_answers}/{streaming}", flush=True)
+        notice_s, recover_s = hang_times(product, person)
+        print(f"hang_notice_s={notice_s:.2f}", flush=True)
+        print(f"hang_recover_s={recover_s:.2f}", flush=True)
         after = {row[0]: row for row in stored_messages(run_dir)}
         lost = sum(1 for row in kept if after.get(row[0]) != row)
         lost += lost_or_doubled(person, run_dir) + lost_or_doubled(tab, run_dir) + len(still_streaming(run_dir))

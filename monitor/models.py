@@ -104,6 +104,15 @@ class ServerProfile(models.Model):
         default=ScanReader.TESSERACT,
         help_text=_("The model itself can read them only where the profile has a vision projector."),
     )
+    # A model instance that sends nothing for this long while it holds requests, and does not answer a
+    # check either, is frozen: the people waiting are told, and its node restarts it.
+    hang_limit_s = models.PositiveIntegerField(
+        _("hang limit (s)"),
+        default=20,
+        help_text=_(
+            "An answer that gets nothing for this long, from a server that does not answer a check, is stopped and the server restarted."
+        ),
+    )
     reasoning = models.CharField(_("reasoning"), max_length=4, choices=Switch.choices, default=Switch.AUTO)
     reasoning_budget = models.IntegerField(_("reasoning budget"), default=-1, help_text=_("-1: no limit"))
     chat_template = models.CharField(

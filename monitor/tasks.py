@@ -23,6 +23,7 @@ from monitor.llama.errors import LlamaError
 from monitor.maintenance.backup import create_backup, prune_backups
 from monitor.models import MetricMinute, ServerProfile
 from monitor.nodes.registry import node_queue, nodes_serving
+from monitor.nodes.selectors import joined_nodes_up
 from monitor.profiles import services
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import load_profile as load
@@ -57,6 +58,17 @@ def watchdog() -> list[str]:
         record_beat_tick()
     except redis.RedisError:  # the health checks will say beat is late; the check itself still runs
         log.warning("could not stamp beat's heartbeat", exc_info=True)
+    try:
+        for name in joined_nodes_up():  # a node that is down gets none: its checks would only pile up
+            node_watchdog.apply_async(queue=node_queue(name), expires=float(settings.WATCHDOG_INTERVAL_S))
+    except redis.RedisError:
+        log.warning("could not send the nodes' watchdog checks", exc_info=True)
+    return run_watchdog()
+
+
+@shared_task(name="monitor.tasks.node_watchdog", ignore_result=True)
+def node_watchdog() -> list[str]:
+    """On a joined node (its own queue): the same checks of its own llama-server as the main box's."""
     return run_watchdog()
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from monitor.web import dashboard_views, health_views, model_views, profile_views
+from monitor.web import dashboard_views, health_views, model_views, node_views, profile_views
 
 app_name = "monitor"
 
@@ -17,6 +17,10 @@ urlpatterns = [
     path("models/downloads.json", model_views.downloads_json, name="downloads-json"),
     path("models/planner/", model_views.planner_page, name="planner"),
     path("models/planner/apply/", model_views.apply_recommendation, name="apply"),
+    path("nodes/", node_views.nodes_page, name="nodes"),
+    path("nodes/tokens/", node_views.create_token, name="node-token-create"),
+    path("nodes/tokens/<int:token_id>/revoke/", node_views.revoke_token, name="node-token-revoke"),
+    path("nodes/<int:node_id>/remove/", node_views.remove_node, name="node-remove"),
     path("profiles/", profile_views.profile_list, name="profiles"),
     path("profiles/status.json", profile_views.profile_status, name="profiles-status"),
     path("profiles/new/", profile_views.profile_edit, name="profile-new"),

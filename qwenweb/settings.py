@@ -257,7 +257,7 @@ QUOTA_TOKENS_PER_DAY = env_int("QWENWEB_TOKENS_PER_DAY", 0)
 # Sign-up (its mode is set by staff on the users page): attempts per address an hour, invite links' life.
 SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)
 INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)
-CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.8"))  # stored text <= 1 s behind
+CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  # stored text <= 1 s behind
 # Text reaching a page goes at most once per this many ms (20 pictures a second), and llama-server's
 # stream is read on the same clock (monitor/llama/wire.py); the first text and every other event go at
 # once. Web process on 2 cores at ~78 tokens/s: 0.18 CPU-ms per token at 50 ms, 0.23 at 33, ~0.5 at 16.
@@ -279,6 +279,10 @@ QUEUE_REDIS_WAIT_S = float(os.environ.get("QWENWEB_QUEUE_REDIS_WAIT_S", "30"))
 # its conversation's cache at most this long (and never longer than a prompt pass elsewhere would take).
 NODE_NAME = os.environ.get("QWENWEB_NODE_NAME") or node_name_from_host()
 POOL_AFFINITY_MAX_WAIT_S = float(os.environ.get("QWENWEB_POOL_AFFINITY_MAX_WAIT_S", "60"))
+# Nodes (docs/nodes.md): where the private Redis listens (nodes on other boxes: add the LAN address), tokens' life.
+REDIS_BIND = os.environ.get("QWENWEB_REDIS_BIND", "127.0.0.1")
+NODE_TOKEN_HOURS = env_int("QWENWEB_NODE_TOKEN_HOURS", 24)
+NODE_JOINS_PER_HOUR = env_int("QWENWEB_NODE_JOINS_PER_HOUR", 20)
 
 LOGGING = {
     "version": 1,

@@ -8,7 +8,10 @@ import os
 import shutil
 import socket
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from monitor.nodes.private_files import write_private
+from qwenweb.secrets import file_secret
 
 
 def sha256_file(path: Path) -> str:
@@ -81,3 +84,50 @@ def free_port(preferred: int | None = None) -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+# The private Redis's users (Redis's own ACL file, `ACL SAVE` keeps it): the default user, which the
+# box's own processes use, with the password in var/redis_password, and one user per joined node.
+REDIS_ACL_NAME = "users.acl"
+
+
+def redis_password(var_dir: Path) -> str:
+    """The private Redis's default-user password: var/redis_password (mode 0600), made on first use."""
+    return file_secret(var_dir / "redis_password")
+
+
+def private_redis_url(var_dir: Path, port: int | str) -> str:
+    """The box's own processes' REDIS_URL for its private Redis on ``port``: the default user, its password."""
+    return f"redis://:{quote(redis_password(var_dir), safe='')}@127.0.0.1:{port}/0"
+
+
+def without_password(url: str) -> str:
+    """``url`` fit for a terminal: its password left out."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def redis_acl_path(var_dir: Path) -> Path:
+    return var_dir / "redis" / REDIS_ACL_NAME
+
+
+def write_redis_acl(var_dir: Path) -> Path:
+    """Before the private Redis starts: its ACL file with the default user's password (as its SHA-256,
+    the form Redis itself saves) and every node user a join added, kept as Redis saved them."""
+    path = redis_acl_path(var_dir)
+    digest = hashlib.sha256(redis_password(var_dir).encode()).hexdigest()
+    kept = path.read_text().splitlines() if path.exists() else []
+    lines = [f"user default on #{digest} ~* &* +@all"] + [line for line in kept if not line.startswith("user default ")]
+    write_private(path, "\n".join(lines) + "\n")
+    return path
+
+
+def redis_server_argv(binary: str, var_dir: Path, port: int | str, bind: str = "127.0.0.1") -> list[str]:
+    """The private redis-server's argv: ``bind`` (addresses, space or comma separated), its folder and
+    ACL file under var/redis/; no password on argv (the ACL file holds its hash)."""
+    addresses = bind.replace(",", " ").split() or ["127.0.0.1"]
+    argv = [binary, "--bind", *addresses, "--port", str(port), "--dir", str(var_dir / "redis")]
+    return argv + ["--aclfile", str(redis_acl_path(var_dir)), "--protected-mode", "yes"]

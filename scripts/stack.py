@@ -33,8 +33,11 @@ from scripts.leftovers import (  # noqa: E402
 from scripts.local_services import (  # noqa: E402
     ensure_default_model,
     free_port,
+    private_redis_url,
     redis_reachable,
     redis_server_binary,
+    without_password,
+    write_redis_acl,
 )
 from scripts.supervisor_config import STOP_WAIT_S, supervisorctl, supervisord, write_config  # noqa: E402
 
@@ -58,7 +61,9 @@ def llama_binary() -> str:
     return result.stdout.strip().splitlines()[-1]
 
 
-def prepare() -> tuple[dict, bool]:
+def prepare_common() -> dict:
+    """What the main box and a node (`make node`, scripts/node.py) both need before they start: the
+    environment of their programs, llama-server, the default model, the translations."""
     env = dict(os.environ)
     var_dir = Path(env.setdefault("QWENWEB_VAR_DIR", str(ROOT / "var"))).resolve()
     env["QWENWEB_VAR_DIR"] = str(var_dir)
@@ -75,28 +80,42 @@ def prepare() -> tuple[dict, bool]:
     models_dir = Path(env.setdefault("QWENWEB_MODELS_DIR", str(var_dir / "models")))
     print(f"    {ensure_default_model(models_dir)} (SHA256 verified)")
 
+    step("translations")
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "compile_messages.py")], check=True)
+    return env
+
+
+def prepare() -> tuple[dict, bool]:
+    env = prepare_common()
+    var_dir = Path(env["QWENWEB_VAR_DIR"])
+
     with_redis = False
     step("Redis")
     if env.get("REDIS_URL") and redis_reachable(env["REDIS_URL"]):
-        print(f"    using {env['REDIS_URL']}")
+        print(f"    using {without_password(env['REDIS_URL'])}")
     else:
         binary = redis_server_binary()
         if binary is None:
             raise SystemExit("No redis-server found: install Debian's redis-server or set REDIS_URL.")
         port = free_port(int(env.get("QWENWEB_REDIS_PORT", "6390")))
         (var_dir / "redis").mkdir(exist_ok=True)
-        env.update(REDIS_SERVER_BIN=binary, QWENWEB_REDIS_PORT=str(port), REDIS_URL=f"redis://127.0.0.1:{port}/0")
+        # The password (var/redis_password) reaches the box's programs in REDIS_URL, through supervisord's
+        # environment: never on an argv, never in a file a browser or a log sees.
+        env.update(REDIS_SERVER_BIN=binary, QWENWEB_REDIS_PORT=str(port), REDIS_URL=private_redis_url(var_dir, port))
         with_redis = True
-        print(f"    private redis-server on 127.0.0.1:{port}, data in {var_dir / 'redis'}")
+        bind = env.get("QWENWEB_REDIS_BIND", "127.0.0.1")
+        print(
+            f"    private redis-server on {bind}:{port} (password in var/redis_password), data in {var_dir / 'redis'}"
+        )
 
     env.setdefault("QWENWEB_BIND", "0.0.0.0")
     env["QWENWEB_PORT"] = env.get("QWENWEB_PORT", "8000")
     if "LLAMA_SERVER_URL" not in env:
         env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port(int(env.get('QWENWEB_LLAMA_PORT', '8081')))}"
 
-    step("translations, database")
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "compile_messages.py")], check=True)
+    step("database, this box's facts as a node")
     manage("migrate", "--noinput", "-v", "0", env=env)
+    manage("register_node", env=env)
     password = secrets.token_urlsafe(12)
     created = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "ensure_admin", "--username", "admin"],
@@ -133,22 +152,30 @@ def stop_leftovers(var_dir: Path, why: str) -> tuple[list[Leftover], list[Leftov
     return leftovers, survivors
 
 
-def launch(env: dict, var_dir: Path, *, with_redis: bool, only: set[str] | None = None) -> list[str]:
+def launch(
+    env: dict, var_dir: Path, *, with_redis: bool, only: set[str] | None = None, node: bool = False
+) -> list[str]:
     """The configuration written and the last run's records cleared: the argv that starts supervisord
-    (through the recorder, as each of its programs)."""
-    write_config(env, with_redis=with_redis, var_dir=var_dir, only=only)
+    (through the recorder, as each of its programs). ``node``: a joined node's programs (scripts/node.py)."""
+    if with_redis:
+        write_redis_acl(var_dir)
+    write_config(env, with_redis=with_redis, var_dir=var_dir, only=only, node=node)
     new_run(var_dir)
     return recorded(var_dir, "supervisord", supervisord(var_dir))
 
 
-def run() -> None:
-    var_dir = configured_var_dir()
+def clear_last_run(var_dir: Path) -> None:
+    """Refuse a second run beside a live one; stop whatever a killed run left (`make run`, `make node`)."""
     supervisor = running_supervisord(var_dir)
     if supervisor is not None:
         raise SystemExit(f"qwenweb is already running (supervisord, pid {supervisor.pid}); `make stop` stops it.")
     # Before anything picks a port: the last run's Redis and llama-server would still hold theirs.
     if stop_leftovers(var_dir, "stopping what the last run left running (its supervisord was killed)")[1]:
         raise SystemExit(1)
+
+
+def run() -> None:
+    clear_last_run(configured_var_dir())
     env, with_redis = prepare()
     argv = launch(env, Path(env["QWENWEB_VAR_DIR"]), with_redis=with_redis)
     step(f"starting every part under supervisord ({argv[-1]}); logs in var/log/; Ctrl-C or `make stop` stops all")

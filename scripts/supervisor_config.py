@@ -19,6 +19,7 @@ from pathlib import Path
 
 from qwenweb.network import node_name_from_host
 from scripts.leftovers import recorded
+from scripts.local_services import redis_server_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG_MAX_BYTES = "20MB"
@@ -39,32 +40,38 @@ class Program:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def programs(env: dict, *, with_redis: bool) -> list[Program]:
-    """The product's processes, in start order; ``env`` holds the ports and paths `stack.py` chose."""
+def programs(env: dict, *, with_redis: bool, node: bool = False) -> list[Program]:
+    """The product's processes, in start order; ``env`` holds the ports and paths `stack.py` chose.
+    ``node``: a joined inference node's (`make node`): its llama-server, its worker, its sampler."""
     python = sys.executable
     manage = [python, str(ROOT / "manage.py")]
     celery = [python, "-m", "celery", "-A", "qwenweb"]
     var_dir = env["QWENWEB_VAR_DIR"]
-    listed = []
-    if with_redis:
-        redis_argv = [env["REDIS_SERVER_BIN"], "--bind", "127.0.0.1", "--port", env["QWENWEB_REDIS_PORT"]]
-        redis_argv += ["--dir", str(Path(var_dir) / "redis"), "--save", "300", "1", "--protected-mode", "yes"]
-        # Its housekeeping twice a second, not ten times: an idle box stays idle (expired keys still read as gone).
-        redis_argv += ["--hz", "2"]
-        listed.append(Program("redis", redis_argv, priority=10, startsecs=1))
-    # Daphne through qwenweb.serve: the WebSocket frame size and the request-body cap come from the settings.
-    web = [python, "-m", "qwenweb.serve", "--bind", env["QWENWEB_BIND"], "--port", env["QWENWEB_PORT"]]
     # llama-server and the web process keep the default CPU priority (generation and delivery);
     # the background work yields the CPU to both (`nice`, inherited by every child it forks).
     background = niced(env)
+    llama = Program("llama", [*manage, "run_llama_server"], priority=20)
+    sampler = Program("sampler", [*background, *manage, "run_sampler"], priority=50)
+    worker = [*background, *celery, "worker", "--loglevel", "INFO", "--concurrency", "2", *node_queues(env, node=node)]
+    if node:
+        return [llama, Program("worker", [*worker, *QUIET], priority=40), sampler]
+    listed = []
+    if with_redis:
+        redis_argv = redis_server_argv(
+            env["REDIS_SERVER_BIN"],
+            Path(var_dir),
+            env["QWENWEB_REDIS_PORT"],
+            env.get("QWENWEB_REDIS_BIND", "127.0.0.1"),
+        )
+        # Its housekeeping twice a second, not ten times: an idle box stays idle (expired keys still read as gone).
+        redis_argv += ["--save", "300", "1", "--hz", "2"]
+        listed.append(Program("redis", redis_argv, priority=10, startsecs=1))
+    # Daphne through qwenweb.serve: the WebSocket frame size and the request-body cap come from the settings.
+    web = [python, "-m", "qwenweb.serve", "--bind", env["QWENWEB_BIND"], "--port", env["QWENWEB_PORT"]]
     listed += [
-        Program("llama", [*manage, "run_llama_server"], priority=20),
+        llama,
         Program("web", web, priority=30),
-        Program(
-            "worker",
-            [*background, *celery, "worker", "--loglevel", "INFO", "--concurrency", "2", *node_queues(env), *QUIET],
-            priority=40,
-        ),
+        Program("worker", [*worker, *QUIET], priority=40),
         Program(
             "documents", [*background, *celery, "worker", "--loglevel", "INFO", *DOCUMENTS_QUEUE, *QUIET], priority=40
         ),
@@ -74,7 +81,7 @@ def programs(env: dict, *, with_redis: bool) -> list[Program]:
         Program(
             "beat", [*background, *celery, "beat", "--loglevel", "INFO", "--schedule", f"{var_dir}/celerybeat-schedule"]
         ),
-        Program("sampler", [*background, *manage, "run_sampler"], priority=50),
+        sampler,
         Program("ready", [*manage, "announce"], priority=90, startsecs=0, once=True),
     ]
     return listed
@@ -88,9 +95,13 @@ def niced(env: dict) -> list[str]:
     return [shutil.which("nice") or "/usr/bin/nice", "-n", str(min(level, 19))]
 
 
-def node_queues(env: dict) -> list[str]:
-    """The default worker also takes this box's jobs as a node (its profile loads, downloads, self-tests)."""
-    return ["--queues", f"celery,node.{env.get('QWENWEB_NODE_NAME') or node_name_from_host()}"]
+def node_queues(env: dict, *, node: bool = False) -> list[str]:
+    """The default worker also takes this box's jobs as a node (its profile loads, downloads, self-tests);
+    a joined node's worker takes only those, under a name of its own."""
+    name = env.get("QWENWEB_NODE_NAME") or node_name_from_host()
+    if node:
+        return ["--queues", f"node.{name}", "--hostname", f"node-{name}@%h"]
+    return ["--queues", f"celery,node.{name}"]
 
 
 BACKGROUND_NICE = 10
@@ -133,7 +144,7 @@ def program_section(program: Program, var_dir: Path) -> list[str]:
     return lines
 
 
-def render(env: dict, *, with_redis: bool, var_dir: Path, only: set[str] | None = None) -> str:
+def render(env: dict, *, with_redis: bool, var_dir: Path, only: set[str] | None = None, node: bool = False) -> str:
     """The whole supervisord.conf. Children inherit supervisord's environment, so no value
     (and no secret) from ``env`` other than ports and paths is written into the file."""
     run_dir, log_dir = var_dir / "run", var_dir / "log"
@@ -171,22 +182,24 @@ def render(env: dict, *, with_redis: bool, var_dir: Path, only: set[str] | None 
         f"stderr_logfile_backups={LOG_BACKUPS}",
         "",
     ]
-    for program in programs(env, with_redis=with_redis):
+    for program in programs(env, with_redis=with_redis, node=node):
         if only is not None and program.name not in only:
             continue
         lines += [*program_section(program, var_dir), ""]
     return "\n".join(lines)
 
 
-def write_config(env: dict, *, with_redis: bool, var_dir: Path, only: set[str] | None = None) -> Path:
+def write_config(
+    env: dict, *, with_redis: bool, var_dir: Path, only: set[str] | None = None, node: bool = False
+) -> Path:
     """Write ``var/run/supervisord.conf`` (and the folders it names); returns its path.
-    ``only``: just these programs (and the event listener): the tests' small stack."""
+    ``only``: just these programs (and the event listener): the tests' small stack; ``node``: a joined node's."""
     run_dir = var_dir / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
     run_dir.chmod(0o700)
     (var_dir / "log").mkdir(parents=True, exist_ok=True)
     path = run_dir / "supervisord.conf"
-    path.write_text(render(env, with_redis=with_redis, var_dir=var_dir, only=only))
+    path.write_text(render(env, with_redis=with_redis, var_dir=var_dir, only=only, node=node))
     return path
 
 

@@ -263,7 +263,7 @@ async def complete(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None 
     async with _turn(call, key, limiter or get_limiter()) as slot:
         prompt_tokens = completion_tokens = 0
         try:
-            content = await slot.client.post_raw(call.path, call.body)
+            content = await slot.post_raw(call.path, call.body)
             try:
                 answer = orjson.loads(content)
                 prompt_tokens, completion_tokens = usage_of(answer)
@@ -294,7 +294,7 @@ async def stream(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = 
     try:
         async with _turn(call, key, limiter or get_limiter()) as slot:
             unrecorded = True
-            upstream = slot.client.stream_raw(call.path, call.body, pace_s=settings.API_FRAME_S)
+            upstream = slot.stream_raw(call.path, call.body, pace_s=settings.API_FRAME_S)
             try:
                 try:
                     data = await upstream.__anext__()

@@ -266,7 +266,7 @@ class TurnRunner:
         # A Stop can land while this task awaits a page or the database rather than the network: the
         # stream is closed there and then (not when the generator is collected), which is what frees
         # llama-server's slot at once.
-        async with aclosing(slot.client.stream_chat(payload, pace_s=settings.CHAT_FRAME_S)) as batches:
+        async with aclosing(slot.stream_chat(payload, pace_s=settings.CHAT_FRAME_S)) as batches:
             async for batch in batches:
                 if await self._take(batch, stats) and first_token_at is None:
                     first_token_at = time.monotonic()

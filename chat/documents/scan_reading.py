@@ -159,7 +159,7 @@ async def _transcribe(pool: ServingPool, owner: str, png: bytes) -> str:
     }
     # Background work: people go first, and documents take turns by owner.
     async with pool.slot(owner, priority="background") as slot:
-        text = await completion_text(slot.client, payload)
+        text = await completion_text(slot, payload)
     return clean_text(text)[: settings.DOCUMENT_VISION_PAGE_CHARS]
 
 

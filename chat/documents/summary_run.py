@@ -228,7 +228,7 @@ class SummaryRun:
         # Background work: people go first, and documents take turns by owner, not one turn each.
         async with self.pool.slot(f"owner:{self.owner_id}", priority="background") as slot:
             await sync_to_async(mark_chunk_started)(chunk.id)
-            text = await completion_text(slot.client, payload)
+            text = await completion_text(slot, payload)
         # Every prompt this part has been given is the instructions whose echo is taken out.
         instructions = "\n".join((MAP_SYSTEM if chunk.level == 0 else REDUCE_SYSTEM, RETRY_SYSTEM, header))
         # Combining summaries may keep their sentences; only a part of the document itself must not be copied.

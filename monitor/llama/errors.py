@@ -21,6 +21,11 @@ class LlamaUnavailable(LlamaError):
     default_message = _("The model server is not reachable right now.")
 
 
+class LlamaInstanceGone(LlamaUnavailable):
+    """A router answered, but the model instance it would send the request to is gone (killed, crashed):
+    the router itself is fine."""
+
+
 class LlamaStreamBroken(LlamaError):
     default_message = _("The model server stopped in the middle of the answer.")
 
@@ -38,13 +43,17 @@ class LlamaRejected(LlamaError):
     payload: dict | None = None
 
 
-def rejection_from(status: int, body: bytes) -> LlamaRejected:
+def rejection_from(status: int, body: bytes) -> LlamaRejected | LlamaInstanceGone:
+    """An error status as our error: llama-server's own message (its JSON body relayed as is), or, for a
+    router that could not reach the instance it proxies to, that the model server is not reachable."""
     payload = None
     try:
         payload = json.loads(body)
         message = payload.get("error", {}).get("message") or body.decode(errors="replace")
     except (ValueError, AttributeError):
         message = body.decode(errors="replace")[:500]
+    if status >= 500 and message.startswith("proxy error"):
+        return LlamaInstanceGone(status=status)
     rejection = LlamaRejected(message, status=status)
     rejection.payload = payload if isinstance(payload, dict) else None
     return rejection

@@ -16,8 +16,8 @@ import orjson
 
 from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
 
-HEARTBEAT_S = 2.0
-READY_TTL_S = 6
+HEARTBEAT_S = 1.5
+READY_TTL_S = 4
 # A remote profile's server has no heartbeat: what the app last read of it counts this long.
 REMOTE_READY_TTL_S = 60
 _redis = LoopRedis()
@@ -122,6 +122,11 @@ def beats(nodes: list[str]) -> dict[str, dict | None]:
     """Each node's last heartbeat (None: none within READY_TTL_S: the node is down)."""
     values = sync_client().mget([beat_key(node) for node in nodes]) if nodes else []
     return {node: orjson.loads(value) if value else None for node, value in zip(nodes, values, strict=True)}
+
+
+def recovering(node: str) -> set[str]:
+    """Model instances a request found frozen on the node, not restarted yet (never published as serving)."""
+    return {model.decode() for model in sync_client().hkeys(recover_key(node))}
 
 
 def take_recovery_requests(node: str) -> dict[str, str]:

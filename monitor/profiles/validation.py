@@ -44,6 +44,7 @@ RANGES = {
     "draft_max": (0, 256),
     "draft_min": (0, 256),
     "reasoning_budget": (-1, 1_048_576),
+    "hang_limit_s": (2, 3600),
     "temperature": (0.0, 5.0),
     "top_p": (0.0, 1.0),
     "top_k": (0, 100_000),

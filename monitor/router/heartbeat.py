@@ -9,7 +9,10 @@ Runs in the llama-server supervisor (``manage.py run_llama_server``), beside the
 - a router that accepts connections but does not answer ``ROUTER_FAILURES`` beats in a row is
   restarted (``on_router_hung``);
 - a model instance a request found frozen (``request_recovery``: nothing came for the hang limit and
-  it did not answer a check) is killed and loaded again, and the timeline says so.
+  it did not answer a check) is killed and loaded again, and the timeline says so;
+- on a joined node, a beat that fails (Redis or the database refusing it) asks the main box whether
+  the node is still a member (at most every ``MEMBERSHIP_CHECK_S``); a node removed on the staff page
+  is told so, and stops (``on_removed``) instead of failing every beat.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from monitor import timeline
 from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaError
 from monitor.models import Event, ServerProfile
-from monitor.nodes import readiness
+from monitor.nodes import membership, readiness
 from monitor.nodes.registry import placements_here
 from monitor.profiles.loading import ensure_serving
 from monitor.profiles.presets import live_id, parse_served_id
@@ -39,15 +42,24 @@ from monitor.profiles.presets import live_id, parse_served_id
 log = logging.getLogger(__name__)
 ROUTER_TIMEOUT_S = 2.0
 ROUTER_FAILURES = 3
+MEMBERSHIP_CHECK_S = 10.0
 
 
 class Heartbeat:
     """One thread with its own event loop; ``stop()`` ends it."""
 
-    def __init__(self, router_pid: Callable[[], int | None], on_router_hung: Callable[[str], None]):
+    def __init__(
+        self,
+        router_pid: Callable[[], int | None],
+        on_router_hung: Callable[[str], None],
+        on_removed: Callable[[str], None] = lambda message: None,
+    ):
         self.node = settings.NODE_NAME
         self.router_pid = router_pid
         self.on_router_hung = on_router_hung
+        self.on_removed = on_removed
+        self.failed_beats = 0
+        self.checked_at = 0.0
         self.client = LlamaClient(timeout=ROUTER_TIMEOUT_S)
         self.slots: dict[str, int] = {}  # served id -> its slots (read once per id from /props)
         self.failures = 0
@@ -69,9 +81,30 @@ class Heartbeat:
             started = time.monotonic()
             try:
                 await self.beat()
-            except Exception:  # Redis or the database away a moment: the next beat tries again
-                log.warning("heartbeat failed", exc_info=True)
+                self.failed_beats = 0
+            except Exception as error:  # Redis or the database away a moment: the next beat tries again
+                await self._failed(error)
             await asyncio.to_thread(self._stop.wait, max(0.1, readiness.HEARTBEAT_S - (time.monotonic() - started)))
+
+    async def _failed(self, error: Exception) -> None:
+        """The traceback once, a line after that; on a joined node, is it still one?"""
+        if self.failed_beats == 0:
+            log.warning("heartbeat failed", exc_info=True)
+        else:
+            log.warning("heartbeat failed again: %s", error)
+        self.failed_beats += 1
+        saved = membership.load(settings.VAR_DIR)
+        if saved is None or time.monotonic() - self.checked_at < MEMBERSHIP_CHECK_S:
+            return
+        self.checked_at = time.monotonic()
+        try:
+            await asyncio.to_thread(membership.check, saved)
+        except membership.Refused as refused:
+            if refused.status == 403:
+                self._stop.set()
+                self.on_removed(membership.removed_message(saved.main, str(refused)))
+        except membership.Unreachable as away:
+            log.warning("could not ask the main box whether this node is still one of its nodes: %s", away)
 
     async def beat(self) -> None:
         recover = await asyncio.to_thread(readiness.take_recovery_requests, self.node)
@@ -95,6 +128,7 @@ class Heartbeat:
             return
         self.failures = 0
         loaded = {model["id"] for model in models if model.get("status", {}).get("value") in ("loaded", "sleeping")}
+        loaded -= await asyncio.to_thread(readiness.recovering, self.node)  # found frozen since this beat began
         serving = {}
         for placement in await sync_to_async(list)(placements_here()):
             model = live_id(placement.profile, placement)

@@ -23,13 +23,14 @@ from urllib.parse import urlsplit
 import psutil
 from django.conf import settings
 from django.utils.translation import gettext as _
+from supervisor import childutils
 
 from monitor import timeline
 from monitor.llama.binary import llama_environment
 from monitor.llama.client import LlamaClient, run_with_client
 from monitor.llama.errors import LlamaError
 from monitor.models import Event
-from monitor.nodes import readiness
+from monitor.nodes import membership, readiness
 from monitor.profiles.loading import load_startup_profiles
 from monitor.profiles.presets import preset_path, write_preset
 from monitor.router.heartbeat import Heartbeat
@@ -127,6 +128,7 @@ class RouterSupervisor:
         self.process: subprocess.Popen | None = None
         self.stopping = False
         self.restart_requested = False
+        self.removed = False
         self._wake = threading.Event()
 
     def _rotate_log(self) -> Path:
@@ -198,6 +200,20 @@ class RouterSupervisor:
         self.restart_requested = True
         self._wake.set()
 
+    def _on_removed(self, message: str) -> None:
+        """The heartbeat's news: the main box removed this node. Say so, leave the reason for `make node`
+        to print, and stop every part of the node (its supervisord), not only this one."""
+        log.error(message)
+        self.removed = True
+        membership.removed_path(Path(settings.VAR_DIR)).write_text(message + "\n")
+        self.stopping = True
+        self._wake.set()
+        if "SUPERVISOR_SERVER_URL" in os.environ:  # under supervisord (make node): it stops them all
+            try:
+                childutils.getRPCInterface(os.environ).supervisor.shutdown()
+            except Exception:  # supervisord already going: it stops this process anyway
+                log.warning("could not ask supervisord to stop the node", exc_info=True)
+
     def _router_pid(self) -> int | None:
         process = self.process
         return process.pid if process is not None and process.poll() is None else None
@@ -228,7 +244,7 @@ class RouterSupervisor:
         stop_orphaned_router(self.binary)
         reason = ""
         quick_exits = 0
-        heartbeat = Heartbeat(self._router_pid, self._on_router_hung)
+        heartbeat = Heartbeat(self._router_pid, self._on_router_hung, self._on_removed)
         heartbeat.start()
         try:
             while not self.stopping:
@@ -262,7 +278,8 @@ class RouterSupervisor:
             heartbeat.stop()
             self._stop_router()
             try:
-                readiness.withdraw_node(settings.NODE_NAME)  # out of every pool now, not when the beat expires
+                if not self.removed:  # a removed node is out already, and Redis no longer lets it in
+                    readiness.withdraw_node(settings.NODE_NAME)  # out of every pool now, not when the beat expires
             except Exception:
                 log.warning("could not withdraw the node's readiness", exc_info=True)
             for path in (router_pid_path(), supervisor_pid_path()):

@@ -1,6 +1,8 @@
 """The watchdog: is llama-server answering, are the profiles that should serve loaded, is it restart time?
 
-Run every few seconds by Celery beat. The supervisor restarts a router that exits;
+Run every few seconds by Celery beat on the main box, and on each joined node that is up by its own
+worker (``monitor.tasks.node_watchdog``, sent to its queue): each checks its own router, with counters of
+its own in Redis. The supervisor restarts a router that exits;
 the watchdog covers what a process manager cannot see: a router that still runs but
 no longer answers, a model instance that died inside it, and the optional daily restart.
 """
@@ -30,8 +32,8 @@ from monitor.profiles.status import router_status
 from monitor.router.supervisor import request_restart
 
 log = logging.getLogger(__name__)
-FAILURES_KEY = "qwenweb:watchdog:failures"
-DAILY_KEY = "qwenweb:watchdog:daily"
+FAILURES_KEY = "qwenweb:watchdog:failures:{node}"
+DAILY_KEY = "qwenweb:watchdog:daily:{node}"
 FAILURES_BEFORE_RESTART = 2
 RETRY_AFTER_FAILURE_S = 300
 
@@ -68,8 +70,9 @@ async def _check(client: LlamaClient) -> list[str]:
     try:
         statuses = await router_status(client, fresh=True)
     except LlamaError:
-        failures = store.incr(FAILURES_KEY)
-        store.expire(FAILURES_KEY, 3600)
+        failures_key = FAILURES_KEY.format(node=settings.NODE_NAME)
+        failures = store.incr(failures_key)
+        store.expire(failures_key, 3600)
         if failures % FAILURES_BEFORE_RESTART == 0:  # every second failed check, for as long as it lasts
             reason = ngettext(
                 "llama-server did not answer %(n)d check in a row.",
@@ -86,7 +89,7 @@ async def _check(client: LlamaClient) -> list[str]:
                 )
                 notes.append("down, no supervisor")
         return notes or ["unreachable"]
-    store.delete(FAILURES_KEY)
+    store.delete(FAILURES_KEY.format(node=settings.NODE_NAME))
     for placement in await sync_to_async(startup_placements)():
         profile = placement.profile
         status = statuses.get(live_id(profile, placement), {})
@@ -109,9 +112,10 @@ async def _check(client: LlamaClient) -> list[str]:
                 notes.append(f"reload of {profile.name} failed: {error}")
     if settings.LLAMA_DAILY_RESTART:
         now = timezone.localtime()
-        last = store.get(DAILY_KEY)
+        daily_key = DAILY_KEY.format(node=settings.NODE_NAME)
+        last = store.get(daily_key)
         if daily_restart_due(now, settings.LLAMA_DAILY_RESTART, last.decode() if last else None):
-            store.set(DAILY_KEY, now.date().isoformat())
+            store.set(daily_key, now.date().isoformat())
             if request_restart(_("daily restart at %(at)s") % {"at": settings.LLAMA_DAILY_RESTART}):
                 notes.append("daily restart")
     return notes or ["ok"]

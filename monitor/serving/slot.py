@@ -4,7 +4,7 @@
 
     pool = await serving_pool(profile)             # loaded first if no node serves it (``on_loading``)
     async with pool.slot(owner, priority="person", affinity=key) as slot:
-        await slot.client.stream_chat(...)          # the node the queue chose, the revision it serves
+        await slot.stream_chat(...)          # the node the queue chose, the revision it serves, watched
 
 ``serving_pool`` finds the nodes that serve a profile now (their heartbeats in Redis; a cold profile
 is loaded first) and gives what a request needs to be prepared before it waits in line: the serving
@@ -36,7 +36,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from monitor.llama.client import LlamaClient
-from monitor.llama.errors import LlamaError, LlamaHung, LlamaStreamBroken, LlamaUnavailable
+from monitor.llama.errors import LlamaError, LlamaHung, LlamaInstanceGone, LlamaStreamBroken, LlamaUnavailable
 from monitor.llama.serving import ServingInfo, forget_serving_info, serving_info
 from monitor.models import ServerProfile
 from monitor.nodes import readiness
@@ -128,6 +128,34 @@ class ServingSlot:
     grant: Grant
     remember_as: str = ""
     _failed: bool = False
+
+    # The requests of a slot, watched for a frozen server: nothing for the profile's hang limit, and no
+    # answer to a check either (``still_working``), is LlamaHung (the slot's block hands it to the node).
+
+    def stream_chat(self, payload: dict, *, pace_s: float = 0.0) -> AsyncIterator[list[dict]]:
+        return self.client.stream_chat(payload, pace_s=pace_s, **self._watch())
+
+    def stream_raw(self, path: str, payload: dict, *, pace_s: float = 0.0) -> AsyncIterator[bytes]:
+        return self.client.stream_raw(path, payload, pace_s=pace_s, **self._watch())
+
+    async def post_raw(self, path: str, payload: dict) -> bytes:
+        """A plain request's answer (its body comes at the end): the server is checked every hang limit
+        while it is being written."""
+        request = asyncio.ensure_future(self.client.post_raw(path, payload))
+        try:
+            while True:
+                done, _pending = await asyncio.wait({request}, timeout=self.profile.hang_limit_s)
+                if done:
+                    return request.result()
+                if not await self.still_working():
+                    raise LlamaHung()
+        finally:
+            if not request.done():
+                request.cancel()
+                await asyncio.gather(request, return_exceptions=True)
+
+    def _watch(self) -> dict:
+        return {"stall_s": float(self.profile.hang_limit_s), "on_stall": self.still_working}
 
     async def still_working(self) -> bool:
         """Whether the instance answers at all (its ``/slots``, within a few seconds): a long prompt being
@@ -246,10 +274,10 @@ async def _take_out(pool: str, grant: Grant, error: LlamaError) -> None:
         if isinstance(error, LlamaHung):
             log.warning("%s on %s is frozen (%s): its node restarts it", grant.model, grant.node, error)
             await readiness.request_recovery(grant.node, pool, grant.model, str(error))
-        elif isinstance(error, LlamaUnavailable):
-            await readiness.mark_failed(grant.node)
-        elif isinstance(error, LlamaStreamBroken):
+        elif isinstance(error, (LlamaStreamBroken, LlamaInstanceGone)):  # the instance failed, not the node
             await readiness.mark_failed(grant.node, pool)
+        elif isinstance(error, LlamaUnavailable):  # its router did not answer
+            await readiness.mark_failed(grant.node)
     except Exception:  # Redis down: the heartbeat's expiry takes the node out by itself
         log.warning("could not take %s out of %s", grant.node, pool, exc_info=True)
 

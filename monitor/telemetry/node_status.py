@@ -3,13 +3,14 @@ figures; and the timeline's record of nodes going down and coming back.
 
 A node lives while its heartbeat key does (``monitor.nodes.readiness.beat_key``: written every
 ``HEARTBEAT_S`` by its llama-server supervisor, gone ``READY_TTL_S`` after the last one), so the
-dashboard and the health page, which read it on every look, show a node down 6-8 s after it stopped.
+dashboard and the health page, which read it on every look, show a node down READY_TTL_S after its
+last beat (4 s, so 4-5.5 s after it stopped).
 A beat's age is the time its key has lived (``READY_TTL_S`` minus what it has left), by Redis's
 clock: the boxes' own clocks may differ.
 
 The main box's sampler checks every node every ``NODE_CHECK_S`` (``NodeWatch``) and records
 NODE_DOWN and NODE_UP on the timeline once per transition, so a node that dies while people chat is
-there within READY_TTL_S + NODE_CHECK_S + a beat (13 s). A check is one round trip that reads; what
+there within READY_TTL_S + NODE_CHECK_S + a beat (10.5 s). A check is one round trip that reads; what
 it last saw of each node is kept in Redis (``STATE_KEY``), written only when a node changes, and only
 where it still holds what the check read (compare and set): a restarted sampler, or two for a
 moment, record no transition twice. A node seen for the first time (a new node, or the state lost

@@ -10,6 +10,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from monitor import tasks
 from monitor.models import ServerProfile
+from monitor.nodes.readiness import READY_TTL_S
 from monitor.telemetry import dashboard
 from monitor.telemetry.gpu import detect_gpus
 from monitor.telemetry.node_status import main_node
@@ -40,6 +41,7 @@ def dashboard_page(request):
             "gpu_problem": "" if gpus else (gpu_problem or _("NVML found no GPU")),
             "profiles": ServerProfile.objects.all(),
             "live_points": live_points(),
+            "node_down_after_s": READY_TTL_S,
             "initial": _figures(),
         },
     )

@@ -119,7 +119,7 @@ class ServerProfileForm(forms.ModelForm):
             "model_file", "remote_url", "remote_api_key", "remote_model",
             "ctx_size", "gpu_layers", "n_cpu_moe", "cache_type_k", "cache_type_v", "flash_attn", "parallel",
             "batch_size", "ubatch_size", "threads",
-            "draft_model_file", "draft_max", "draft_min", "mmproj_file", "scan_reader",
+            "draft_model_file", "draft_max", "draft_min", "mmproj_file", "scan_reader", "hang_limit_s",
             "reasoning", "reasoning_budget", "chat_template", "chat_template_jinja",
             "temperature", "top_p", "top_k", "min_p", "repeat_penalty", "extra_args",
         ]  # fmt: skip

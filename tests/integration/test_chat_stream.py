@@ -54,6 +54,7 @@ def endless(llama) -> Iterator[ServerProfile]:
     instance at a time); the default is loaded again after."""
     profile = clone_profile(find_profile(None))
     profile.name, profile.extra_args = f"endless-{uuid.uuid4().hex[:6]}", "--ignore-eos"
+    profile.hang_limit_s = 3600  # the tests freeze it on purpose: never taken for hung here
     validate_profile(profile)
     save_profile(profile)
     async_to_sync(ensure_serving)(profile)

@@ -19,7 +19,7 @@ from chat.conversations.context import fit_messages, with_system_prompt
 from chat.errors import ChatError, NotFound
 from chat.models import Conversation, Document, Message
 from chat.web.forms import PromptSettingsForm
-from monitor.public import ready_client
+from monitor.public import close_loop_clients, serving_pool
 from tests.support.client import chat_socket, events_until, login, make_user, send
 
 
@@ -276,11 +276,11 @@ def rendered_tokens(messages: list[dict]) -> int:
     """What the default profile's llama-server makes of these messages: its template, its tokenizer."""
 
     async def count() -> int:
-        _profile, client = await ready_client(None)
+        client = (await serving_pool(None)).client
         try:
             return await client.count_tokens(await client.apply_template(messages))
         finally:
-            await client.aclose()
+            await close_loop_clients()
 
     return asyncio.run(count())
 
@@ -323,11 +323,11 @@ def test_the_system_prompt_counts_when_the_conversation_is_fitted(llama):
     system = "Always answer in the style of a ship's log. " * 8
 
     async def fit(messages):
-        _profile, client = await ready_client(None)
+        client = (await serving_pool(None)).client
         try:
             return await fit_messages(client, messages, 256, "system-prompt-test")
         finally:
-            await client.aclose()
+            await close_loop_clients()
 
     assert asyncio.run(fit(turns)).dropped == 0
     fitted = asyncio.run(fit(with_system_prompt(turns, system)))

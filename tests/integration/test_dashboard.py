@@ -25,6 +25,7 @@ from websockets.sync.client import connect
 
 from monitor.catalog import downloads
 from monitor.models import Event, SelfTestResult
+from monitor.nodes.registry import placement_here
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
 from monitor.telemetry import dashboard
@@ -56,7 +57,7 @@ def _generate_in_background(client, tokens: int = 96) -> threading.Thread:
 
 
 def test_sampler_reads_the_real_server_under_load_and_says_there_is_no_gpu(llama):
-    client = profile_client(find_profile())
+    client = profile_client(find_profile(), placement_here(find_profile()))
 
     async def main():
         sampler = Sampler(source_timeout_s=5)

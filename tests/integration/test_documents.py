@@ -16,6 +16,7 @@ from chat.documents import uploads
 from chat.documents.retrieval import document_system_message
 from chat.models import Document, DocumentChunk, DocumentPage
 from monitor.llama.serving import serving_info
+from monitor.nodes.registry import placement_here
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
 from tests.support import pdfs
@@ -101,7 +102,7 @@ def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, cele
     # The chunks cover every page once, in order, and each fits one slot's context.
     covered = [n for c in level0 for n in range(c.first_page, c.last_page + 1)]
     assert covered == list(range(1, 17))
-    info = asyncio.run(serving_info(profile_client(find_profile()), fresh=True))
+    info = asyncio.run(serving_info(profile_client(find_profile(), placement_here(find_profile())), fresh=True))
     assert all(c.tokens < info.n_ctx for c in level0)
     assert all(c.done and c.summary for c in DocumentChunk.objects.filter(document=document))
     assert DocumentChunk.objects.filter(document=document, level__gte=1).exists()
@@ -187,7 +188,7 @@ def test_questions_use_the_summary_and_matching_pages(llama):
     body = upload_document(http, "facts.pdf", pdfs.report_pdf(20, words_per_page=8), language="en").json()
     document = wait_for(body["document"]["id"], {"ready", "failed"})
     assert document.status == "ready", document.error
-    client = profile_client(find_profile())
+    client = profile_client(find_profile(), placement_here(find_profile()))
     info = asyncio.run(serving_info(client, fresh=True))
     system = asyncio.run(
         document_system_message(client, document.conversation_id, "What is topic017?", documents_budget(info.n_ctx))

@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.support import pdfs
 from tests.support.client import base_url, send, upload_document
-from tests.support.faults import FINISHED, Person, lost_or_doubled, make_person, still_streaming
+from tests.support.faults import FINISHED, LONG_PROMPT, Person, lost_or_doubled, make_person, still_streaming
 from tests.support.stack import wait_until
 from tests.support.supervised import PARTS, Supervised, query, supervised_env
 
@@ -144,3 +144,75 @@ def test_every_document_summarized_after_the_faults(product, person):
         after = chunks_done(product, document["id"])
         for chunk_id, kept in done_at_kill[document["id"]].items():
             assert after[chunk_id] == kept, "a part done before a kill was summarized again"
+
+
+def test_answers_streaming_through_a_redis_restart_complete_and_are_stored_once(product, person):
+    """Redis killed while a chat answer and an API answer stream: neither depends on Redis between its
+    first and last token; both complete, the chat answer is stored once, the API call ends with [DONE]."""
+    from tests.support.faults import StreamedApiAnswer
+
+    key = product.manage("shell", "-c", CREATE_KEY.format(person.user.username)).split()[-1]
+    answer = person.start_long_answer(256)
+    body = {"model": "chat-8k", "messages": [{"role": "user", "content": "Write a long story."}], "max_tokens": 256}
+    call = StreamedApiAnswer(base_url(), key, body)
+    assert call.first_bytes.wait(300) and not call.error, call.error
+    killed = product.kill("redis")
+    wait_until(lambda: product.pid_of("redis") not in (0, killed), RESTART_BOUND_S, "redis restarted")
+    done = person.until_done(answer, 600)
+    assert done["status"] == "complete", done
+    assert call.finished.wait(600) and call.complete, call.error
+    rows = [row for row in person.stored(product.var_dir) if row[0] == answer]
+    assert len(rows) == 1 and rows[0][3] == "complete" and rows[0][2], rows
+    assert lost_or_doubled(person, product.var_dir) == 0
+
+
+def shown_for_a_while(person, seconds: float) -> tuple[int, list[tuple[float, str]]]:
+    """An answer the page has been showing for ``seconds`` and is still showing: (its id, its text as it
+    came, with when). One that ends before (the model chose to stop) is replaced by another."""
+    for _attempt in range(5):
+        answer = person.ask(f"{LONG_PROMPT} ({len(person.sent)})", settings.CHAT_MAX_ANSWER_TOKENS)
+        shown: list[tuple[float, str]] = []
+        started = None
+        while started is None or time.monotonic() - started < seconds:
+            event = person.event(180)
+            if event.get("message") != answer:
+                continue
+            if event["type"] == "done":
+                break
+            if event["type"] == "token":
+                started = started or time.monotonic()
+                shown.append((time.monotonic(), event["text"]))
+        else:
+            return answer, shown
+    raise AssertionError("no answer kept streaming")
+
+
+CREATE_KEY = (
+    "from django.contrib.auth import get_user_model; from chat.api.keys import create_key; "
+    "print(create_key(get_user_model().objects.get(username={!r}), 'faults')[1])"
+)
+
+
+def test_a_web_crash_keeps_what_the_page_showed_and_frees_its_slots_at_once(product, person):
+    """The web process killed mid-answer: the stored partial holds what the page had shown up to one
+    second before; the restarted process frees its predecessor's queue slots as it starts (no lease to
+    wait out), and a new page's question is answered."""
+    import redis as redis_client
+
+    answer, shown = shown_for_a_while(person, 3.0)
+    killed_at = time.monotonic()
+    killed = product.kill("web")
+    wait_until(lambda: product.pid_of("web") not in (0, killed), RESTART_BOUND_S, "web restarted")
+    wait_until(lambda: httpx.get(base_url() + "/login/", timeout=5).status_code == 200, 60, "web answering")
+    queue = redis_client.Redis.from_url(product.env["REDIS_URL"])
+    now_ms = int(time.time() * 1000)
+    held = sum(queue.zcount(key, now_ms, "+inf") for key in queue.scan_iter("qwenweb:queue:*:active"))
+    assert held == 0, "the dead web process's slots were not freed at its successor's start"
+    wait_until(lambda: not still_streaming(product.var_dir), 30, "the answer marked interrupted")
+    stored = next(row for row in person.stored(product.var_dir) if row[0] == answer)
+    whole = "".join(text for _at, text in shown)
+    before = "".join(text for at, text in shown if at <= killed_at - 1.0)
+    assert stored[2].startswith(before) and whole.startswith(stored[2]), (len(before), len(stored[2]), len(whole))
+    assert (stored[3], stored[4]) == ("incomplete", INTERRUPTED)
+    person.connect()
+    assert person.until_done(person.ask("Say hi (after the crash).", 8), 240)["status"] == "complete"

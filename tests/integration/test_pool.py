@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import threading
 import time
 
+import psutil
 import pytest
 from django.conf import settings
 
@@ -37,7 +40,6 @@ OPTIONS = {"seed": 4, "max_tokens": 16}
 @pytest.fixture(scope="module")
 def second_node(run_dir, llama_server, celery_worker):
     node = SecondNode(run_dir, "node-b")
-    node.register()
     node.start()
     yield node
     node.stop()
@@ -187,3 +189,20 @@ def _hold_slots(nodes: list[str]) -> _Held:
     threading.Thread(target=asyncio.run, args=(hold(),), daemon=True).start()
     assert handle.held.wait(60)
     return handle
+
+
+def test_a_node_cut_off_gets_no_slots_and_comes_back_by_itself(pool, second_node):
+    """The second node's router frozen (SIGSTOP: a box cut off the network looks the same from here): its
+    heartbeat stops saying it serves, the next answer comes from the main box, and the node is back in
+    the pool by itself (its supervisor restarts a router that does not answer)."""
+    router = second_node.router_pid()
+    os.kill(router, signal.SIGSTOP)
+    try:
+        wait_until(lambda: second_node.name not in serving(pool), 60, "the cut-off node out of the pool")
+        again, events = ask(login(make_user()), "Say hi.")
+        assert events[-1]["status"] == "complete", events[-1]
+        assert grants()[-1].node == settings.NODE_NAME
+    finally:
+        if psutil.pid_exists(router):
+            os.kill(router, signal.SIGCONT)
+    wait_until(lambda: second_node.name in serving(pool), 180, "the node back in the pool")

@@ -117,3 +117,45 @@ def lost_or_doubled(person: Person, var_dir: Path) -> int:
 
 def still_streaming(var_dir: Path) -> list[tuple]:
     return [row for row in stored_messages(var_dir) if row[3] == "streaming"]
+
+
+class StreamedApiAnswer:
+    """An OpenAI-API answer streaming in a thread of its own (an agent's call), read to its end: whether it
+    reached ``[DONE]`` without an error event, and its text."""
+
+    def __init__(self, base_url: str, key: str, body: dict):
+        import threading
+
+        import httpx
+
+        self.client = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {key}"}, timeout=600)
+        self.body = {**body, "stream": True}
+        self.first_bytes = threading.Event()
+        self.finished = threading.Event()
+        self.complete = False
+        self.error = ""
+        self.text: list[str] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            with self.client.stream("POST", "/v1/chat/completions", json=self.body) as response:
+                for line in response.iter_lines():
+                    if not line.startswith("data: "):
+                        continue
+                    if line == "data: [DONE]":
+                        self.complete = not self.error
+                        continue
+                    chunk = json.loads(line[6:])
+                    if "error" in chunk:
+                        self.error = str(chunk["error"])
+                    for choice in chunk.get("choices") or ():
+                        if (choice.get("delta") or {}).get("content"):
+                            self.text.append(choice["delta"]["content"])
+                            self.first_bytes.set()
+        except Exception as error:  # the call broke: it did not complete
+            self.error = repr(error)
+        finally:
+            self.first_bytes.set()
+            self.finished.set()

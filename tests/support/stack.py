@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import psutil
@@ -22,7 +23,14 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from scripts.local_services import ensure_default_model, free_port, redis_server_binary  # noqa: E402
+from scripts.local_services import (  # noqa: E402
+    ensure_default_model,
+    free_port,
+    private_redis_url,
+    redis_server_argv,
+    redis_server_binary,
+    write_redis_acl,
+)
 
 
 def configure_environment(run_dir: Path, *, parallel: int = 2) -> dict:
@@ -39,7 +47,8 @@ def configure_environment(run_dir: Path, *, parallel: int = 2) -> dict:
     # Document summaries: short partial summaries and small chunks keep the tests' model calls brief.
     env.setdefault("QWENWEB_DOCUMENT_SUMMARY_TOKENS", "48")
     env.setdefault("QWENWEB_DOCUMENT_CHUNK_TOKENS", "400")
-    env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    # As under `make run`: the default user's password (the run's redis_password) in REDIS_URL.
+    env["REDIS_URL"] = private_redis_url(run_dir, free_port())
     env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port()}"
     env["QWENWEB_PARALLEL"] = str(parallel)
     env["QWENWEB_PORT"] = str(free_port())
@@ -183,14 +192,13 @@ class LlamaServer(Service):
 
 
 def start_redis(run_dir: Path) -> Service:
-    port = os.environ["REDIS_URL"].rsplit(":", 1)[1].split("/")[0]
-    (run_dir / "redis").mkdir(exist_ok=True)
+    """The run's Redis as `make run` has it: its default user's password and the nodes' users in its ACL file."""
     binary = redis_server_binary()
     if binary is None:
         raise RuntimeError("no redis-server available")
-    service = Service(
-        "redis", [binary, "--bind", "127.0.0.1", "--port", port, "--dir", str(run_dir / "redis"), "--save", ""], run_dir
-    )
+    write_redis_acl(run_dir)
+    argv = redis_server_argv(binary, run_dir, urlsplit(os.environ["REDIS_URL"]).port) + ["--save", ""]
+    service = Service("redis", argv, run_dir)
     service.start()
     import redis
 

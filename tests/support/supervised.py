@@ -15,11 +15,12 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psutil
 
 from scripts.leftovers import processes_of_run, stop
-from scripts.local_services import free_port, redis_server_binary
+from scripts.local_services import free_port, private_redis_url, redis_server_binary
 from scripts.stack import launch
 from scripts.supervisor_config import supervisorctl
 from tests.support.stack import ROOT
@@ -35,11 +36,13 @@ def supervised_env(var_dir: Path, base: dict, *, fresh_ports: bool) -> dict:
     env = dict(base)
     env["QWENWEB_VAR_DIR"] = str(var_dir)
     env.pop("DATABASE_URL", None)  # its own SQLite file in the folder: the checks read rows straight from it
+    # Its Redis with the password of its own folder, as `make run` has it (scripts/stack.py).
+    port = free_port() if fresh_ports else urlsplit(env["REDIS_URL"]).port
+    env["REDIS_URL"] = private_redis_url(var_dir, port)
     if fresh_ports:
-        env["REDIS_URL"] = f"redis://127.0.0.1:{free_port()}/0"
         env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port()}"
         env["QWENWEB_PORT"] = str(free_port())
-    env["QWENWEB_REDIS_PORT"] = env["REDIS_URL"].rsplit(":", 1)[1].split("/")[0]
+    env["QWENWEB_REDIS_PORT"] = str(port)
     env["REDIS_SERVER_BIN"] = redis_server_binary()
     env["QWENWEB_BIND"] = "127.0.0.1"
     (var_dir / "redis").mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,15 @@ def test_a_beat_is_read_with_its_age_from_the_time_its_key_has_left():
 
 
 def test_a_beat_of_another_shape_is_not_trusted():
-    odd = [b"not json", 3000, orjson.dumps([1, 2]), 3000, orjson.dumps({"router": "yes", "serving": {"p": [1]}}), 3000]
+    left_ms = READY_TTL_S * 1000 - 3000  # a beat 3 s old
+    odd = [
+        b"not json",
+        left_ms,
+        orjson.dumps([1, 2]),
+        left_ms,
+        orjson.dumps({"router": "yes", "serving": {"p": [1]}}),
+        left_ms,
+    ]
     beats = beats_from(["x", "y", "z"], odd)
     assert beats["x"] == Beat(False) and beats["y"] == Beat(False)
     assert beats["z"] == Beat(True, 3.0, False, {})  # alive, but "yes" is no router answer and [1] no slot count

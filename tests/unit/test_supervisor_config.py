@@ -6,7 +6,6 @@ import configparser
 import shlex
 from pathlib import Path
 
-from qwenweb.network import node_name_from_host
 from scripts.leftovers import recorded
 from scripts.supervisor_config import programs, render
 
@@ -16,6 +15,7 @@ ENV = {
     "QWENWEB_REDIS_PORT": "6390",
     "QWENWEB_BIND": "0.0.0.0",
     "QWENWEB_PORT": "8000",
+    "QWENWEB_NODE_NAME": "box-a",
 }
 
 
@@ -53,7 +53,34 @@ def test_commands_are_the_argv_with_percent_escaped():
     # Long document work has its own worker: the default one takes the default queue and this box's
     # jobs as a node (its profile loads, downloads, self-tests), never documents.
     assert "--queues documents" in config["program:documents"]["command"]
-    assert f"--queues celery,node.{node_name_from_host()}" in config["program:worker"]["command"]
+    assert "--queues celery,node.box-a " in config["program:worker"]["command"]
+
+
+def test_the_private_redis_wants_its_password_and_listens_where_it_is_told():
+    """Its users (the default one's password as a hash, the nodes') in its ACL file; no password on argv."""
+    argv = {p.name: p.argv for p in programs({**ENV, "QWENWEB_REDIS_BIND": "127.0.0.1,192.168.1.5"}, with_redis=True)}
+    redis = argv["redis"]
+    assert redis[redis.index("--bind") + 1 : redis.index("--port")] == ["127.0.0.1", "192.168.1.5"]
+    assert redis[redis.index("--aclfile") + 1] == "/srv/q w/var/redis/users.acl"
+    assert redis[redis.index("--protected-mode") + 1] == "yes"
+    default = {p.name: p.argv for p in programs(ENV, with_redis=True)}["redis"]
+    assert default[default.index("--bind") + 1 : default.index("--port")] == ["127.0.0.1"]
+
+
+def test_a_node_runs_its_router_its_own_worker_and_its_sampler_only():
+    """`make node`: no Redis, web server, beat or documents worker of its own (the main box has them);
+    its worker takes only its own queue, under a name of its own."""
+    listed = programs(ENV, with_redis=False, node=True)
+    assert [p.name for p in listed] == ["llama", "worker", "sampler"]
+    worker = {p.name: p.argv for p in listed}["worker"]
+    assert worker[worker.index("--queues") + 1] == "node.box-a"
+    assert worker[worker.index("--hostname") + 1] == "node-box-a@%h"
+    config = configparser.RawConfigParser()
+    config.read_string(render(ENV, with_redis=False, var_dir=Path(ENV["QWENWEB_VAR_DIR"]), node=True))
+    assert {section for section in config.sections() if section.startswith("program:")} == {
+        "program:llama", "program:worker", "program:sampler"
+    }  # fmt: skip
+    assert "supervisor_events" in config["eventlistener:events"]["command"]
 
 
 def test_background_programs_run_niced_below_llama_server_and_the_web_process():

@@ -115,3 +115,14 @@ def test_an_answer_cut_or_stalled_before_its_end_is_unavailable(stall):
 
     with pytest.raises(LlamaUnavailable):
         ask(200, b"", lambda client: client.list_models(), handler=cut, timeout=0.3)
+
+
+def test_a_routers_proxy_error_is_the_instance_gone_not_its_message():
+    """The router answers 500 "proxy error: ..." when the instance it proxies to is gone (killed): the
+    person is told the model server is not reachable, and the slot takes only that instance out."""
+    from monitor.llama.errors import LlamaInstanceGone, LlamaRejected, LlamaUnavailable, rejection_from
+
+    gone = rejection_from(500, b'{"error": {"message": "proxy error: Could not establish connection"}}')
+    assert isinstance(gone, LlamaInstanceGone) and isinstance(gone, LlamaUnavailable)
+    assert str(gone) == "The model server is not reachable right now."
+    assert isinstance(rejection_from(400, b'{"error": {"message": "context too long"}}'), LlamaRejected)

@@ -1,0 +1,97 @@
+"""A model instance that freezes while it answers (SIGSTOP: what a hung GPU driver or a deadlock looks like)
+is noticed: the person is told, with the text they had kept, the frozen process is killed and loaded again
+by its node's heartbeat, the timeline says so, and the next turn is answered.
+
+The real stack: the product's llama-server supervisor (its heartbeat), Daphne, a worker. The profile is a
+copy of the default one whose answers run to their max_tokens (``--ignore-eos``), so the answer is
+still running when the test freezes it, and whose hang limit is short (an admin's setting).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+import psutil
+import pytest
+from asgiref.sync import async_to_sync
+
+from chat.models import Message
+from monitor.models import Event
+from monitor.profiles.loading import ensure_serving
+from monitor.profiles.presets import live_id_here
+from monitor.profiles.selectors import find_profile
+from monitor.profiles.services import clone_profile, delete_profile, save_profile
+from monitor.profiles.validation import validate_profile
+from monitor.serving.slot import STILL_WORKING_TIMEOUT_S
+from tests.support.client import chat_socket, events_until, login, make_user, send
+from tests.support.stack import wait_until
+
+pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
+HANG_LIMIT_S = 4
+
+
+@pytest.fixture
+def freezable(llama):
+    profile = clone_profile(find_profile(None))
+    profile.name, profile.extra_args = f"freeze-{uuid.uuid4().hex[:6]}", "--ignore-eos"
+    profile.hang_limit_s = HANG_LIMIT_S
+    validate_profile(profile)
+    save_profile(profile)
+    async_to_sync(ensure_serving)(profile)
+    try:
+        yield profile
+    finally:
+        delete_profile(profile)
+        async_to_sync(ensure_serving)(find_profile(None))
+        wait_until(llama.healthy, 120, "the default profile loaded again")
+
+
+def test_a_frozen_instance_is_noticed_told_restarted_and_the_next_turn_answered(llama, freezable):
+    http = login(make_user())
+    with chat_socket(http) as ws:
+        send(ws, type="send", text="Write a long story.", options={"max_tokens": 1000}, profile=freezable.name)
+        accepted = events_until(ws, "accepted")[-1]
+        assert events_until(ws, "token", timeout=300)[-1]["type"] == "token"
+        frozen = llama.instance_pid(live_id_here(freezable))
+        frozen_at = time.monotonic()
+        os.kill(frozen, signal.SIGSTOP)
+        try:
+            done = events_until(ws, timeout=300)[-1]
+        finally:
+            if psutil.pid_exists(frozen):
+                os.kill(frozen, signal.SIGCONT)
+        noticed_s = time.monotonic() - frozen_at
+    assert done["type"] == "done" and done["status"] == "incomplete", done
+    assert "stopped responding" in done["error"], done
+    # Told within the limit and one check (a wide margin for a loaded box; llama-server's own read
+    # timeout, which is all there was before, is ten minutes).
+    assert noticed_s < HANG_LIMIT_S + STILL_WORKING_TIMEOUT_S + 60, noticed_s
+    answer = Message.objects.get(id=accepted["assistant_message"]["id"])
+    assert answer.status == "incomplete" and answer.content  # the text it had is kept
+
+    # The frozen process is gone (its node's heartbeat killed it), and the profile is served again.
+    wait_until(lambda: not psutil.pid_exists(frozen) or psutil.Process(frozen).status() == "zombie", 60, "the kill")
+    event = wait_until_event(freezable.name)
+    assert "stopped responding" in event.message and event.details.get("killed") is True
+    with chat_socket(http) as ws:
+        send(
+            ws, type="send", conversation=accepted["conversation"], text="Again.", options={"max_tokens": 8},
+            profile=freezable.name,
+        )  # fmt: skip
+        again = events_until(ws, timeout=300)[-1]
+        assert again["status"] == "complete", again
+    assert llama.instance_pid(live_id_here(freezable)) != frozen
+
+
+def wait_until_event(profile: str) -> Event:
+    found: list[Event] = []
+
+    def restarted() -> bool:
+        found[:] = list(Event.objects.filter(kind=Event.Kind.SERVER_RESTARTED, profile=profile))
+        return bool(found)
+
+    wait_until(restarted, 60, "the restart on the timeline")
+    return found[0]

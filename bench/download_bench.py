@@ -39,7 +39,8 @@ class MirrorProcess:
 
 def main() -> None:
     run_dir = stack.django_run_dir("qwenweb-bench-download-")
-    from monitor.catalog.downloads import create_job, run_job
+    from monitor.catalog.download_jobs import create_job
+    from monitor.catalog.downloads import run_job
     from scripts.local_services import sha256_file
 
     models = Path(os.environ["QWENWEB_MODELS_DIR"])

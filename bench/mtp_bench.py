@@ -63,6 +63,7 @@ def serve_and_ask(model: Path, extra: list[str]) -> tuple[dict[str, float], floa
 
 
 def main() -> None:
+    stack.end_on_signals()
     run_dir = stack.new_run_dir("qwenweb-bench-mtp-")
     stack.configure_environment(run_dir)
     from tests.support.qwen35 import write_qwen35

@@ -83,6 +83,7 @@ def print_rows(title: str, rows: list[dict]) -> None:
 
 
 def main() -> None:
+    stack.end_on_signals()
     run_dir = stack.new_run_dir("qwenweb-bench-planner-")
     stack.configure_environment(run_dir)
     from tests.support.planner_check import compare

@@ -105,11 +105,15 @@ def measure_ratio(profile, served: dict, second, llama) -> tuple[float, float, f
     from tests.support.client import base_url, make_user
 
     _row, key = create_key(make_user(), "pool-bench")
-    app = httpx.Client(base_url=base_url(), headers={"Authorization": f"Bearer {key}"}, timeout=600)
-    routers = {
-        llama.url: httpx.Client(base_url=llama.url, headers=llama.headers, timeout=600),
-        second.url: httpx.Client(base_url=second.url, headers={"Authorization": f"Bearer {second.key}"}, timeout=600),
-    }
+    # A client of its own for each stream, on both paths: the bench's reading is the same either way.
+    apps = [
+        httpx.Client(base_url=base_url(), headers={"Authorization": f"Bearer {key}"}, timeout=600) for _ in range(4)
+    ]
+    keys = {llama.url: llama.headers["Authorization"], second.url: f"Bearer {second.key}"}
+    routers = [
+        (url, httpx.Client(base_url=url, headers={"Authorization": keys[url]}, timeout=600))
+        for url in [llama.url, second.url] * 2
+    ]
     from django.conf import settings
 
     ids = {llama.url: served[settings.NODE_NAME][1], second.url: served[second.name][1]}
@@ -123,9 +127,9 @@ def measure_ratio(profile, served: dict, second, llama) -> tuple[float, float, f
 
     app_runs, direct_runs = [], []
     for round_ in range(ROUNDS):
-        app_job = lambda: concurrent_tps([(app, body(profile.name, i)) for i in range(4)])  # noqa: E731
+        app_job = lambda: concurrent_tps([(app, body(profile.name, i)) for i, app in enumerate(apps)])  # noqa: E731
         direct_job = lambda: concurrent_tps(  # noqa: E731
-            [(routers[url], body(ids[url], i)) for i, url in enumerate([llama.url, second.url] * 2)]
+            [(client, body(ids[url], i)) for i, (url, client) in enumerate(routers)]
         )
         for kind, job in ([("app", app_job), ("direct", direct_job)] if round_ % 2 == 0 else
                           [("direct", direct_job), ("app", app_job)]):  # fmt: skip

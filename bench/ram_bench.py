@@ -85,6 +85,7 @@ def run_workload(url: str) -> tuple[int, int]:
 
 
 def main() -> None:
+    stack.end_on_signals()
     run_dir = stack.new_run_dir("qwenweb-bench-ram-")
     stack.configure_environment(run_dir)
     from monitor.catalog.planner import MIB, PlanRequest, plan

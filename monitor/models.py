@@ -8,7 +8,10 @@ from django.utils.translation import gettext_lazy as _
 
 
 class DownloadJob(models.Model):
-    """One model download: a single GGUF file or a whole multi-part set."""
+    """One model download to one node: a single GGUF file or a whole multi-part set.
+
+    A download to several nodes is one job per node: each node's worker fetches, verifies and moves the
+    file into its own models folder and writes only its own row (progress, cancel and resume per node)."""
 
     class Status(models.TextChoices):
         QUEUED = "queued", _("Queued")
@@ -22,6 +25,9 @@ class DownloadJob(models.Model):
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.VERIFYING, Status.CANCELLING)
 
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    # The node whose worker downloads it into its own models folder (None: the main box's own, as every
+    # download was before nodes); a removed node's downloads go with it.
+    node = models.ForeignKey("Node", null=True, blank=True, on_delete=models.CASCADE, related_name="downloads")
     url = models.URLField(max_length=2000)
     # Per part: {"url", "name", "sha256" (expected or ""), "size"}.
     parts = models.JSONField(default=list)
@@ -166,6 +172,16 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def registered_models(self) -> dict[str, str]:
+        """The model files it registered, name (relative to its models folder) -> SHA256."""
+        found = self.facts.get("models") if isinstance(self.facts, dict) else None
+        return {
+            str(item["name"]): str(item.get("sha256") or "")
+            for item in found or []
+            if isinstance(item, dict) and item.get("name")
+        }
 
 
 class JoinToken(models.Model):

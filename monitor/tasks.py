@@ -17,12 +17,13 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from monitor.catalog import downloads
+from monitor.catalog import download_jobs, downloads
 from monitor.llama.client import run_with_client
 from monitor.llama.errors import LlamaError
 from monitor.maintenance.backup import create_backup, prune_backups
-from monitor.models import MetricMinute, ServerProfile
-from monitor.nodes.registry import node_queue, nodes_serving
+from monitor.models import DownloadJob, MetricMinute, ServerProfile
+from monitor.nodes import model_files
+from monitor.nodes.registry import local_node, node_queue, nodes_serving
 from monitor.nodes.selectors import joined_nodes_up
 from monitor.profiles import services
 from monitor.profiles.errors import LoadFailed
@@ -37,16 +38,25 @@ log = logging.getLogger(__name__)
 
 @shared_task(name="monitor.tasks.download_model", acks_late=True)
 def download_model(job_id: int) -> str:
-    return downloads.run_job(job_id).status
+    """On the job's node (its own queue): the download into its models folder; then its row says the
+    file is there."""
+    job = downloads.run_job(job_id)
+    if job.status == DownloadJob.Status.DONE:
+        model_files.record_download(job)
+    return job.status
+
+
+def send_download(job: DownloadJob) -> None:
+    """To the worker of the job's node, on that node's own queue (no node: the main box's own)."""
+    download_model.apply_async((job.id,), queue=node_queue((job.node or local_node()).name))
 
 
 @shared_task(name="monitor.tasks.resume_stalled_downloads")
 def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
-    """Re-queue downloads whose worker died; each resumes from its partial file."""
-    stalled = downloads.stalled_jobs(settings.DOWNLOAD_STALL_S if older_than_s is None else older_than_s)
+    """Re-queue downloads whose worker died, each to its own node; each resumes from its partial file."""
+    stalled = download_jobs.stalled_jobs(settings.DOWNLOAD_STALL_S if older_than_s is None else older_than_s)
     for job_id in stalled:
-        downloads.restart_job(job_id)
-        download_model.delay(job_id)
+        send_download(download_jobs.restart_job(job_id))
     return stalled
 
 

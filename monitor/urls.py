@@ -15,6 +15,7 @@ urlpatterns = [
     path("models/download/<int:job_id>/cancel/", model_views.cancel_download, name="cancel"),
     path("models/download/<int:job_id>/resume/", model_views.resume_download, name="resume"),
     path("models/downloads.json", model_views.downloads_json, name="downloads-json"),
+    path("profiles/<int:profile_id>/download/", model_views.download_for_profile, name="profile-download"),
     path("models/planner/", model_views.planner_page, name="planner"),
     path("models/planner/apply/", model_views.apply_recommendation, name="apply"),
     path("nodes/", node_views.nodes_page, name="nodes"),

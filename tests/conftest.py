@@ -50,13 +50,15 @@ def fresh_state():
     """
     from chat.conversations.context import forget_template_overheads
     from monitor.llama.serving import forget_serving_info
-    from monitor.models import Event
+    from monitor.models import Event, ServerProfile
     from monitor.profiles.status import forget_status
     from monitor.serving.slot import forget_queues
 
     forget_serving_info()
     forget_status()
     forget_queues()
+    # Remote profiles made for a fake upstream (tests/support/turns.py) point at servers gone with their test.
+    ServerProfile.objects.filter(name__startswith="upstream-").delete()
     forget_template_overheads()
     Event.objects.all().delete()
     yield
@@ -83,12 +85,23 @@ def llama_server():
 
 @pytest.fixture
 def llama(llama_server):
-    """The llama-server, restarted first if an earlier test killed it."""
+    """The llama-server, restarted first if an earlier test killed it, serving the default profile (an
+    earlier test may have loaded another in its place: one instance at a time)."""
     if not llama_server.running:
         llama_server.start()
+    _default_served()
     yield llama_server
     if not llama_server.running:
         llama_server.start()
+
+
+def _default_served() -> None:
+    from asgiref.sync import async_to_sync
+
+    from monitor.profiles.loading import ensure_serving
+    from monitor.profiles.selectors import find_profile
+
+    async_to_sync(ensure_serving)(find_profile(None))
 
 
 @pytest.fixture(scope="session")

@@ -73,7 +73,7 @@ def _has_images(messages: list[dict]) -> bool:
     return any(isinstance(message["content"], list) for message in messages)
 
 
-def turn_options(raw: Any) -> dict:
+def sampling_options(raw: Any) -> dict:
     """Per-message sampling options a client may set; everything else is refused."""
     if raw in (None, {}):
         return {}

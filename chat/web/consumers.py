@@ -26,7 +26,7 @@ from chat.conversations.selectors import (
     message_payload,
     turn_inputs,
 )
-from chat.conversations.turns import turn_options
+from chat.conversations.turns import sampling_options
 from chat.errors import ChatError
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             image = await asyncio.to_thread(images.normalize_image, images.decode_data_url(content["image"]))
         if not text and not image:
             raise ChatError(_("The message is empty."))
-        options = turn_options(content.get("options"))
+        options = sampling_options(content.get("options"))
         conversation_id = content.get("conversation")
         with self.answers.claim(str(conversation_id) if conversation_id else None, self.user.pk):
             conversation, user_message, assistant, inputs = await database_sync_to_async(_post)(
@@ -133,7 +133,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         with self.answers.claim(str(conversation.id), self.user.pk):
             assistant, inputs = await database_sync_to_async(_regenerate)(conversation)
             accepted = {"type": "accepted", "regenerate": True}
-            await self._start(conversation, assistant, turn_options(content.get("options")), accepted, inputs)
+            await self._start(conversation, assistant, sampling_options(content.get("options")), accepted, inputs)
 
     async def on_history(self, content: dict) -> None:
         """The conversation's messages as stored: a page that reconnects shows what became of its answers."""

@@ -159,3 +159,41 @@ def ram_advice(model: ModelInfo, request: PlanRequest, available: int, margin: i
                 short -= saved
                 break
     return RamAdvice(False, budget, max(short, 0), changes)
+
+
+@dataclass
+class BoxFit:
+    """One box's verdict for a plan: the plan as asked, and what to run there."""
+
+    has_gpu: bool
+    vram_fits: bool  # the plan as asked, in the box's free VRAM less the margin (no GPU: nothing needs any)
+    ram: RamAdvice  # the plan as asked, in its available RAM
+    advice: Recommendation  # what to run there (no GPU: every layer on the CPU)
+    advice_ram: RamAdvice  # the recommendation in its available RAM
+
+    @property
+    def fits(self) -> bool:
+        return self.vram_fits and self.ram.fits
+
+    @property
+    def advice_fits(self) -> bool:
+        return self.advice.fits and self.advice_ram.fits
+
+
+def fit_on_box(
+    model: ModelInfo, request: PlanRequest, free_vram: int | None, ram_available: int, margin: int, ram_margin: int
+) -> BoxFit:
+    """``request`` on a box with ``free_vram`` (None: no GPU) and ``ram_available``, and the recommendation
+    there. A box without a GPU runs every layer on the CPU whatever ``--n-gpu-layers`` says."""
+    if free_vram is None:
+        cpu = replace(request, gpu_layers=0, cpu_moe_layers=0)
+        ram = ram_advice(model, cpu, ram_available, ram_margin)
+        return BoxFit(False, True, ram, Recommendation(0, cpu.ctx_size, 0, plan(model, cpu), ram.fits), ram)
+    advice = recommend(model, request, free_vram, margin)
+    return BoxFit(
+        True,
+        plan(model, request).vram <= free_vram - margin,
+        ram_advice(model, request, ram_available, ram_margin),
+        advice,
+        ram_advice(model, advice.plan.request, ram_available, ram_margin),
+    )

@@ -1,10 +1,11 @@
 """Model downloads: resumable, hashed while streaming, verified, moved in atomically.
 
-``create_job`` validates what an admin typed; ``run_job`` (called by the Celery
-task) streams each part to ``<models>/.partial/``, hashing as it writes, resumes
-with an HTTP Range request from whatever an earlier attempt left there, and moves
-the files into the models directory only when every part is complete, matches
-its expected SHA256 and parses as GGUF. Every failure ends the job with a reason.
+A job is created by :mod:`monitor.catalog.download_jobs`; ``run_job`` (called by the
+Celery task on that node's own queue, so on that node) streams each part to
+``<models>/.partial/``, hashing as it writes, resumes with an HTTP Range request from
+whatever an earlier attempt left there, and moves the files into the node's models
+directory only when every part is complete, matches its expected SHA256 and parses as
+GGUF. Every failure ends the job with a reason.
 """
 
 from __future__ import annotations
@@ -13,35 +14,26 @@ import hashlib
 import http.client
 import logging
 import os
-import re
 import shutil
 import socket
 import ssl
 import time
-from datetime import timedelta
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
 from monitor import timeline
 from monitor.catalog.blocks import CHUNK, BlockPipeline
+from monitor.catalog.download_jobs import DownloadError, is_here, models_dir
 from monitor.catalog.gguf_header import HeaderError, read_header
 from monitor.models import DownloadJob, Event
 
 log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 1.0
 DISK_MARGIN = 512 * 1024 * 1024
-SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-SHARD_RE = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,200}\.gguf$")
-
-
-class DownloadError(Exception):
-    """Ends the job; the message is shown to the admin."""
 
 
 class Cancelled(Exception):
@@ -57,77 +49,8 @@ class TransientError(Exception):
 TRANSIENT = (OSError, http.client.HTTPException, TransientError)
 
 
-def models_dir() -> Path:
-    return Path(settings.MODELS_DIR)
-
-
 def partial_dir() -> Path:
     return models_dir() / ".partial"
-
-
-def safe_file_name(url: str) -> str:
-    """The file name a URL points to, refused if it could leave the models directory."""
-    raw = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-    if not NAME_RE.match(raw) or ".." in raw:
-        raise DownloadError(
-            _("The URL must end in a plain file name ending in .gguf (letters, digits, '.', '_', '-'); got %(name)r.")
-            % {"name": raw[:100]}
-        )
-    return raw
-
-
-def create_job(user, url: str, expected_sha256: str = "") -> DownloadJob:
-    url = (url or "").strip()
-    parsed = urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise DownloadError(_("Give an http:// or https:// URL."))
-    name = safe_file_name(url)
-    hashes = [item.strip().lower() for item in (expected_sha256 or "").replace(",", " ").split() if item.strip()]
-    if any(not SHA256_RE.match(item) for item in hashes):
-        raise DownloadError(_("An expected SHA256 is 64 hexadecimal characters."))
-    shard = SHARD_RE.match(name)
-    if shard:
-        count = int(shard.group("count"))
-        names = [f"{shard.group('stem')}-{index:05d}-of-{count:05d}.gguf" for index in range(1, count + 1)]
-        base = url[: url.rindex(urlsplit(url).path.rsplit("/", 1)[-1])]
-        suffix = "?" + parsed.query if parsed.query else ""
-        urls = [base + item + suffix for item in names]
-    else:
-        names, urls = [name], [url]
-    if hashes and len(hashes) != len(names):
-        raise DownloadError(
-            ngettext(
-                "Give one SHA256 per file: this set has %(count)d file.",
-                "Give one SHA256 per file: this set has %(count)d files.",
-                len(names),
-            )
-            % {"count": len(names)}
-        )
-    for item in names:
-        if (models_dir() / item).exists():
-            raise DownloadError(_("%(name)s is already in the models directory.") % {"name": item})
-    busy = DownloadJob.objects.filter(status__in=DownloadJob.ACTIVE, url=url).exists()
-    if busy:
-        raise DownloadError(_("This URL is already being downloaded."))
-    parts = [
-        {"url": u, "name": n, "sha256": hashes[i] if hashes else "", "size": None}
-        for i, (u, n) in enumerate(zip(urls, names, strict=True))
-    ]
-    return DownloadJob.objects.create(created_by=user, url=url, parts=parts)
-
-
-def cancel_job(job_id: int) -> None:
-    DownloadJob.objects.filter(id=job_id, status__in=DownloadJob.ACTIVE).update(status=DownloadJob.Status.CANCELLING)
-
-
-def stalled_jobs(older_than_s: float) -> list[int]:
-    """Jobs whose worker stopped reporting (it was killed): to be resumed."""
-    cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    return list(
-        DownloadJob.objects.filter(status=DownloadJob.Status.RUNNING, heartbeat_at__lt=cutoff).values_list(
-            "id", flat=True
-        )
-    )
 
 
 class _Progress:
@@ -290,8 +213,11 @@ def _verify(job: DownloadJob, part: dict, actual_sha256: str) -> None:
 def run_job(job_id: int, *, attempts: int | None = None) -> DownloadJob:
     """Download every part of the job; resumes whatever an earlier attempt left."""
     attempts = attempts or settings.DOWNLOAD_ATTEMPTS
-    job = DownloadJob.objects.get(id=job_id)
+    job = DownloadJob.objects.select_related("node").get(id=job_id)
     if job.status not in (DownloadJob.Status.QUEUED, DownloadJob.Status.RUNNING):
+        return job
+    if not is_here(job.node):  # only its node's worker may fill its node's folder
+        log.error("download %s is for node %s, not this one (%s)", job.id, job.node, settings.NODE_NAME)
         return job
     partial_dir().mkdir(parents=True, exist_ok=True)
     DownloadJob.objects.filter(id=job.id).update(
@@ -319,7 +245,7 @@ def run_job(job_id: int, *, attempts: int | None = None) -> DownloadJob:
         if not isinstance(error.__cause__, TRANSIENT):
             _discard(job)  # nothing half-written stays behind; a broken connection keeps its bytes to resume
         _finish(job, DownloadJob.Status.FAILED, error=str(error))
-    return DownloadJob.objects.get(id=job.id)
+    return DownloadJob.objects.select_related("node").get(id=job.id)
 
 
 def _bytes_on_disk(job: DownloadJob) -> int:
@@ -363,10 +289,12 @@ def _finish(job: DownloadJob, status: str, *, error: str = "", parts: list | Non
     if parts is not None:
         fields["parts"] = parts
     DownloadJob.objects.filter(id=job.id).update(**fields)
+    node = job.node.name if job.node is not None else ""
     if status == DownloadJob.Status.DONE:
         timeline.record(
             Event.Kind.DOWNLOAD_FINISHED,
             _("Download of %(name)s finished.") % {"name": job.file_name},
+            node=node,
             job=job.id,
         )
     elif status == DownloadJob.Status.FAILED:
@@ -374,13 +302,6 @@ def _finish(job: DownloadJob, status: str, *, error: str = "", parts: list | Non
             Event.Kind.DOWNLOAD_FAILED,
             _("Download of %(name)s failed: %(error)s") % {"name": job.file_name, "error": error},
             level=Event.Level.ERROR,
+            node=node,
             job=job.id,
         )
-
-
-def restart_job(job_id: int) -> DownloadJob:
-    """Queue a failed or stalled job again; it resumes from the bytes it has."""
-    DownloadJob.objects.filter(id=job_id).exclude(status=DownloadJob.Status.DONE).update(
-        status=DownloadJob.Status.QUEUED, error="", finished_at=None
-    )
-    return DownloadJob.objects.get(id=job_id)

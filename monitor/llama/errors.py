@@ -52,7 +52,7 @@ def rejection_from(status: int, body: bytes) -> LlamaRejected | LlamaInstanceGon
         message = payload.get("error", {}).get("message") or body.decode(errors="replace")
     except (ValueError, AttributeError):
         message = body.decode(errors="replace")[:500]
-    if status >= 500 and message.startswith("proxy error"):
+    if (status >= 500 and message.startswith("proxy error")) or message == "model is not loaded":
         return LlamaInstanceGone(status=status)
     rejection = LlamaRejected(message, status=status)
     rejection.payload = payload if isinstance(payload, dict) else None

@@ -83,6 +83,22 @@ def model_files(models_dir: Path, cache_path: Path) -> list[dict]:
     return found
 
 
+def remember_hashes(models_dir: Path, cache_path: Path, hashes: dict[str, str]) -> None:
+    """Files whose SHA256 is already known (a download hashed them while writing them), name -> SHA256,
+    into the cache as they are on disk now: ``model_files`` will not read them again."""
+    try:
+        cache = json.loads(cache_path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    for name, digest in hashes.items():
+        try:
+            stat = (models_dir / name).stat()
+        except OSError:
+            continue
+        cache[name] = [stat.st_size, stat.st_mtime_ns, digest]
+    write_private(cache_path, json.dumps(cache))
+
+
 def summary(facts: dict) -> str:
     """One line for a console: GPUs (or why none), RAM, cores, models."""
     gib = 1024**3

@@ -176,7 +176,9 @@ async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = No
     client = client or get_client()
     profile, placement = await _here(profile)
     model_id = live_id(profile, placement)
-    status = (await router_status(client)).get(model_id, {})
+    # Asked afresh: the caller found it not serving (a moment-old status may still say "loaded" of an
+    # instance that has just died).
+    status = (await router_status(client, fresh=True)).get(model_id, {})
     if status.get("value") in ("loaded", "sleeping"):
         return model_id
     if placement.live_revision is None:

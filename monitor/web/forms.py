@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 from django.utils.translation import gettext_lazy as _
 
+from monitor.catalog.download_jobs import DownloadError, files_on
 from monitor.catalog.planner import (
     CACHE_TYPE_BYTES,
     DEFAULT_CACHE_RAM_MIB,
@@ -15,8 +16,10 @@ from monitor.catalog.planner import (
     GIB,
     PlanRequest,
 )
+from monitor.catalog.registry import ModelInfo
 from monitor.models import Node, ServerProfile
-from monitor.nodes.registry import place_on
+from monitor.nodes.model_files import needed_files, source_for
+from monitor.nodes.registry import local_node, place_on, this_node
 from monitor.profiles.validation import BUILTIN_TEMPLATES, validate_profile
 
 CACHE_CHOICES = [(name, name) for name in CACHE_TYPE_BYTES]
@@ -27,6 +30,20 @@ class DownloadForm(forms.Form):
     sha256 = forms.CharField(
         label=_("Expected SHA256 (optional; one per file for a multi-part set)"), required=False, max_length=2000
     )
+    nodes = forms.ModelMultipleChoiceField(
+        label=_("to nodes"),
+        queryset=Node.objects.all(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text=_("Each node chosen downloads the file itself into its own models folder. None: this box's own."),
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["nodes"].initial = [(this_node() or local_node()).pk]
+
+    def chosen_nodes(self) -> list[Node]:
+        return list(self.cleaned_data.get("nodes") or ()) or [this_node() or local_node()]
 
 
 class PlannerForm(forms.Form):
@@ -72,6 +89,10 @@ class PlannerForm(forms.Form):
         label=_("Ask llama.cpp for the compute buffers (runs its fit step, a few seconds)"),
         required=False,
     )
+    # The profile whose settings these are (its nodes are marked in the plan per node).
+    profile = forms.ModelChoiceField(
+        queryset=ServerProfile.objects.filter(remote_url=""), required=False, widget=forms.HiddenInput
+    )
 
     def __init__(self, *args, model_names: list[str], **kwargs):
         super().__init__(*args, **kwargs)
@@ -107,6 +128,19 @@ class PlannerForm(forms.Form):
     def ram_margin(self) -> int:
         margin = self.cleaned_data["ram_margin_gib"]
         return int((2 if margin is None else margin) * GIB)
+
+
+def planner_data(profile: ServerProfile, model: ModelInfo, free_vram_gib: float) -> dict:
+    """The planner's fields for a profile's settings ("auto" and "all" GPU layers: every layer, the most
+    it may take; the plan per node then says where that fits)."""
+    layers = profile.gpu_layers.strip().lower()
+    return {
+        "profile": profile.pk, "model": model.path.name, "ctx_size": profile.ctx_size, "parallel": profile.parallel,
+        "cache_type_k": profile.cache_type_k, "cache_type_v": profile.cache_type_v,
+        "gpu_layers": int(layers) if layers.isdigit() else model.n_layer + 1, "cpu_moe_layers": profile.n_cpu_moe,
+        "ubatch": profile.ubatch_size, "free_vram_gib": free_vram_gib, "margin_gib": 1,
+        **({"vision": "on"} if profile.mmproj_file else {}),
+    }  # fmt: skip
 
 
 class ServerProfileForm(forms.ModelForm):
@@ -156,6 +190,8 @@ class ServerProfileForm(forms.ModelForm):
             help_text=_("Nodes that serve this profile; several make one pool with one line. None: this box's own."),
             initial=[placement.node_id for placement in self.instance.placements.all()] if self.instance.pk else [],
         )
+        if self.instance.model_file:  # which nodes hold the saved model file (their registered files)
+            self.fields["nodes"].label_from_instance = lambda node: node_label(node, self.instance.model_file)
 
     def save_placements(self, profile: ServerProfile) -> list[Node]:
         """Place the saved profile on the chosen nodes; returns those it left (their revisions are unloaded)."""
@@ -173,6 +209,13 @@ class ServerProfileForm(forms.ModelForm):
                 validate_profile(self.instance)
             except ValidationError as error:
                 self._update_errors(error)
+
+
+def node_label(node: Node, model_file: str) -> str:
+    """A node in "served by", said to lack the profile's model file where it does."""
+    if model_file in files_on(node):
+        return node.name
+    return _("%(node)s (does not have %(file)s)") % {"node": node.name, "file": model_file}
 
 
 class ApplyPlanForm(forms.Form):
@@ -197,3 +240,31 @@ class ApplyPlanForm(forms.Form):
     def plan_values(self) -> dict:
         keys = ("gpu_layers", "ctx_size", "parallel", "cpu_moe_layers", "cache_type_k", "cache_type_v")
         return {key: self.cleaned_data[key] for key in keys}
+
+
+class NodeFileDownloadForm(forms.Form):
+    """The profile page's button: a file the profile needs, to a node it is placed on (``url``: only where
+    the file's first download is not known, or to fetch it from elsewhere)."""
+
+    node = forms.ModelChoiceField(queryset=Node.objects.none())
+    file = forms.CharField(max_length=255)
+    url = forms.URLField(label=_("File URL"), required=False, max_length=2000, assume_scheme="https")
+
+    def __init__(self, *args, profile: ServerProfile, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.profile = profile
+        self.fields["node"].queryset = Node.objects.filter(placements__profile=profile)
+        self.url = self.expected_sha256 = ""
+
+    def clean(self) -> dict:
+        data = super().clean()
+        name = data.get("file")
+        if name is None:
+            return data
+        if name not in needed_files(self.profile):
+            raise ValidationError(_("This profile does not use %(name)s.") % {"name": name[:100]})
+        try:
+            self.url, self.expected_sha256 = source_for(name, data.get("url") or "")
+        except DownloadError as error:
+            raise ValidationError(str(error)) from error
+        return data

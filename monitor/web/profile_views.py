@@ -10,9 +10,10 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from monitor import tasks
-from monitor.catalog import downloads
+from monitor.catalog import download_jobs
 from monitor.catalog.registry import scan_models
 from monitor.models import Event, ServerProfile
+from monitor.nodes import model_files
 from monitor.nodes.registry import node_queue
 from monitor.profiles import overview, services
 from monitor.profiles.options import command_line
@@ -27,7 +28,7 @@ def _back(request, profile: ServerProfile):
 
 
 def _model_names() -> list[str]:
-    models, _skipped = scan_models(downloads.models_dir())
+    models, _skipped = scan_models(download_jobs.models_dir())
     return [model.path.name for model in models]
 
 
@@ -102,6 +103,7 @@ def profile_detail(request, profile_id: int):
             "down": down,
             "command_line": "" if profile.is_remote else command_line(profile),
             "events": Event.objects.filter(profile=profile.name)[:20],
+            "node_files": model_files.profile_files(profile),
         },
     )
 

@@ -1,5 +1,6 @@
-// Live download progress: the table is redrawn from /monitor/models/downloads.json every second while a
-// download is queued or running, and not at all once every one has ended (or the tab is hidden).
+// Live download progress, a row per node a download goes to: the table is redrawn from
+// /monitor/models/downloads.json every second while a download is queued or running, and not at all once
+// every one has ended (or the tab is hidden).
 (function () {
   "use strict";
   const urls = document.getElementById("monitor-urls").dataset;
@@ -24,6 +25,8 @@
       const row = body.insertRow();
       row.dataset.id = job.id;
       row.dataset.status = job.status;
+      row.dataset.node = job.node;
+      row.insertCell().textContent = job.node;
       const parts = ngettext("%(count)s part", "%(count)s parts", job.parts);
       row.insertCell().textContent = job.name + (job.parts > 1 ? " (" + interpolate(parts, { count: job.parts }, true) + ")" : "");
       const status = row.insertCell();

@@ -23,7 +23,7 @@ from django.test import Client, override_settings
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from monitor.catalog import downloads
+from monitor.catalog import download_jobs, downloads
 from monitor.models import Event, SelfTestResult
 from monitor.nodes.registry import placement_here
 from monitor.profiles.clients import profile_client
@@ -186,8 +186,8 @@ def test_download_end_is_on_the_timeline(tmp_path):
     (tmp_path / "timeline-model.gguf").symlink_to((MODELS / "gemma-3-270m-q4_k_m.gguf").resolve())
     mirror = FileServer(tmp_path)
     try:
-        done = downloads.run_job(downloads.create_job(None, mirror.url("ok", "timeline-model.gguf")).id)
-        failed = downloads.run_job(downloads.create_job(None, mirror.url("missing", "gone.gguf")).id)
+        done = downloads.run_job(download_jobs.create_job(None, mirror.url("ok", "timeline-model.gguf")).id)
+        failed = downloads.run_job(download_jobs.create_job(None, mirror.url("missing", "gone.gguf")).id)
     finally:
         mirror.close()
         (MODELS / "timeline-model.gguf").unlink(missing_ok=True)

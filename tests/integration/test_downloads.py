@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from monitor.catalog import downloads
-from monitor.catalog.downloads import DownloadError, create_job, run_job
+from monitor.catalog.download_jobs import DownloadError, cancel_job, create_job
+from monitor.catalog.downloads import run_job
 from monitor.catalog.registry import scan_models
 from monitor.models import DownloadJob
 from scripts.local_services import sha256_file
@@ -121,7 +121,7 @@ def test_cancel_stops_and_cleans_up(mirror):
     worker.start()
     while DownloadJob.objects.get(id=job.id).bytes_done < 5 * 2**20:
         time.sleep(0.1)
-    downloads.cancel_job(job.id)
+    cancel_job(job.id)
     worker.join(30)
     job.refresh_from_db()
     assert job.status == "cancelled" and not leftovers(job) and not (MODELS / "cancel.gguf").exists()

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from monitor.models import ServerProfile
 from monitor.serving.queue import FairQueue, Priority
-from monitor.serving.slot import pool_nodes
+from monitor.serving.slot import pool_nodes, serving_pool
 
 HOLD_WAIT_S = 30  # how long a hold waits for work that a test left in the queue
 
@@ -39,6 +39,7 @@ def queue_slots_held(queue_name: str, count: int, *, priority: Priority = "perso
     nodes = pool_nodes(ServerProfile.objects.get(name=queue_name))
 
     async def hold() -> None:
+        await serving_pool(queue_name)  # served (loaded again if an earlier test put another in its place)
         queue = FairQueue(queue_name)
 
         async def take(slots: contextlib.AsyncExitStack) -> None:
@@ -149,11 +150,19 @@ def instance_paused(llama, model_id: str | None = None) -> Iterator[None]:
 def worker_paused(worker) -> Iterator[None]:
     """Freeze a Celery worker (SIGSTOP to its process group) until the block ends: a task queued for it
     (a profile's load) waits, however fast the machine, and runs once the test lets go."""
+    with group_paused(worker.process.pid):
+        yield
+
+
+@contextlib.contextmanager
+def group_paused(group: int) -> Iterator[None]:
+    """Freeze a process group (SIGSTOP) until the block ends: a worker's task (a download) stops where it
+    is, however fast the machine, and goes on from there once the test lets go."""
     import os
     import signal
 
-    os.killpg(worker.process.pid, signal.SIGSTOP)
+    os.killpg(group, signal.SIGSTOP)
     try:
         yield
     finally:
-        os.killpg(worker.process.pid, signal.SIGCONT)
+        os.killpg(group, signal.SIGCONT)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scripts.leftovers import processes_of_run, stop
+from scripts.leftovers import processes_of_run, read_records, stop
 from tests.support.client import base_url
 from tests.support.stack import ROOT, free_port
 
@@ -67,6 +67,13 @@ class NodeRun:
 
     def wait(self, timeout: float) -> int:
         return self.process.wait(timeout)
+
+    def program_group(self, name: str) -> int:
+        """The process group of one of the node's programs ("worker", "llama"...): supervisord gives each
+        a group of its own, led by the recorded process."""
+        return next(
+            record.pid for record in reversed(read_records(self.var_dir)) if record.name == name and record.is_alive()
+        )
 
     def llama_supervisor_pid(self) -> int:
         return int((self.var_dir / "run" / "llama-supervisor.pid").read_text())

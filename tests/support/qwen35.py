@@ -188,7 +188,7 @@ def serving_profile(models_dir: Path, name: str, **fields) -> Iterator:
         async_to_sync(ensure_serving)(profile)
         yield profile
     finally:
-        async_to_sync(unload_profile)(profile)
+        async_to_sync(unload_profile)(profile.name)
         ServerProfile.objects.filter(pk=profile.pk).delete()
         async_to_sync(ensure_serving)(find_profile(None))
 

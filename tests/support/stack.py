@@ -162,7 +162,13 @@ class LlamaServer(Service):
         """The router's child process that serves ``model_id`` (the default profile's by default)."""
         model_id = model_id or self.model_id
         router = psutil.Process(self.router_pid())
-        return next(child.pid for child in router.children() if model_id in " ".join(child.cmdline()))
+        for child in router.children():
+            try:
+                if model_id in " ".join(child.cmdline()):
+                    return child.pid
+            except psutil.Error:  # an instance that just exited (a zombie until the router reaps it)
+                continue
+        raise LookupError(f"no instance of {model_id} runs")
 
     def slots(self, model_id: str | None = None) -> list[dict]:
         params = {"model": model_id or self.model_id}
@@ -317,8 +323,26 @@ def new_run_dir(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))
 
 
+def _exit_on_signal(number, _frame) -> None:
+    # Once: `timeout` signals the process and then its group, and a second SystemExit inside the
+    # ``finally`` would cut the clean-up short.
+    for each in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(each, signal.SIG_IGN)
+    raise SystemExit(128 + number)
+
+
+def end_on_signals() -> None:
+    """In a benchmark: SIGTERM and SIGHUP raise SystemExit, so its ``finally`` stops what it started."""
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, _exit_on_signal)
+
+
 def django_run_dir(prefix: str, **environment) -> Path:
-    """A benchmark's run folder: settings pointed at it, Django set up, its database migrated."""
+    """A benchmark's run folder: settings pointed at it, Django set up, its database migrated.
+
+    A SIGTERM or SIGHUP (a `timeout`, a closed terminal) ends the benchmark as Ctrl-C would, so that
+    its ``finally`` stops the services it started instead of leaving them running (``end_on_signals``)."""
+    end_on_signals()
     run_dir = new_run_dir(prefix)
     configure_environment(run_dir, **environment)
     import django

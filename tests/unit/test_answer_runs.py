@@ -174,8 +174,8 @@ async def loop_caught_up() -> None:
     await caught_up
 
 
-async def start_scripted(hub: RunningAnswers, conversation: Conversation):
-    return await hub.start(
+async def start_scripted(answers: RunningAnswers, conversation: Conversation):
+    return await answers.start(
         conversation=conversation,
         assistant_id=1,
         options={},
@@ -186,21 +186,21 @@ async def start_scripted(hub: RunningAnswers, conversation: Conversation):
 
 def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
     async def scenario():
-        hub = RunningAnswers(frame_s=0)
+        answers = RunningAnswers(frame_s=0)
         conversation = Conversation(id=uuid.uuid4(), owner_id=7)
         first = Socket()
-        first_sender = hub.sender(first.send, 7)
-        hub.watch(first_sender, conversation)
-        run = await start_scripted(hub, conversation)
+        first_sender = answers.sender(first.send, 7)
+        answers.watch(first_sender, conversation)
+        run = await start_scripted(answers, conversation)
         for text in ("one ", "two "):
             run.runner.tokens.put_nowait(text)
         await delivered(run)
         # The first page closes (no page watches now): the answer goes on.
-        hub.unwatch(first_sender)
+        answers.unwatch(first_sender)
         run.runner.tokens.put_nowait("three ")
         await delivered(run)
         second = Socket()
-        opening = hub.watch(hub.sender(second.send, 7), conversation)
+        opening = answers.watch(answers.sender(second.send, 7), conversation)
         snapshot = opening[0]
         assert snapshot["type"] == "snapshot" and snapshot["content"] == "one two three "
         for event in opening:
@@ -212,7 +212,7 @@ def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
         assert all(e["seq"] > snapshot["seq"] for e in live)
         assert snapshot["content"] + "".join(e["text"] for e in live) == "one two three four"
         assert second.events()[-1]["type"] == "done"
-        assert hub.running(str(conversation.id)) is None
+        assert answers.running(str(conversation.id)) is None
         assert [e["type"] for e in first.events()] == ["accepted", "token", "token"]
 
     asyncio.run(scenario())
@@ -220,55 +220,55 @@ def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
 
 def test_stop_from_any_page_of_the_owner_and_nobody_elses():
     async def scenario():
-        hub = RunningAnswers(frame_s=0)
+        answers = RunningAnswers(frame_s=0)
         conversation = Conversation(id=uuid.uuid4(), owner_id=7)
         pages = [Socket(), Socket()]
         for page in pages:
-            hub.watch(hub.sender(page.send, 7), conversation)
+            answers.watch(answers.sender(page.send, 7), conversation)
         stranger = Socket()
         with pytest.raises(ChatError, match="does not exist"):
-            hub.watch(hub.sender(stranger.send, 8), conversation)
-        run = await start_scripted(hub, conversation)
+            answers.watch(answers.sender(stranger.send, 8), conversation)
+        run = await start_scripted(answers, conversation)
         with pytest.raises(ChatError, match="Wait for the current answer"):
-            with hub.claim(str(conversation.id), 7):
+            with answers.claim(str(conversation.id), 7):
                 pass
         run.runner.tokens.put_nowait("hello")
         await delivered(run)
-        hub.stop(str(conversation.id), 8)  # not theirs: nothing happens
-        assert run.runner.stops == [] and hub.running(str(conversation.id)) is run
+        answers.stop(str(conversation.id), 8)  # not theirs: nothing happens
+        assert run.runner.stops == [] and answers.running(str(conversation.id)) is run
         run.runner.tokens.put_nowait("still here")
         await delivered(run)  # the answer went on after the stranger's Stop
-        hub.stop(str(conversation.id), 7)
+        answers.stop(str(conversation.id), 7)
         await ended(run)
         assert run.runner.stops == ["stopped"]
         for page in pages:
             assert [e["type"] for e in page.events()] == ["accepted", "token", "token", "done"]
             assert page.events()[-1]["status"] == "stopped"
         assert stranger.frames == []
-        assert hub.running(str(conversation.id)) is None
+        assert answers.running(str(conversation.id)) is None
 
     asyncio.run(scenario())
 
 
 def test_deleting_conversations_stops_their_running_answers():
-    """The delete views run in a thread of their own, not the hub's loop: the answers of the deleted
+    """The delete views run in a thread of their own, not the answers's loop: the answers of the deleted
     conversations are stopped there (one delete, and delete-many), not left writing to their last token."""
-    hub = reset_running_answers()  # the views stop answers in the process's registry: a fresh one
+    answers = reset_running_answers()  # the views stop answers in the process's registry: a fresh one
     user = make_user()
     conversations = [Conversation.objects.create(owner=user) for _ in range(2)]
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     try:
-        runs = [asyncio.run_coroutine_threadsafe(start_scripted(hub, c), loop).result(5) for c in conversations]
+        runs = [asyncio.run_coroutine_threadsafe(start_scripted(answers, c), loop).result(5) for c in conversations]
         client = Client(SERVER_NAME="127.0.0.1")
         client.force_login(user)
         assert client.post(f"/c/{conversations[0].id}/delete/").status_code == 302
         assert client.post("/c/delete-many/", {"ids": [str(conversations[1].id)]}).status_code == 302
         deadline = time.monotonic() + 5
-        while any(hub.running(str(c.id)) for c in conversations) and time.monotonic() < deadline:
+        while any(answers.running(str(c.id)) for c in conversations) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert [hub.running(str(c.id)) for c in conversations] == [None, None]
+        assert [answers.running(str(c.id)) for c in conversations] == [None, None]
         assert [run.runner.stop_status for run in runs] == ["stopped", "stopped"]
     finally:
         loop.call_soon_threadsafe(loop.stop)
@@ -278,14 +278,14 @@ def test_deleting_conversations_stops_their_running_answers():
 
 def test_stop_from_thread_stops_only_the_owners_answer():
     async def scenario():
-        hub = RunningAnswers(frame_s=0)
+        answers = RunningAnswers(frame_s=0)
         conversation = Conversation(id=uuid.uuid4(), owner_id=7)
-        run = await start_scripted(hub, conversation)
-        await asyncio.to_thread(hub.stop_from_thread, [conversation.id, uuid.uuid4()], 8)  # not theirs
+        run = await start_scripted(answers, conversation)
+        await asyncio.to_thread(answers.stop_from_thread, [conversation.id, uuid.uuid4()], 8)  # not theirs
         await loop_caught_up()  # what the view's thread handed to the loop has run
-        assert run.runner.stops == [] and hub.running(str(conversation.id)) is run
-        await asyncio.to_thread(hub.stop_from_thread, [conversation.id], 7)
+        assert run.runner.stops == [] and answers.running(str(conversation.id)) is run
+        await asyncio.to_thread(answers.stop_from_thread, [conversation.id], 7)
         await ended(run)
-        assert hub.running(str(conversation.id)) is None and run.runner.stops == ["stopped"]
+        assert answers.running(str(conversation.id)) is None and run.runner.stops == ["stopped"]
 
     asyncio.run(scenario())

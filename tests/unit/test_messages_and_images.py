@@ -5,7 +5,7 @@ from django.test import override_settings
 from PIL import Image
 
 from chat.conversations.images import decode_data_url, normalize_image
-from chat.conversations.turns import build_messages, turn_options
+from chat.conversations.turns import build_messages, sampling_options
 from chat.errors import ChatError
 from chat.models import Message
 from qwenweb.origin import is_same_origin
@@ -67,15 +67,15 @@ def test_history_sends_images_as_image_url_parts():
     assert message["content"][1]["image_url"]["url"].startswith("data:image/png;base64,")
 
 
-def test_turn_options_accept_only_known_values():
-    assert turn_options({"seed": 42, "max_tokens": 16, "temperature": 0}) == {
+def test_sampling_options_accept_only_known_values():
+    assert sampling_options({"seed": 42, "max_tokens": 16, "temperature": 0}) == {
         "seed": 42,
         "max_tokens": 16,
         "temperature": 0.0,
     }
     for bad in ({"seed": -1}, {"max_tokens": 10**9}, {"grammar": "x"}, "seed"):
         with pytest.raises(ChatError):
-            turn_options(bad)
+            sampling_options(bad)
 
 
 @pytest.mark.parametrize(

@@ -97,7 +97,10 @@ def test_the_body_cap_never_guesses_the_path(monkeypatch):
     from qwenweb.patches.daphne_body_cap import BodyCappedRequest
 
     passed_on = []
-    monkeypatch.setattr(http_protocol.WebRequest, "gotLength", lambda self, length: passed_on.append(length))
+    # Daphne's own class, which the patch extends (once installed in this process, the module's
+    # WebRequest is the patch's own class).
+    daphnes = BodyCappedRequest.__bases__[0]
+    monkeypatch.setattr(daphnes, "gotLength", lambda self, length: passed_on.append(length))
     request = object.__new__(BodyCappedRequest)
     request.channel = SimpleNamespace()  # no _path
     with pytest.raises(AttributeError):

@@ -72,10 +72,10 @@ def test_a_post_carries_its_json_with_the_model_and_the_body_comes_back_untouche
 def test_text_and_an_error_status():
     text, _seen = ask(200, "llamacpp:requests_processing 0\n# caf\u00e9\n".encode(), lambda c: c.get_text("/metrics"))
     assert text == "llamacpp:requests_processing 0\n# caf\u00e9\n"
-    refusal = b'{"error":{"code":400,"message":"model is not loaded","type":"invalid_request_error"}}'
+    refusal = b'{"error":{"code":400,"message":"the request exceeds the available context size","type":"invalid_request_error"}}'
     with pytest.raises(LlamaRejected) as caught:
         ask(400, refusal, lambda client: client.get_json("/slots"))
-    assert str(caught.value) == "model is not loaded"
+    assert str(caught.value) == "the request exceeds the available context size"
     assert caught.value.status == 400
 
 
@@ -125,4 +125,5 @@ def test_a_routers_proxy_error_is_the_instance_gone_not_its_message():
     gone = rejection_from(500, b'{"error": {"message": "proxy error: Could not establish connection"}}')
     assert isinstance(gone, LlamaInstanceGone) and isinstance(gone, LlamaUnavailable)
     assert str(gone) == "The model server is not reachable right now."
+    assert isinstance(rejection_from(400, b'{"error": {"message": "model is not loaded"}}'), LlamaInstanceGone)
     assert isinstance(rejection_from(400, b'{"error": {"message": "context too long"}}'), LlamaRejected)

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("monitor", "0010_profile_hang_limit"),
+        ("monitor", "0011_download_node"),
     ]
 
     operations = [

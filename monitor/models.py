@@ -262,9 +262,11 @@ class Event(models.Model):
 
 
 class MetricMinute(models.Model):
-    """One minute of dashboard figures (means of the per-second samples), kept for the history charts."""
+    """One minute of one node's dashboard figures (means of its samples), kept for the history charts."""
 
     at = models.DateTimeField(db_index=True)
+    # The node whose sampler took the samples ("": rows from before there were nodes, the main box's).
+    node = models.CharField(max_length=48, blank=True, db_index=True)
     # Flat series name -> mean value over the minute, e.g. {"host.cpu_pct": 12.5, "gpu0.used_bytes": ...}.
     values = models.JSONField(default=dict)
 

@@ -1,1 +1,2 @@
-"""What the box is doing: the sampler, GPU readings, Prometheus, the dashboard's figures, the self-test."""
+"""What the boxes are doing: each node's sampler, GPU readings, every node's state (node_status), Prometheus, the
+dashboard's figures, health, the self-test."""

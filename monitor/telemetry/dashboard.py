@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from monitor.models import Event, MetricMinute, SelfTestResult
+from monitor.telemetry.node_status import main_node
 
 RequestFiguresProvider = Callable[[datetime], list[dict]]
 _providers: list[RequestFiguresProvider] = []
@@ -41,11 +42,12 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[rank - 1]
 
 
-def history(hours: float = 24.0) -> dict:
-    """Minute means as columns for the charts: {"t": [...], "series": {name: [value or None, ...]}}."""
-    rows = list(
-        MetricMinute.objects.filter(at__gte=timezone.now() - timedelta(hours=hours)).values_list("at", "values")
-    )
+def history(node: str, hours: float = 24.0) -> dict:
+    """The node's minute means as columns for the charts: {"t": [...], "series": {name: [value or None, ...]}}.
+    Rows from before there were nodes (no node) are the main box's."""
+    nodes = [node, ""] if node == main_node() else [node]
+    since = timezone.now() - timedelta(hours=hours)
+    rows = list(MetricMinute.objects.filter(at__gte=since, node__in=nodes).values_list("at", "values"))
     names = sorted({name for _at, values in rows for name in values})
     return {
         "t": [at.timestamp() for at, _values in rows],
@@ -90,6 +92,7 @@ def timeline(limit: int = 100) -> list[dict]:
             "kind_label": event.get_kind_display(),
             "level": event.level,
             "profile": event.profile,
+            "node": event.node,
             "message": event.message,
         }
         for event in Event.objects.all()[:limit]

@@ -1,5 +1,6 @@
 """Health of every part of the box, checked on request: database, Redis, each Celery
-worker, beat, the sampler and the llama-server router with its loaded profiles.
+worker, beat, the sampler, the main box's llama-server router, the profiles people may use and
+every inference node.
 
 All checks run at once, each with a short timeout, so a part that hangs (a stopped
 process, a full disk) is reported as down within ``HEALTH_TIMEOUT_S`` instead of
@@ -7,6 +8,13 @@ holding up the answer. Beat proves it ticks through the watchdog's check, which 
 every ``WATCHDOG_INTERVAL_S`` and which stamps a heartbeat first; the sampler
 through the time of its newest live sample. Used by ``/healthz`` (ok or not, no
 detail), the staff health page and ``manage.py health``.
+
+The verdict (``/healthz``) counts the required parts only: the app's own (database, Redis, the
+workers, beat, the main box's sampler), the main box's router where it serves a profile, and
+"profiles": at least one profile loaded on a node that answers, and every profile people may use
+placed on at least one node that answers. Each node is a part too ("node NAME": its heartbeat, what
+it serves), shown but not required: a second box that goes down while the profiles people use are
+still served elsewhere leaves the box ok (degraded), not down. See docs/dashboard.md.
 """
 
 from __future__ import annotations
@@ -17,18 +25,22 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 
 import orjson
 import redis
 from celery import current_app
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from monitor.models import Placement
 from monitor.nodes.registry import placements_here
 from monitor.profiles.clients import local_server_client
 from monitor.profiles.presets import live_id
-from monitor.telemetry.sampler import LIVE_KEY
+from monitor.telemetry.live import live_key
+from monitor.telemetry.node_status import Beat, add_live_reads, live_from, main_node, node_rows, node_views
 
 BEAT_KEY = "qwenweb:health:beat"
 WATCHDOG_WORKER_PREFIX = "watchdog@"
@@ -42,6 +54,7 @@ class Part:
     name: str
     ok: bool
     detail: str
+    required: bool = True  # counts for the verdict (/healthz); a node's own part does not
 
 
 def _redis() -> redis.Redis:
@@ -105,7 +118,12 @@ def check_beat() -> list[Part]:
 
 
 def check_sampler() -> list[Part]:
-    newest = _redis().lindex(LIVE_KEY, 0)
+    """The main box's sampler (every other node's is in its node's part)."""
+    try:
+        main = main_node()
+    finally:
+        connection.close()
+    newest = _redis().lindex(live_key(main), 0)
     stamp = orjson.loads(newest).get("t") if newest else None
     # Every idle interval while no dashboard is open (sampler.WATCHED_KEY).
     interval = max(settings.MONITOR_SAMPLE_INTERVAL_S, settings.MONITOR_IDLE_SAMPLE_INTERVAL_S)
@@ -113,7 +131,8 @@ def check_sampler() -> list[Part]:
 
 
 def check_llama() -> list[Part]:
-    """The router answers its model list; which profiles it has loaded."""
+    """The main box's router answers its model list; which profiles it has loaded. Required where the
+    main box serves a profile (a box that is only the front of other nodes need not)."""
 
     async def listing() -> list[dict]:
         client = local_server_client()
@@ -123,15 +142,82 @@ def check_llama() -> list[Part]:
             await client.aclose()
 
     try:
-        # Bounded here too: a hung router must not keep this thread for the client's long read timeout.
-        models = asyncio.run(asyncio.wait_for(listing(), settings.HEALTH_TIMEOUT_S))
-        loaded = {m.get("id") for m in models if (m.get("status") or {}).get("value") == "loaded"}
+        required = Placement.objects.filter(node__name=main_node()).exists()
         local = list(placements_here())
     finally:
         connection.close()
+    wait_s = round(settings.HEALTH_TIMEOUT_S * 0.8, 2)  # within check_all's own limit: the part keeps `required`
+    try:
+        # Bounded here too: a hung router must not keep this thread for the client's long read timeout.
+        models = asyncio.run(asyncio.wait_for(listing(), wait_s))
+    except TimeoutError:
+        return [Part("llama-server", False, _("no answer within %(seconds)s s") % {"seconds": wait_s}, required)]
+    except Exception as error:
+        return [_failed("llama-server", error, required)]
+    loaded = {m.get("id") for m in models if (m.get("status") or {}).get("value") == "loaded"}
     names = [p.profile.name for p in local if live_id(p.profile, p) in loaded]
-    detail = ", ".join(names) if names else _("no profile loaded")
-    return [Part("llama-server", True, detail), Part("profiles", bool(names), detail)]
+    return [Part("llama-server", True, ", ".join(names) if names else _("no profile loaded"), required)]
+
+
+def check_nodes() -> list[Part]:
+    """The "profiles" part (what people may use is served somewhere) and a part per node, from the heartbeats."""
+    try:
+        nodes = node_rows()
+        placed = list(
+            Placement.objects.filter(profile__available_to_users=True, profile__remote_url="").values_list(
+                "profile__name", "node__name"
+            )
+        )
+    finally:
+        connection.close()
+    names = [node["name"] for node in nodes]
+    pipe = _redis().pipeline(transaction=False)
+    add_live_reads(pipe, names)
+    samples, beats, states = live_from(names, pipe.execute())
+    views = node_views(nodes, beats, states, samples, time.time())
+    return [_profiles_part(placed, beats), *(_node_part(view) for view in views)]
+
+
+def _profiles_part(placed: list[tuple[str, str]], beats: dict[str, Beat]) -> Part:
+    """At least one profile loaded on a node that answers, and none that people may use left with no
+    node that answers among the nodes it is placed on (there it could not even be loaded)."""
+    answering = {name for name, beat in beats.items() if beat.up and beat.router}
+    loaded: dict[str, list[str]] = {}
+    for name in sorted(answering):
+        for profile in beats[name].serving:
+            loaded.setdefault(profile, []).append(name)
+    placed_on: dict[str, list[str]] = {}
+    for profile, node in placed:
+        placed_on.setdefault(profile, []).append(node)
+    lost = sorted(profile for profile, nodes in placed_on.items() if not answering.intersection(nodes))
+    details = [
+        _("%(profile)s on %(nodes)s") % {"profile": profile, "nodes": ", ".join(nodes)}
+        for profile, nodes in sorted(loaded.items())
+    ] or [_("no profile loaded")]
+    if lost:
+        details.append(_("no node that answers can serve %(names)s") % {"names": ", ".join(lost)})
+    return Part("profiles", bool(loaded) and not lost, "; ".join(details))
+
+
+def _node_part(view: dict) -> Part:
+    """A node: its heartbeat and what it serves, or since when it is silent; never required by itself."""
+    name = f"node {view['name']}"
+    if not view["up"]:
+        if view["silent_s"] is None:
+            return Part(name, False, _("no heartbeat seen yet"), required=False)
+        detail = _("no heartbeat for %(seconds).0f s") % {"seconds": view["silent_s"]}
+        if view["down_since"] is not None:
+            at = timezone.localtime(datetime.fromtimestamp(view["down_since"], tz=UTC))
+            detail += "; " + _("down since %(at)s") % {"at": at.strftime("%Y-%m-%d %H:%M:%S")}
+        return Part(name, False, detail, required=False)
+    details = [_("last heartbeat %(seconds).0f s ago") % {"seconds": view["beat_age_s"] or 0}]
+    if not view["router"]:
+        details.append(_("llama-server is not answering"))
+    served = ", ".join(entry["profile"] for entry in view["serving"]) or _("nothing loaded")
+    details.append(_("serving: %(what)s") % {"what": served})
+    if view["sample_age_s"] is None:
+        details.append(_("no figures from its sampler"))
+    return Part(name, view["router"], "; ".join(details), required=False)
 
 
 CHECKS = {
@@ -141,7 +227,12 @@ CHECKS = {
     "beat": check_beat,
     "sampler": check_sampler,
     "llama-server": check_llama,
+    "nodes": check_nodes,
 }
+
+
+def _failed(name: str, error: Exception, required: bool = True) -> Part:
+    return Part(name, False, f"{type(error).__name__}: {error}"[:300], required)
 
 
 def check_all() -> list[Part]:
@@ -157,15 +248,21 @@ def check_all() -> list[Part]:
         except FutureTimeout:
             parts.append(Part(name, False, _("no answer within %(seconds)s s") % {"seconds": timeout}))
         except Exception as error:
-            parts.append(Part(name, False, f"{type(error).__name__}: {error}"[:300]))
+            parts.append(_failed(name, error))
     pool.shutdown(wait=False, cancel_futures=True)  # a hung check is left behind, not waited for
     return parts
 
 
+def verdict(parts: list[Part]) -> bool:
+    """Ok: every required part is (a node that is down, with what people use served elsewhere, is not)."""
+    return all(part.ok for part in parts if part.required)
+
+
 def report() -> dict:
-    """The staff view's data: overall ok and each part."""
+    """The staff view's data: the verdict, whether parts that are not required are down, and each part."""
     parts = check_all()
-    return {"ok": all(part.ok for part in parts), "parts": [asdict(part) for part in parts]}
+    ok = verdict(parts)
+    return {"ok": ok, "degraded": ok and not all(part.ok for part in parts), "parts": [asdict(part) for part in parts]}
 
 
 _verdict: tuple[float, bool] | None = None
@@ -176,5 +273,5 @@ def healthy() -> bool:
     global _verdict
     now = time.monotonic()
     if _verdict is None or now - _verdict[0] > 1.0:
-        _verdict = (now, all(part.ok for part in check_all()))
+        _verdict = (now, verdict(check_all()))
     return _verdict[1]

@@ -1,5 +1,5 @@
-"""The app's own Prometheus metrics for ``/metrics``: the newest dashboard sample,
-request figures, self-test results and the timeline's counts.
+"""The app's own Prometheus metrics for ``/metrics``: the main box's newest dashboard sample,
+every node's heartbeat, request figures, self-test results and the timeline's counts.
 
 Figures are read from the shared stores (Redis, the database) at scrape time, so
 every process (Daphne, Celery, the sampler) counts, not only the one scraped.
@@ -18,7 +18,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from monitor.models import Event
 from monitor.telemetry import dashboard
-from monitor.telemetry.sampler import LIVE_KEY
+from monitor.telemetry.live import live_key
+from monitor.telemetry.node_status import Beat, add_beat_reads, beats_from, main_node, node_rows
 
 
 def token_allows(header: str) -> bool:
@@ -29,15 +30,20 @@ def token_allows(header: str) -> bool:
     return hmac.compare_digest(header[7:].strip().encode(), expected.encode())
 
 
-def _latest_sample() -> dict | None:
+def _read_redis() -> tuple[dict | None, dict[str, Beat]]:
+    """The main box's newest sample and every node's beat (none of either while Redis is away)."""
+    names = [node["name"] for node in node_rows()]
     client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
     try:
-        raw = client.lindex(LIVE_KEY, 0)
+        pipe = client.pipeline(transaction=False)
+        pipe.lindex(live_key(main_node()), 0)
+        add_beat_reads(pipe, names)
+        raw, *replies = pipe.execute()
     except redis.RedisError:
-        return None
+        return None, {}
     finally:
         client.close()
-    return orjson.loads(raw) if raw else None
+    return (orjson.loads(raw) if raw else None), beats_from(names, replies)
 
 
 def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
@@ -46,12 +52,13 @@ def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
 
 class DashboardCollector:
     def collect(self):
-        sample = _latest_sample()
+        sample, beats = _read_redis()
         up = _gauge("sampler_sample_timestamp_seconds", "When the newest dashboard sample was taken", [])
         if sample:
             up.add_metric([], sample["t"])
             yield from self._sample(sample)
         yield up
+        yield from self._nodes(beats)
         yield from self._requests()
         yield from self._self_tests()
         events = CounterMetricFamily(
@@ -107,6 +114,16 @@ class DashboardCollector:
                 if server.get(key) is not None:
                     metric.add_metric([server["profile"]], server[key])
             yield metric
+
+    def _nodes(self, beats: dict[str, Beat]):
+        node_up = _gauge("node_up", "1 while the node's heartbeat is there (it answers), 0 once it is gone", ["node"])
+        age = _gauge("node_heartbeat_age_seconds", "Seconds since the node's last heartbeat", ["node"])
+        for name, beat in beats.items():
+            node_up.add_metric([name], 1 if beat.up else 0)
+            if beat.age_s is not None:
+                age.add_metric([name], beat.age_s)
+        yield node_up
+        yield age
 
     def _requests(self):
         rows = dashboard.request_figures(hours=1)

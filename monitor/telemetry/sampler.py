@@ -1,9 +1,12 @@
 """The dashboard's sampler: GPU (NVML), host (psutil) and llama-server (/metrics, /slots).
 
-One long-lived process (``manage.py run_sampler``) samples about once a second, keeps
-the last minutes in Redis for the live charts and writes one mean row per minute for
-the 24-hour history. Each source is read on its own with a short timeout: one that is
-down, missing or slow is marked stale in that sample and the rest still arrive.
+One long-lived process per node (``manage.py run_sampler``, with the node's QWENWEB_NODE_NAME)
+samples its own box: its GPUs, its host and the profiles its own llama-server router serves (the
+main box's also reads the remote profiles' servers). It keeps the last minutes in Redis under its
+node's key (``live_key``) for the live charts and the node's card, and writes one mean row per
+minute, carrying its node, for the 24-hour history. Each source is read on its own with a short
+timeout: one that is down, missing or slow is marked stale in that sample and the rest still
+arrive. The main box's sampler also checks every node's heartbeat (``node_status.NodeWatch``).
 
 ``manage.py run_sampler --once`` prints one sample as JSON (the NVML check on a GPU box).
 """
@@ -25,22 +28,17 @@ from django.conf import settings
 
 from monitor.llama.client import LlamaClient, get_client
 from monitor.llama.errors import LlamaError
-from monitor.models import MetricMinute, Placement, ServerProfile
+from monitor.models import MetricMinute, Node, Placement, ServerProfile
 from monitor.nodes.registry import placements_here
 from monitor.profiles.clients import local_server_client, profile_client
 from monitor.profiles.presets import live_id
 from monitor.telemetry.gpu import NvmlSampler
+from monitor.telemetry.live import WATCHED_KEY, live_key, wake_key
+from monitor.telemetry.node_status import NodeWatch
 
 log = logging.getLogger(__name__)
 
-LIVE_KEY = "qwenweb:monitor:live"
-# Set (with a short expiry) by every open dashboard: while it exists, samples come every
-# MONITOR_SAMPLE_INTERVAL_S; with nobody watching, every MONITOR_IDLE_SAMPLE_INTERVAL_S, so a box
-# nobody watches does not spend CPU on charts that the model could use (bench/cpu_bench.py).
-WATCHED_KEY = "qwenweb:monitor:watched"
-# A dashboard that opens while nobody watched pushes here: the idle sampler waits on it (BLPOP), so
-# the page's live charts start at once instead of after up to one idle interval.
-WAKE_KEY = "qwenweb:monitor:wake"
+
 # llama-server's /metrics names we chart, under our short names.
 LLAMA_GAUGES = {
     "llamacpp:requests_processing": "requests_processing",
@@ -126,17 +124,38 @@ def host_figures() -> dict:
     }
 
 
-def _local_profiles() -> tuple[list[Placement], list[ServerProfile]]:
-    """The profiles this node serves (the default first) and the remote ones."""
+# What seldom changes (the nodes, the remote profiles) is read again with the targets while a dashboard
+# is open, and every SELDOM_EVERY_IDLE_S while none is: the idle sampler reads the database no more
+# often than it did before there were nodes (bench/sampler_bench.py).
+SELDOM_EVERY_IDLE_S = 60.0
+
+
+@dataclass
+class Here:
+    """What this node's sampler reads from the database now and then."""
+
+    local: list[Placement]  # the profiles this node serves, the default first
+    remote: list[ServerProfile] | None  # the remote profiles' servers: the main box's sampler only (None: not read)
+    nodes: list[str] | None  # every node (the main box's sampler checks their heartbeats), empty elsewhere
+
+
+def _here(seldom: bool = True) -> Here:
     local = sorted(placements_here(), key=lambda placement: not placement.profile.is_default)
-    return local, list(ServerProfile.objects.exclude(remote_url=""))
+    if not seldom:
+        return Here(local, None, None)
+    nodes = list(Node.objects.values_list("name", "is_local"))
+    main = next((name for name, is_local in nodes if is_local), None)
+    if main not in (None, settings.NODE_NAME):  # a joined box: its own router only
+        return Here(local, [], [])
+    return Here(local, list(ServerProfile.objects.exclude(remote_url="")), [name for name, _local in nodes])
 
 
-async def find_targets(timeout_s: float) -> list[Target]:
-    """Every server worth reading: each remote profile, and on the local server the
+async def find_targets(timeout_s: float, here: Here | None = None) -> list[Target]:
+    """Every server worth reading: on the main box each remote profile, and on this node's router the
     profiles it has loaded (router mode) or the default one (a single-model server).
     Never names an unloaded router model, which would make the router load it."""
-    local, remote = await sync_to_async(_local_profiles)()
+    here = here or await sync_to_async(_here)()
+    local, remote = here.local, here.remote or []
     targets = [Target(p.name, profile_client(p, None)) for p in remote]
     if not local:
         return [Target("default", get_client()), *targets]
@@ -157,8 +176,13 @@ class Sampler:
 
     def __init__(self, *, source_timeout_s: float = 0.8, targets_every_s: float = 15.0):
         self.nvml = NvmlSampler()
+        self.node = settings.NODE_NAME
         self.source_timeout_s = source_timeout_s
         self.targets_every_s = targets_every_s
+        self.nodes: list[str] = []  # every node, on the main box (see Here)
+        self.remote: list[ServerProfile] = []
+        self.watched = True  # a dashboard is open (run_forever says): the seldom parts are read with the rest
+        self._seldom_at = -1e9
         self._targets: list[Target] = []
         self._targets_at = -1e9
         self._counters: dict[str, tuple[float, dict[str, float]]] = {}
@@ -181,6 +205,8 @@ class Sampler:
         metrics = parse_llama_metrics(text)
         figures.update({name: metrics.get(name) for name in LLAMA_GAUGES.values()})
         figures["slots"] = slot_figures(slots if isinstance(slots, list) else [])
+        figures["slots_busy"] = sum(1 for slot in figures["slots"] if slot["processing"])
+        figures["slots_total"] = len(figures["slots"])
         figures.update(self._rates(target.profile, now, metrics, figures["slots"]))
         figures.update(draft_figures(metrics))
         total = sum(s["n_ctx"] for s in figures["slots"])
@@ -236,7 +262,11 @@ class Sampler:
         stale: list[str] = []
         if mono - self._targets_at >= self.targets_every_s:
             try:
-                self._targets = await find_targets(self.source_timeout_s)
+                seldom = self.watched or mono - self._seldom_at >= SELDOM_EVERY_IDLE_S
+                here = await sync_to_async(_here)(seldom)
+                if here.remote is not None and here.nodes is not None:
+                    self.remote, self.nodes, self._seldom_at = here.remote, here.nodes, mono
+                self._targets = await find_targets(self.source_timeout_s, Here(here.local, self.remote, self.nodes))
                 self._targets_at = mono
             except Exception as error:  # the database is busy or not migrated: keep the last list
                 log.warning("could not list the servers to sample: %s", error)
@@ -250,6 +280,7 @@ class Sampler:
         stale += [f"llama-server {s['profile']}: {s['error']}" for s in servers if not s["ok"]]
         return {
             "t": round(now, 3),
+            "node": self.node,
             "host": host,
             "gpu": {"available": bool(gpus), "reason": gpu_reason, "gpus": [g.as_dict() for g in gpus]},
             "servers": list(servers),
@@ -299,8 +330,8 @@ class MinuteAverager:
         return finished
 
 
-def _save_minute(minute: int, values: dict[str, float]) -> None:
-    MetricMinute.objects.create(at=datetime.fromtimestamp(minute, tz=UTC), values=values)
+def _save_minute(node: str, minute: int, values: dict[str, float]) -> None:
+    MetricMinute.objects.create(node=node, at=datetime.fromtimestamp(minute, tz=UTC), values=values)
 
 
 def live_points(interval_s: float | None = None) -> int:
@@ -310,14 +341,20 @@ def live_points(interval_s: float | None = None) -> int:
 
 async def run_forever(interval_s: float | None = None, *, samples: int | None = None) -> None:
     """Sample until cancelled (or ``samples`` times, for the benchmark): every ``interval_s``
-    while a dashboard is open, every MONITOR_IDLE_SAMPLE_INTERVAL_S while none is."""
+    while a dashboard is open, every MONITOR_IDLE_SAMPLE_INTERVAL_S while none is; on the main box,
+    check every node's heartbeat every NODE_CHECK_S meanwhile."""
     interval_s = interval_s or settings.MONITOR_SAMPLE_INTERVAL_S
     idle_interval_s = max(interval_s, settings.MONITOR_IDLE_SAMPLE_INTERVAL_S)
     keep = live_points(interval_s)
     watched = True  # until the first sample says otherwise: a fresh start fills the charts' first seconds
     sampler = Sampler()
+    node = sampler.node
     averager = MinuteAverager()
     redis = aioredis.Redis.from_url(settings.REDIS_URL)
+    # Its own client for the idle wait: a BLPOP of an idle interval outlasts redis-py's default read
+    # timeout (5 s), which would end it half-way, deaf to a dashboard that opens in the other half.
+    waiter = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=idle_interval_s + 5)
+    watch = NodeWatch(redis)
     taken = 0
     next_at = time.monotonic()
     try:
@@ -328,8 +365,8 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
             try:
                 *_stored, watched = await (
                     redis.pipeline(transaction=False)
-                    .lpush(LIVE_KEY, orjson.dumps(sample))
-                    .ltrim(LIVE_KEY, 0, keep - 1)
+                    .lpush(live_key(node), orjson.dumps(sample))
+                    .ltrim(live_key(node), 0, keep - 1)
                     .exists(WATCHED_KEY)
                     .execute()
                 )
@@ -338,29 +375,68 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
             finished = averager.add(sample["t"], values)
             if finished:
                 try:
-                    await sync_to_async(_save_minute)(*finished)
+                    await sync_to_async(_save_minute)(node, *finished)
                 except Exception:
                     log.warning("could not store a history row", exc_info=True)
             taken += 1
+            sampler.watched = watched
+            watch.nodes = sampler.nodes
             next_at += interval_s if watched else idle_interval_s
-            now = time.monotonic()
-            if next_at < now:  # fell behind (a stall, a suspended machine): go on from now, no burst
-                next_at = now
-            if watched:
-                await asyncio.sleep(next_at - now)
-            elif await _woken(redis, next_at - now):
+            if next_at < time.monotonic():  # fell behind (a stall, a suspended machine): go on from now, no burst
                 next_at = time.monotonic()
+            next_at = await _pause(waiter, node, next_at, watched, watch)
     finally:
         sampler.nvml.close()
         await redis.aclose()
+        await waiter.aclose()
 
 
-async def _woken(redis: aioredis.Redis, wait_s: float) -> bool:
+async def _pause(waiter: aioredis.Redis, node: str, next_at: float, watched: bool, watch: NodeWatch) -> float:
+    """Until the next sample is due at ``next_at`` (returned), or a dashboard opens (now, returned),
+    checking the nodes' heartbeats whenever their check falls due meanwhile (the main box's sampler).
+
+    While watched (a sample a second) a check runs beside a sample that comes within a second of it:
+    no wake of its own. While idle it waits for a dashboard with one BLPOP for the whole interval, beside the checks'
+    timer: a wake for a check costs a timer, not a BLPOP ended and sent again (bench/sampler_bench.py)."""
+    woken = None if watched else asyncio.ensure_future(_woken(waiter, node, next_at - time.monotonic()))
+    try:
+        while True:
+            now = time.monotonic()
+            if watch.nodes and now >= watch.due:
+                await _check(watch)
+                continue
+            if woken is None:  # watched: the check goes with a sample that comes within a second of it
+                until = watch.due if watch.nodes and watch.due + 1.0 < next_at else next_at
+                if now < until:
+                    await asyncio.sleep(until - now)
+                if until == next_at:
+                    return next_at
+                continue
+            check_first = bool(watch.nodes) and watch.due < next_at
+            if not check_first or (await asyncio.wait({woken}, timeout=watch.due - now))[0]:
+                # Its BLPOP ends the wait (never cancelled on the way: that would cost its connection).
+                return time.monotonic() if await woken else next_at  # a dashboard opened: its figures at once
+    finally:
+        if woken is not None and not woken.done():
+            woken.cancel()
+
+
+async def _check(watch: NodeWatch) -> None:
+    try:
+        await watch.check()
+    except Exception:  # Redis or the database away a moment: the next check tries again
+        log.warning("could not check the nodes' heartbeats", exc_info=True)
+
+
+async def _woken(redis: aioredis.Redis, node: str, wait_s: float) -> bool:
     """Wait ``wait_s``, or less when a dashboard opens (True then)."""
     if wait_s <= 0:
         return False
+    if wait_s < 0.01:  # BLPOP counts its time out in ms, and takes 0 for "wait for ever"
+        await asyncio.sleep(wait_s)
+        return False
     try:
-        return await redis.blpop([WAKE_KEY], timeout=wait_s) is not None
+        return await redis.blpop([wake_key(node)], timeout=wait_s) is not None
     except Exception:  # Redis restarting: wait the time out
         await asyncio.sleep(wait_s)
         return False

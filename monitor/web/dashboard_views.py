@@ -10,8 +10,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from monitor import tasks
 from monitor.models import ServerProfile
+from monitor.nodes.readiness import READY_TTL_S
 from monitor.telemetry import dashboard
 from monitor.telemetry.gpu import detect_gpus
+from monitor.telemetry.node_status import main_node
 from monitor.telemetry.prometheus import render as render_metrics
 from monitor.telemetry.prometheus import token_allows
 from monitor.telemetry.sampler import live_points
@@ -39,6 +41,7 @@ def dashboard_page(request):
             "gpu_problem": "" if gpus else (gpu_problem or _("NVML found no GPU")),
             "profiles": ServerProfile.objects.all(),
             "live_points": live_points(),
+            "node_down_after_s": READY_TTL_S,
             "initial": _figures(),
         },
     )
@@ -49,7 +52,7 @@ def dashboard_page(request):
 def dashboard_json(request):
     body = _figures()
     if request.GET.get("history"):
-        body["history"] = dashboard.history(hours=24)
+        body["history"] = dashboard.history(main_node(), hours=24)
     return JsonResponse(body)
 
 

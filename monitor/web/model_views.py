@@ -29,6 +29,7 @@ from monitor.nodes.planning import node_plans
 from monitor.nodes.registry import local_node
 from monitor.profiles import services
 from monitor.telemetry.gpu import detect_gpus
+from monitor.telemetry.node_status import newest_samples
 from monitor.web.access import staff_only
 from monitor.web.forms import ApplyPlanForm, DownloadForm, NodeFileDownloadForm, PlannerForm, planner_data
 from monitor.web.profile_views import loading_new_settings_message, start_on_nodes
@@ -161,7 +162,8 @@ def planner_page(request):
         context["node_plans"] = node_plans(
             model, str(model.path.relative_to(download_jobs.models_dir())), request_,
             margin=form.margin, ram_margin=form.ram_margin, profile=form.cleaned_data["profile"],
-            samples={settings.NODE_NAME: measured_here(gpus, gpu_problem)},
+            samples={**newest_samples(list(Node.objects.values_list("name", flat=True))),
+                     settings.NODE_NAME: measured_here(gpus, gpu_problem)},
         )  # fmt: skip
         result = plan(model, request_)
         projection_problem = ""

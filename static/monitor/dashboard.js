@@ -82,6 +82,69 @@
     last.textContent = gettext("Last sample:") + " " + new Date(sample.t * 1000).toLocaleTimeString();
   }
 
+  // ---- nodes: a card each, rebuilt from every push (names, GPU names and served ids are the nodes' own
+  // words: text nodes only)
+  function ago(seconds) { return interpolate(gettext("%(age)s ago"), { age: Qw.duration(seconds) }, true); }
+
+  function nodeState(n) {
+    if (n.up) return gettext("up") + " · " + gettext("Heartbeat") + " " + ago(n.beat_age_s);
+    const last = n.silent_s == null ? gettext("never seen") : ago(n.silent_s);
+    return gettext("down") + " · " + gettext("Heartbeat") + " " + last;
+  }
+
+  function nodeFigures(card, n) {
+    const gpu = n.gpu || { available: false, gpus: [] };
+    if (!gpu.available) {
+      card.append(figure(gettext("GPU"), gettext("No NVIDIA GPU")));
+      if (gpu.reason) card.append(el("div", "muted gpu-reason", gpu.reason)); // NVML's own words
+    }
+    for (const g of gpu.gpus) {
+      const box = el("div", "gpu");
+      box.dataset.gpu = g.index;
+      box.append(el("div", null, "#" + g.index + " " + g.name));
+      box.append(figure(gettext("VRAM used / free"), gb(g.used_bytes) + " / " + gb(g.total_bytes - g.used_bytes)));
+      box.append(figure(gettext("Utilization"), num(g.utilization_pct, 0) + " %"));
+      card.append(box);
+    }
+    const h = n.host || {};
+    card.append(figure(gettext("RAM"), gb(h.ram_used_bytes) + " / " + gb(h.ram_total_bytes)));
+    card.append(figure(gettext("CPU"), num(h.cpu_pct) + " %"));
+  }
+
+  function servedRow(n, served) {
+    const server = (n.servers || []).find((s) => s.ok && s.profile === served.profile);
+    const row = el("div", "served");
+    row.dataset.profile = served.profile;
+    row.append(el("div", null, served.profile + " · " + served.model));
+    const busy = server ? server.slots_busy : null;
+    const total = server && server.slots_total ? server.slots_total : served.slots;
+    row.append(figure(gettext("slots busy / free"), busy == null ? "— / " + total : busy + " / " + (total - busy)));
+    row.append(figure(gettext("tokens/s generation / prompt"), num(server && server.generation_tps) + " / " + num(server && server.prompt_tps)));
+    return row;
+  }
+
+  function nodeCard(n) {
+    const card = el("div", n.up ? "card node" : "card node is-down");
+    card.dataset.node = n.name;
+    card.dataset.state = n.up ? "up" : "down";
+    card.append(el("h2", null, n.is_local ? n.name + " (" + gettext("main box") + ")" : n.name));
+    card.append(el("div", "node-state", nodeState(n)));
+    if (n.up && !n.router) card.append(el("div", "node-warning", gettext("llama-server is not answering")));
+    if (n.sample_age_s == null) card.append(el("div", "muted no-figures", gettext("No figures from this node's sampler (manage.py run_sampler).")));
+    else nodeFigures(card, n);
+    card.append(el("div", "node-head", gettext("Serves")));
+    if (!n.serving.length) card.append(el("div", "muted", gettext("no profile loaded")));
+    for (const served of n.serving) card.append(servedRow(n, served));
+    if (n.sample_age_s != null) card.append(el("div", "muted", gettext("Figures:") + " " + ago(n.sample_age_s)));
+    return card;
+  }
+
+  function drawNodes(nodes) {
+    const holder = document.getElementById("nodes");
+    holder.textContent = "";
+    for (const n of nodes) holder.append(nodeCard(n));
+  }
+
   // ---- charts
   const CHARTS = [
     { id: "chart-throughput", match: /^llama\..+\.(generation_tps|prompt_tps)$/, scale: 1 },
@@ -160,7 +223,7 @@
     fillTable("selftests", body.self_tests, (r) => [
       r.profile, when(r.at), num(r.prompt_tps), num(r.generation_tps), num(r.ttft_ms, 0), r.ok ? gettext("passed") : r.error,
     ], (r) => (r.ok ? "ok" : "failed"));
-    fillTable("timeline", body.timeline, (e) => [when(e.at), e.kind_label, e.profile, e.message], (e) => e.level);
+    fillTable("timeline", body.timeline, (e) => [when(e.at), e.kind_label, e.node, e.profile, e.message], (e) => e.level);
     const newest = Math.max(0, ...body.self_tests.map((r) => r.id));
     if (waitingSelfTest && newest > knownSelfTest) {
       waitingSelfTest = false;
@@ -223,6 +286,9 @@
         drawCards(event.sample);
         if (range === "live") drawCharts();
         noteActivity(event.sample);
+      } else if (event.type === "nodes") {
+        drawNodes(event.nodes);
+        noteNodes(event.nodes);
       } else if (event.type === "stale") {
         const stale = document.getElementById("stale");
         stale.hidden = false;
@@ -258,6 +324,16 @@
     const now = activity(sample);
     if (busy(sample) || now !== shownActivity) tablesDue = true;
     shownActivity = now;
+    refreshTablesIfDue();
+  }
+
+  // A node going down or coming back is on the timeline once the main box's sampler has recorded it
+  // (recorded_up changes with it); a node joining or leaving changes the list.
+  let shownNodes = "";
+  function noteNodes(nodes) {
+    const now = JSON.stringify(nodes.map((n) => [n.name, n.up, n.recorded_up]));
+    if (shownNodes && now !== shownNodes) tablesDue = true;
+    shownNodes = now;
     refreshTablesIfDue();
   }
 

@@ -15,6 +15,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 import redis as redis_client
 from django.conf import settings
@@ -28,10 +29,12 @@ from monitor.nodes.registry import placement_here
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
 from monitor.telemetry import dashboard
-from monitor.telemetry.sampler import LIVE_KEY, Sampler
+from monitor.telemetry.live import WATCHED_KEY, live_key
+from monitor.telemetry.node_status import CHECKED_KEY
+from monitor.telemetry.sampler import Sampler
 from monitor.telemetry.selftest import run_self_test
 from scripts.local_services import free_port, redis_server_binary
-from tests.support.client import base_url, login, make_user
+from tests.support.client import base_url, dashboard_socket, login, make_user
 from tests.support.file_server import FileServer
 from tests.support.stack import ROOT, Service, wait_until
 
@@ -81,6 +84,8 @@ def test_sampler_reads_the_real_server_under_load_and_says_there_is_no_gpu(llama
     assert busy, "never saw the server generating"
     server = busy[-1]["servers"][0]
     assert any(slot["processing"] and slot["used"] > 0 for slot in server["slots"])
+    assert server["slots_busy"] >= 1 and server["slots_total"] == 2  # the node card's slots busy / free
+    assert busy[-1]["node"] == settings.NODE_NAME
     assert server["kv_used_pct"] > 0
     assert busy[-1]["stale"] == []
 
@@ -217,19 +222,9 @@ def test_a_waiter_giving_up_is_a_queue_overflow_event(redis_server):
     assert events.first().message.startswith("A request gave up waiting in the queue at position 1")
 
 
-def _socket(http: httpx.Client | None):
-    headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in http.cookies.items())} if http else {}
-    return connect(
-        base_url().replace("http", "ws") + "/ws/monitor/",
-        origin=base_url(),
-        additional_headers=headers,
-        open_timeout=10,
-    )
-
-
 def test_live_socket_pushes_new_samples_to_staff_only(web_server, sampler):
     admin = login(make_user(is_staff=True))
-    with _socket(admin) as ws:
+    with dashboard_socket(admin) as ws:
         history = json.loads(ws.recv(timeout=10))
         assert history["type"] == "history" and history["samples"]
         times = []
@@ -241,8 +236,29 @@ def test_live_socket_pushes_new_samples_to_staff_only(web_server, sampler):
         assert times == sorted(times) and len(set(times)) == 3
     person = login(make_user())
     with pytest.raises(InvalidStatus) as refused:
-        _socket(person)
+        dashboard_socket(person)
     assert refused.value.response.status_code == 403
+
+
+def test_a_dashboard_that_opens_late_in_an_idle_wait_wakes_the_sampler_at_once(web_server, sampler):
+    """The idle sampler waits a whole idle interval (10 s) for a dashboard; one that opens in the second
+    half of that wait (past redis-py's default 5 s read timeout) still gets its figures at once."""
+    client = redis_client.Redis.from_url(os.environ["REDIS_URL"])
+    newest = lambda: orjson.loads(client.lindex(live_key(settings.NODE_NAME), 0))["t"]  # noqa: E731
+    wait_until(lambda: not client.exists(WATCHED_KEY), 15, "no dashboard open")
+    # Idle: the next sample comes an idle interval after the last one.
+    first = newest()
+    wait_until(lambda: newest() > first, 30, "an idle sample")
+    idle_from = newest()
+    # The main box's sampler checks the heartbeats half-way through its wait: then it is 5 s in.
+    wait_until(lambda: float(client.get(CHECKED_KEY) or 0) >= idle_from + 4, 15, "half-way through the wait")
+    assert newest() == idle_from  # still waiting
+    opened = time.time()
+    with dashboard_socket(login(make_user(is_staff=True))) as ws:
+        while (event := json.loads(ws.recv(timeout=15)))["type"] != "sample" or event["sample"]["t"] <= idle_from:
+            pass
+    assert event["sample"]["t"] - opened < 3, (idle_from, opened, event["sample"]["t"])
+    assert event["sample"]["t"] < idle_from + settings.MONITOR_IDLE_SAMPLE_INTERVAL_S - 1  # before it was due
 
 
 def test_metrics_endpoint_for_staff_and_token_only(web_server, sampler, llama):
@@ -300,7 +316,8 @@ def test_history_rows_are_pruned_after_the_window(celery_worker):
     assert prune_metric_history.delay().get(timeout=60) >= 1
     assert not MetricMinute.objects.filter(id=old.id).exists()
     assert MetricMinute.objects.filter(id=new.id).exists()
-    assert 2 in dashboard.history(24)["series"]["host.cpu_pct"]  # a running sampler may add later minutes
+    # Rows from before there were nodes are the main box's; a running sampler may add later minutes.
+    assert 2 in dashboard.history(settings.NODE_NAME, 24)["series"]["host.cpu_pct"]
     assert SelfTestResult.objects.model is SelfTestResult
 
 
@@ -332,7 +349,9 @@ def dashboard_on_own_redis(run_dir):
         web_url = f"http://127.0.0.1:{web_port}"
         wait_until(lambda: httpx.get(f"{web_url}/login/").status_code == 200, 60, "daphne", web.process, web.log_path)
         sampler.start()
-        wait_until(lambda: client.llen(LIVE_KEY) > 0, 60, "sampler", sampler.process, sampler.log_path)
+        wait_until(
+            lambda: client.llen(live_key(settings.NODE_NAME)) > 0, 60, "sampler", sampler.process, sampler.log_path
+        )
         yield web_url, redis
     finally:
         for service in reversed(services):

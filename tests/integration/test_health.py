@@ -1,6 +1,6 @@
 """Health against the real stack: /healthz, the staff view of every part, parts killed for
-real (the sampler, the worker) shown as down, and a stopped (SIGSTOP) web server caught by
-``manage.py health`` from outside it."""
+real (the sampler, the worker) shown as down, a stopped (SIGSTOP) web server caught by
+``manage.py health`` from outside it, and a second node going down."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ import httpx
 import pytest
 from django.conf import settings
 
+from monitor.models import Node, Placement, ServerProfile
 from scripts.supervisor_config import programs
 from tests.support.client import base_url, login, make_user
+from tests.support.node_box import NodeBox
 from tests.support.stack import ROOT, Service, wait_until
 
 
@@ -70,6 +72,7 @@ def test_healthz_and_the_staff_view_of_every_part(everything):
         "sampler",
         "llama-server",
         "profiles",
+        f"node {settings.NODE_NAME}",
     }
     assert parts(admin) == dict.fromkeys(names, True)
     page = admin.get("/monitor/health/")
@@ -132,3 +135,48 @@ def test_a_hung_router_is_down_and_the_page_still_answers_quickly(everything, ll
         os.kill(router, signal.SIGCONT)
     assert state["llama-server"] is False and state["database"] is True
     assert took < 4  # every check at once, each bounded: a hung part does not hold the page
+
+
+def test_a_second_node_down_leaves_healthz_ok_only_while_what_people_use_is_served_elsewhere(everything, run_dir):
+    """A second box on this machine (tests/support/node_box.py: its own supervisor, heartbeat and sampler),
+    frozen (SIGSTOP). A profile placed only there is lost with it: not ok; placed on the main box too: ok,
+    degraded."""
+    box = NodeBox(run_dir, "node-health-b")
+    profile = ServerProfile.objects.create(name="node-health-b-only", model_file="gemma-3-270m-q4_k_m.gguf")
+    admin = login(make_user(is_staff=True))
+    try:
+        box.start()
+        Placement.objects.create(profile=profile, node=Node.objects.get(name=box.name))
+        report = admin.get("/monitor/health.json").json()
+        state = {part["name"]: part for part in report["parts"]}
+        assert report["ok"] and not report["degraded"], report
+        assert state["node node-health-b"]["ok"] and not state["node node-health-b"]["required"]
+        assert state["node node-health-b"]["detail"].startswith("last heartbeat ")
+        assert "serving: nothing loaded" in state["node node-health-b"]["detail"]  # placed, not loaded
+        assert state[f"node {settings.NODE_NAME}"]["ok"]  # the main box's own, from its heartbeat
+        assert "chat-8k on " + settings.NODE_NAME in state["profiles"]["detail"] and state["profiles"]["required"]
+
+        box.freeze()
+        wait_until(lambda: not parts(admin)["node node-health-b"], 15, "the second box shown down")
+        report = admin.get("/monitor/health.json").json()
+        state = {part["name"]: part for part in report["parts"]}
+        assert not report["ok"] and "heartbeat" in state["node node-health-b"]["detail"]
+        assert state["profiles"]["detail"].endswith("no node that answers can serve node-health-b-only")
+        wait_until(lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 503, 5, "/healthz not ok")
+        result = manage_health()
+        assert result.returncode == 1, result.stdout
+        assert "DOWN profiles" in result.stdout and "DOWN node node-health-b" in result.stdout
+
+        # The main box may serve it too (it answers; it would load the profile on demand): ok, degraded.
+        Placement.objects.create(profile=profile, node=Node.objects.get(is_local=True))
+        wait_until(lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 200, 5, "/healthz ok")
+        report = admin.get("/monitor/health.json").json()
+        assert report["ok"] and report["degraded"]
+        page = admin.get("/monitor/health/")
+        assert "People are served, but some nodes are down" in page.text
+        result = manage_health()
+        assert result.returncode == 0, result.stdout
+        assert "DOWN node node-health-b" in result.stdout and "degraded: node node-health-b" in result.stdout
+    finally:
+        box.stop()
+        profile.delete()

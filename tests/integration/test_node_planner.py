@@ -6,15 +6,20 @@ GPUs, RAM, model files) are written by the test, for boxes this machine cannot b
 node is planned from what it has now (NVML, psutil).
 """
 
+import os
 import re
+import time
 import uuid
 
+import orjson
 import pytest
+import redis
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
 from monitor.catalog.planner import GIB
 from monitor.models import Node, Placement, ServerProfile
+from monitor.telemetry.live import live_key
 from tests.support.synthetic_gguf import Shape, write_model
 
 LONG_CONTEXT = (
@@ -107,3 +112,26 @@ def test_a_profile_is_planned_with_its_settings_and_its_nodes_marked(staff, stan
     assert "serves this profile" in rows["stand-in-gpu-2g"] and "serves this profile" not in rows["stand-in-gpu-24g"]
     assert 'data-fits="no"' in rows["stand-in-gpu-2g"] and 'data-fits="yes"' in rows["stand-in-gpu-24g"]
     profile.delete()
+
+
+def test_a_node_whose_sampler_reports_is_planned_from_what_it_has_free_now(staff, stand_ins, tmp_path, redis_server):
+    """The STAND-IN's newest sample is written where a node's sampler writes it: the planner reads it from
+    Redis, so what the node has loaded (20 of its 24 GiB used) counts against it."""
+    node = stand_ins["stand-in-gpu-24g"]
+    sample = {
+        "t": time.time(),
+        "host": {"ram_total_bytes": 64 * GIB, "ram_used_bytes": 8 * GIB},
+        "gpu": {"available": True, "reason": "", "gpus": [
+            {"name": "Stand-in GPU 24 GiB", "total_bytes": 24 * GIB, "used_bytes": 20 * GIB}]},
+    }  # fmt: skip
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    client.lpush(live_key(node.name), orjson.dumps(sample))
+    try:
+        write_model(tmp_path / "toy.gguf", Shape("llama"))
+        with override_settings(MODELS_DIR=str(tmp_path)):
+            rows = node_rows(staff.get(LONG_CONTEXT).content.decode())
+    finally:
+        client.delete(live_key(node.name))
+    big = rows["stand-in-gpu-24g"]
+    assert "figures: now" in big and "Stand-in GPU 24 GiB: 4.0\xa0GB free of 24.0\xa0GB" in big
+    assert "figures: registered totals" in rows["stand-in-gpu-2g"]

@@ -50,17 +50,26 @@ def upload_document(http: httpx.Client, name: str, data: bytes, **fields) -> htt
     )
 
 
-def chat_socket(http: httpx.Client | None, origin: str | None = None) -> ClientConnection:
+def _socket(path: str, http: httpx.Client | None, origin: str | None = None) -> ClientConnection:
     headers = {}
     if http is not None:
         headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in http.cookies.items())
     return connect(
-        base_url().replace("http", "ws") + "/ws/chat/",
+        base_url().replace("http", "ws") + path,
         origin=origin if origin is not None else base_url(),
         additional_headers=headers,
         max_size=None,
         open_timeout=10,
     )
+
+
+def chat_socket(http: httpx.Client | None, origin: str | None = None) -> ClientConnection:
+    return _socket("/ws/chat/", http, origin)
+
+
+def dashboard_socket(http: httpx.Client | None) -> ClientConnection:
+    """The staff dashboard's live socket (its samples and node cards, about once a second)."""
+    return _socket("/ws/monitor/", http)
 
 
 def send(ws: ClientConnection, **payload) -> None:

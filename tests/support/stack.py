@@ -310,11 +310,12 @@ def start_sampler(run_dir: Path) -> Service:
     service = Service("sampler", [sys.executable, str(ROOT / "manage.py"), "run_sampler"], run_dir)
     service.start()
     import redis
+    from django.conf import settings
 
-    from monitor.telemetry.sampler import LIVE_KEY
+    from monitor.telemetry.live import live_key
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
-    wait_until(lambda: client.llen(LIVE_KEY) > 0, 60, "sampler", service.process, service.log_path)
+    wait_until(lambda: client.llen(live_key(settings.NODE_NAME)) > 0, 60, "sampler", service.process, service.log_path)
     return service
 
 

@@ -1,4 +1,5 @@
-"""The dashboard's sampler: one long-lived process (supervisord program ``sampler``), or ``--once`` to print one sample."""
+"""The dashboard's sampler of this node (QWENWEB_NODE_NAME): one long-lived process per node (supervisord
+program ``sampler``; on the main box it also checks every node's heartbeat), or ``--once`` to print one sample."""
 
 import asyncio
 
@@ -9,7 +10,10 @@ from monitor.telemetry.sampler import one_sample, run_forever
 
 
 class Command(BaseCommand):
-    help = "Sample GPU, host and llama-server figures every second for the dashboard (--once: print one as JSON)."
+    help = (
+        "Sample this node's GPU, host and llama-server figures for the dashboard, every second while one is open"
+        " (--once: print one as JSON)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--once", action="store_true", help="print one sample as JSON and exit")

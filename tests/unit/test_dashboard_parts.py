@@ -3,9 +3,9 @@
 from django.test import override_settings
 
 from monitor.telemetry.dashboard import percentile
+from monitor.telemetry.figures import MinuteAverager, flatten, slot_figures
 from monitor.telemetry.gpu import NvmlSampler, throttle_names
 from monitor.telemetry.prometheus import token_allows
-from monitor.telemetry.sampler import MinuteAverager, flatten, slot_figures
 
 
 def test_nvml_sampler_reports_no_gpu_here_and_never_raises():
@@ -108,7 +108,7 @@ def test_generation_rate_counts_busy_slots_and_finished_requests():
 
 
 def test_llama_metrics_text_keeps_the_figures_we_chart():
-    from monitor.telemetry.sampler import parse_llama_metrics
+    from monitor.telemetry.figures import parse_llama_metrics
 
     text = (
         "# HELP llamacpp:requests_processing Number of requests processing\n"

@@ -5,6 +5,7 @@ tests/integration/test_scan_reader_model.py (it needs Redis for the fair queue).
 
 import uuid
 
+import pytest
 from django.core.exceptions import ValidationError
 from django.test import Client, override_settings
 
@@ -16,6 +17,14 @@ from monitor.web.forms import ServerProfileForm
 from tests.support import client, pdfs
 
 ENGLISH = ["The lighthouse keeper wrote a report.", "Storms reached the harbour in March."]
+
+
+@pytest.fixture(autouse=True)
+def own_profiles():
+    """The profiles a test makes here go with it: a remote one left behind would be read by a later
+    test's sampler (and shown down)."""
+    yield
+    ServerProfile.objects.filter(name__startswith="scan-").delete()
 
 
 def make_profile(**fields) -> ServerProfile:

@@ -204,7 +204,11 @@ def test_watchdog_restarts_a_router_that_stopped_answering(llama):
         assert watchdog() == ["unreachable"]
         assert watchdog() == ["restart requested"]
         event = wait_for(lambda: Event.objects.filter(kind=Event.Kind.SERVER_RESTARTED).first(), 40, "the restart")
-        assert "did not answer 2 checks" in event.message
+        # The node's heartbeat hears the same silence (3 beats) and asks too: on a slow box it may ask first,
+        # and the restart then carries its words. Either way, one restart for the router that went deaf.
+        assert re.search(r"^Restarted on request: llama-server did not answer \d checks in a row", event.message), (
+            event.message
+        )
     finally:
         if router.is_running():
             router.resume()

@@ -47,6 +47,26 @@ async def _wait_for(client: LlamaClient, model_id: str, timeout: float) -> dict:
     raise LoadFailed(_("%(id)s did not load within %(s)d s.") % {"id": model_id, "s": timeout})
 
 
+async def wait_gone(client: LlamaClient, model_id: str, timeout_s: float = 30.0) -> None:
+    """Until the router no longer counts ``model_id`` as running. Its unload only asks the instance to stop
+    and a kill is seen when the child exits: until then its status still says "loaded", and a load asked
+    meanwhile would skip it and send requests to an instance on its way out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            statuses = await router_status(client, fresh=True)
+        except LlamaError:
+            return
+        if statuses.get(model_id, {}).get("value") not in ("loaded", "sleeping", "loading"):
+            return
+        await asyncio.sleep(POLL_S)
+
+
+async def _unload(client: LlamaClient, model_id: str) -> None:
+    await client.unload_model(model_id)
+    await wait_gone(client, model_id)
+
+
 def _failure(model_id: str, status: dict) -> LoadFailed:
     tail = instance_log_tail(model_id)
     errors = [line for line in tail if " E " in line or "error" in line.lower()]
@@ -202,7 +222,7 @@ async def unload_profile(name: str, client: LlamaClient | None = None) -> None:
     for model_id, status in statuses.items():
         parsed = parse_served_id(model_id)
         if parsed and parsed[0] == name and status.get("value") in ("loaded", "loading", "sleeping"):
-            await client.unload_model(model_id)
+            await _unload(client, model_id)
     forget_status()
     message = _("%(name)s unloaded on %(node)s.") % {"name": name, "node": settings.NODE_NAME}
     await record(Event.Kind.PROFILE_UNLOADED, message, profile=name, node=settings.NODE_NAME)
@@ -221,7 +241,7 @@ async def trim(client: LlamaClient, *, keep: str) -> list[str]:
         parsed = parse_served_id(model_id)
         if parsed:
             await readiness.withdraw(settings.NODE_NAME, parsed[0], model_id)
-        await client.unload_model(model_id)
+        await _unload(client, model_id)
         unloaded.append(model_id)
     forget_status()
     return unloaded

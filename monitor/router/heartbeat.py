@@ -36,7 +36,7 @@ from monitor.llama.errors import LlamaError
 from monitor.models import Event, ServerProfile
 from monitor.nodes import membership, readiness
 from monitor.nodes.registry import placements_here
-from monitor.profiles.loading import ensure_serving
+from monitor.profiles.loading import ensure_serving, wait_gone
 from monitor.profiles.presets import live_id, parse_served_id
 
 log = logging.getLogger(__name__)
@@ -168,15 +168,7 @@ class Heartbeat:
 
     async def _load_again(self, profile: ServerProfile, model: str) -> str:
         """Load ``profile`` again once the router has seen ``model``'s instance go; what went wrong, or ""."""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:  # until the router has seen the instance go
-            try:
-                statuses = {m["id"]: m.get("status", {}).get("value") for m in await self.client.list_models()}
-            except LlamaError:
-                statuses = {}
-            if statuses.get(model) not in ("loaded", "sleeping", "loading"):
-                break
-            await asyncio.sleep(0.1)
+        await wait_gone(self.client, model)
         try:
             await ensure_serving(profile, self.client)
         except LlamaError as error:

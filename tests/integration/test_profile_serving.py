@@ -166,6 +166,24 @@ def test_a_change_that_fails_keeps_the_old_settings_serving_then_a_good_change_g
         (MODELS / "not-an-adapter.gguf").unlink(missing_ok=True)
 
 
+def test_switching_back_at_once_loads_again_what_the_last_switch_unloaded(llama):
+    """A switch unloads the instance it replaces (one at a time here) and returns once it is gone: the
+    router's unload only asks it to stop, and a switch back asked meanwhile found it still "loaded",
+    skipped the load, and its first request was refused (bench/profile_bench.py did, on a loaded box)."""
+    default = find_profile()
+    default_id = live_id(default, here(default))
+    other = new_profile("switch-back")
+    try:
+        async_to_sync(load_profile)(other)
+        assert router_state(llama, default_id).get("value") in (None, "unloaded")
+        async_to_sync(load_profile)(default)
+        body = {"model": default_id, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 2}
+        answer = httpx.post(llama.url + "/v1/chat/completions", json=body, headers=llama.headers, timeout=120)
+        assert answer.status_code == 200, answer.text
+    finally:
+        ServerProfile.objects.filter(pk=other.pk).delete()
+
+
 def test_killed_llama_server_is_restarted_and_the_restart_recorded(llama):
     old_pid = llama.router_pid()
     os.kill(old_pid, signal.SIGKILL)

@@ -62,12 +62,17 @@ class _Keeper:
     async def _run(self) -> None:
         pause = settings.QUEUE_REFRESH_S
         outage_logged = False
+        task = asyncio.current_task()
         while self.held or self.leaving:
             await asyncio.sleep(pause)
             try:
                 await self._refresh_all()
                 await self._leave_all()
             except REDIS_DOWN:
+                if task is not None and task.cancelling():
+                    # A cancellation a Redis call turned into a connection error (its loop is ending):
+                    # refreshing on would keep the leases of a holder that is gone, and the loop alive.
+                    raise asyncio.CancelledError() from None
                 if not outage_logged:
                     log.warning("Redis is not answering: queue leases are kept here and put back when it is")
                     outage_logged = True

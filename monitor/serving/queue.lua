@@ -12,7 +12,7 @@
 --   P..'active', P..'bg:active'        held ticket -> end of its lease (ms); background ones in both
 --   P..'node:'..node                   held ticket -> end of its lease, per node
 --   P..'wake:'..ticket                 what its waiter is told: 'g <node> <model>', 'p <place>', 'x' (dropped)
---   P..'expired:'..ticket              a lease that ran out: its holder may not take the slot back
+--   P..'expired:'..ticket              a lease that ran out, or a ticket that left: never put back
 --   P..'grants'                        the last grants, newest first: '<ms> <priority> <ticket> <owner> <node>'
 --   'qwenweb:holder:'..holder          what one process holds or waits for: '<P>\t<ticket>'
 --   'qwenweb:holders:'..host           the processes seen on a host: holder ('<kind>:<host>:<pid>:<start>') -> kind
@@ -226,9 +226,12 @@ elseif op == 'poll' then
   return status(ticket)
 elseif op == 'leave' then
   -- A waiter that gives up, or a holder that is done: the slot (granted or not) goes to the next.
+  -- Marked as ended too: a refresh of it already on its way (the keeper read its grants just before the
+  -- release) must not put back a lease that nobody holds any more.
   local ticket = ARGV[arg]
   forget(ticket)
   redis.call('DEL', P .. 'wake:' .. ticket)
+  redis.call('SET', P .. 'expired:' .. ticket, '1', 'PX', 600000)
   dispatch()
   return 'ok'
 elseif op == 'refresh' then

@@ -31,6 +31,7 @@ from django.utils.translation import gettext as _
 from monitor import timeline
 from monitor.models import Event, Node
 from monitor.nodes import readiness
+from monitor.redis_clients import sync_client
 from monitor.telemetry.live import live_key
 
 NODE_CHECK_S = 5.0
@@ -234,16 +235,13 @@ def add_live_reads(pipe, names: list[str]) -> None:
 def newest_samples(names: list[str]) -> dict[str, dict | None]:
     """Each node's newest sample, for a page that plans from what the nodes have free now (the planner);
     nothing where Redis does not answer: the page then plans from the nodes' registered totals."""
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    pipe = sync_client().pipeline(transaction=False)
+    for name in names:
+        pipe.lindex(live_key(name), 0)
     try:
-        pipe = client.pipeline(transaction=False)
-        for name in names:
-            pipe.lindex(live_key(name), 0)
         replies = pipe.execute()
     except redis.RedisError:
         return {}
-    finally:
-        client.close()
     return {name: orjson.loads(raw) for name, raw in zip(names, replies, strict=True) if raw}
 
 

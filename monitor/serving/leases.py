@@ -59,8 +59,16 @@ class _Keeper:
         if self.task is None or self.task.done():
             self.task = asyncio.get_running_loop().create_task(self._run())
 
+    def _refresh_pause_s(self) -> float:
+        """Every QUEUE_REFRESH_S, and at least three times per the shortest lease held: a refresh that
+        comes late (a busy loop) must still come before the lease runs out."""
+        shortest = min((queue.lease_ms for queue, _grant in self.held.values()), default=None)
+        if shortest is None:
+            return settings.QUEUE_REFRESH_S
+        return min(settings.QUEUE_REFRESH_S, shortest / 3000)
+
     async def _run(self) -> None:
-        pause = settings.QUEUE_REFRESH_S
+        pause = self._refresh_pause_s()
         outage_logged = False
         task = asyncio.current_task()
         while self.held or self.leaving:
@@ -83,7 +91,7 @@ class _Keeper:
             if outage_logged:
                 log.warning("Redis answers again: queue leases put back")
                 outage_logged = False
-            pause = settings.QUEUE_REFRESH_S
+            pause = self._refresh_pause_s()
 
     async def _refresh_all(self) -> None:
         by_queue: dict[FairQueue, list[Grant]] = {}

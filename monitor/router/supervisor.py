@@ -2,14 +2,20 @@
 
 The router itself loads, unloads and restarts model instances; this process only keeps
 the router alive: it writes the presets, starts the router with an argv list (the API
-key in the environment), copies its output to the log the admin pages read, records
-each start and restart on the timeline, and restarts it on SIGUSR1 (the watchdog's
-request, with the reason in a file beside the pid file).
+key in the environment) writing to the log the admin pages read, records each start and
+restart on the timeline, and restarts it on SIGUSR1 (the watchdog's request, with the
+reason in a file beside the pid file).
+
+A supervisor that is killed (SIGKILL, out of memory) leaves its router running, with its loaded models
+and the answers streaming from them. The supervisor started in its place keeps that router when it is
+the one it would start (the same binary, arguments and log file) and watches it by pid; any other is
+stopped first (it holds the port).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -40,6 +46,9 @@ LOG_ROTATE_BYTES = 20 * 1024 * 1024
 QUICK_EXIT_S = 10.0
 # llama-server's exit wakes the supervisor at once (SIGCHLD); it also looks this often, should a signal be lost.
 CHILD_CHECK_S = 5.0
+# A router kept from an earlier supervisor is not this process's child (no SIGCHLD): looked at this often.
+KEPT_CHECK_S = 1.0
+EXIT_UNKNOWN = -255  # the exit status of a process that was not this one's child
 
 
 def run_dir() -> Path:
@@ -105,6 +114,64 @@ def stop_orphaned_router(binary: str) -> None:
     log.warning("stopped an orphaned llama-server router (pid %s)", pid)
 
 
+def router_to_keep(binary: str) -> psutil.Process | None:
+    """The router an earlier supervisor of this node left running, when it is the one this supervisor
+    would start: the same binary and arguments, its output going to the same log file (one whose output
+    went to a pipe of the supervisor that died is not). None otherwise."""
+    pid = read_pid(router_pid_path())
+    if pid is None:
+        return None
+    try:
+        process = psutil.Process(pid)
+        same = (
+            process.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_STOPPED)
+            and os.path.realpath(process.exe()) == os.path.realpath(binary)
+            and process.cmdline() == router_argv(binary)
+            and os.readlink(f"/proc/{pid}/fd/1") == str(Path(settings.LLAMA_LOG_FILE).resolve())
+        )
+    except (psutil.Error, OSError):
+        return None
+    return process if same else None
+
+
+class KeptRouter:
+    """A router kept from an earlier supervisor, with the part of ``subprocess.Popen``'s interface the
+    supervisor uses. It is not this process's child: its exit status is not known (``EXIT_UNKNOWN``)."""
+
+    def __init__(self, process: psutil.Process):
+        self._process = process
+        self.pid = process.pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                running = self._process.status() != psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                running = False
+            if not running:
+                self.returncode = EXIT_UNKNOWN
+        return self.returncode
+
+    def terminate(self) -> None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self._process.terminate()
+
+    def kill(self) -> None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self._process.kill()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            self._process.wait(timeout)
+        except psutil.TimeoutExpired:
+            raise subprocess.TimeoutExpired(str(self.pid), timeout) from None
+        except psutil.NoSuchProcess:
+            pass
+        self.returncode = EXIT_UNKNOWN
+        return self.returncode
+
+
 def request_restart(reason: str) -> bool:
     """Ask the running supervisor to restart llama-server; False when there is none."""
     pid = read_pid(supervisor_pid_path())
@@ -125,7 +192,7 @@ class RouterSupervisor:
     def __init__(self, binary: str, *, out=None):
         self.binary = binary
         self.out = out or sys.stdout
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | KeptRouter | None = None
         self.stopping = False
         self.restart_requested = False
         self.removed = False
@@ -138,25 +205,38 @@ class RouterSupervisor:
             os.replace(path, path.with_suffix(".log.1"))
         return path
 
-    def _pump(self, process: subprocess.Popen, log_path: Path) -> None:
-        with log_path.open("ab", buffering=0) as log_file:
-            for line in iter(process.stdout.readline, b""):
-                log_file.write(line)
-                self.out.write(line.decode(errors="replace"))
-                self.out.flush()
-
     def _start(self) -> subprocess.Popen:
+        """A new router, writing to the log file itself: it outlives this process (see ``router_to_keep``)."""
         write_preset()
         log_path = self._rotate_log()
-        process = subprocess.Popen(
-            router_argv(self.binary), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=llama_environment()
-        )
+        with log_path.open("ab") as log_file:
+            process = subprocess.Popen(
+                router_argv(self.binary),
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=llama_environment(),
+            )
         router_pid_path().write_text(str(process.pid))
-        threading.Thread(target=self._pump, args=(process, log_path), daemon=True).start()
-        threading.Thread(target=self._load_startup_profiles, args=(process,), daemon=True).start()
+        self.out.write(f"llama-server router started (pid {process.pid}), its output in {log_path}\n")
+        self.out.flush()
+        self._load_in_background(process)
         return process
 
-    def _load_startup_profiles(self, process: subprocess.Popen) -> None:
+    def _keep(self, router: psutil.Process) -> KeptRouter:
+        """Keep the router an earlier supervisor left running: it serves on; its profiles are loaded if
+        they are not (and the presets rewritten: the router reads them again when they change)."""
+        write_preset()
+        kept = KeptRouter(router)
+        self.out.write(f"llama-server router kept from the supervisor before this one (pid {kept.pid})\n")
+        self.out.flush()
+        self._load_in_background(kept)
+        return kept
+
+    def _load_in_background(self, process: subprocess.Popen | KeptRouter) -> None:
+        threading.Thread(target=self._load_startup_profiles, args=(process,), daemon=True).start()
+
+    def _load_startup_profiles(self, process: subprocess.Popen | KeptRouter) -> None:
         """Once the router answers, load the default profile (and those marked load-on-start)."""
 
         async def work(client: LlamaClient) -> None:
@@ -234,14 +314,17 @@ class RouterSupervisor:
 
     def _wait(self) -> None:
         """Until llama-server exits or a stop or restart is asked: a signal wakes it, no polling."""
+        check_s = KEPT_CHECK_S if isinstance(self.process, KeptRouter) else CHILD_CHECK_S
         while self.process.poll() is None and not self.stopping and not self.restart_requested:
-            self._wake.wait(CHILD_CHECK_S)
+            self._wake.wait(check_s)
             self._wake.clear()
 
     def run(self) -> None:
         self._install_signals()
         supervisor_pid_path().write_text(str(os.getpid()))
-        stop_orphaned_router(self.binary)
+        kept = router_to_keep(self.binary)
+        if kept is None:
+            stop_orphaned_router(self.binary)
         reason = ""
         quick_exits = 0
         heartbeat = Heartbeat(self._router_pid, self._on_router_hung, self._on_removed)
@@ -249,13 +332,18 @@ class RouterSupervisor:
         try:
             while not self.stopping:
                 started = time.monotonic()
-                self.process = self._start()
-                if reason:
-                    timeline.record(
-                        Event.Kind.SERVER_RESTARTED, reason, level=Event.Level.WARNING, pid=self.process.pid
-                    )
+                if kept is not None:
+                    self.process, kept = self._keep(kept), None
+                    message = _("The llama-server supervisor started again; llama-server kept running.")
+                    timeline.record(Event.Kind.SERVER_STARTED, message, pid=self.process.pid)
                 else:
-                    timeline.record(Event.Kind.SERVER_STARTED, _("llama-server started."), pid=self.process.pid)
+                    self.process = self._start()
+                    if reason:
+                        timeline.record(
+                            Event.Kind.SERVER_RESTARTED, reason, level=Event.Level.WARNING, pid=self.process.pid
+                        )
+                    else:
+                        timeline.record(Event.Kind.SERVER_STARTED, _("llama-server started."), pid=self.process.pid)
                 self._wait()
                 if self.stopping:
                     break
@@ -270,7 +358,10 @@ class RouterSupervisor:
                     quick_exits = 0
                     continue
                 code = self.process.returncode
-                reason = _("llama-server exited with code %(code)s and was restarted.") % {"code": code}
+                if code == EXIT_UNKNOWN:
+                    reason = _("llama-server exited and was restarted.")
+                else:
+                    reason = _("llama-server exited with code %(code)s and was restarted.") % {"code": code}
                 quick_exits = quick_exits + 1 if time.monotonic() - started < QUICK_EXIT_S else 0
                 if quick_exits:
                     self._back_off(min(2**quick_exits, 30))

@@ -21,6 +21,7 @@ import pytest
 import redis
 from celery import Celery
 
+from monitor.models import Event
 from scripts.leftovers import alive, describe, processes_of_run, stop
 from scripts.supervisor_config import supervisorctl
 from tests.support.stack import ROOT, Service, wait_until
@@ -69,17 +70,77 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_llama_supervisor_killed_alone_leaves_no_router_behind(llama):
-    """supervisord SIGKILLs nothing but the program's own process when it dies (out of memory):
-    the router it ran is orphaned, still holding the port; the restarted supervisor stops it."""
-    orphan = llama.router_pid()
+def _kill_supervisor(llama) -> int:
+    """SIGKILL the llama-server supervisor alone (what the out-of-memory killer does); its router's pid."""
+    router = llama.router_pid()
     os.kill(llama.process.pid, signal.SIGKILL)
     llama.process.wait(10)
-    assert not _gone(orphan)
-    Service.start(llama)  # the orphan still answers: wait for the new router, not for health alone
-    wait_until(lambda: llama.router_pid() not in (None, orphan), 60, "a new router", llama.process, llama.log_path)
-    assert _gone(orphan)
+    assert not _gone(router)
+    return router
+
+
+STARTS = (Event.Kind.SERVER_STARTED, Event.Kind.SERVER_RESTARTED)
+
+
+def _last_event_id() -> int:
+    last = Event.objects.order_by("-id").first()
+    return last.id if last else 0
+
+
+def _supervisor_started_again(llama, since: int) -> Event:
+    """A new supervisor, up to the point where it has decided about the router: its start, or its
+    keeping, on the timeline after event ``since`` (that event)."""
+    Service.start(llama)
+
+    def decided() -> Event | None:
+        return Event.objects.filter(kind__in=STARTS, id__gt=since, details__pid=llama.router_pid()).first()
+
+    wait_until(decided, 60, "the new supervisor's decision", llama.process, llama.log_path)
+    return decided()
+
+
+def test_a_killed_llama_supervisor_keeps_its_router_and_the_answer_it_streams(llama):
+    """supervisord SIGKILLs nothing but the program's own process when it dies (out of memory): the router
+    it ran lives on, with its model and the answer streaming from it. The supervisor started in its place
+    keeps that router (no restart, no load: the answer goes on), watches it, and stops it on a restart."""
+    body = {"model": llama.model_id, "messages": [{"role": "user", "content": "Count."}], "stream": True}
+    body |= {"max_tokens": 200, "ignore_eos": True}
+    chunks: list[str] = []
+    with httpx.Client(base_url=llama.url, headers=llama.headers, timeout=120) as client:
+        with client.stream("POST", "/v1/chat/completions", json=body) as response:
+            lines = response.iter_lines()
+            chunks.append(next(line for line in lines if line.startswith("data: ")))  # it streams
+            since = _last_event_id()
+            router = _kill_supervisor(llama)
+            decision = _supervisor_started_again(llama, since)
+            assert llama.router_pid() == router  # kept, not started again
+            chunks += [line for line in lines if line.startswith("data: ")]
+    assert chunks[-1] == "data: [DONE]"  # the answer streamed to its end through the supervisor's death
+    assert decision.kind == Event.Kind.SERVER_STARTED and "kept running" in decision.message
+    assert llama.healthy()
+
+    from monitor.router.supervisor import request_restart
+
+    assert request_restart("a test")  # the kept router is this supervisor's to stop and start again
+    wait_until(lambda: llama.router_pid() not in (None, router), 60, "a new router", llama.process, llama.log_path)
+    wait_until(lambda: _gone(router), 30, "the kept router stopped")
     wait_until(llama.healthy, 120, "the default profile answers again", llama.process, llama.log_path)
+
+
+def test_a_killed_llama_supervisor_stops_a_router_it_would_not_start(llama):
+    """A router started with other settings (here: another instance limit) is not kept: the new supervisor
+    stops it (it holds the port) and starts its own; then the same again back to the usual settings."""
+    for models_max in ("3", os.environ.get("QWENWEB_MODELS_MAX")):
+        since = _last_event_id()
+        router = _kill_supervisor(llama)
+        if models_max is None:
+            llama.env.pop("QWENWEB_MODELS_MAX", None)
+        else:
+            llama.env["QWENWEB_MODELS_MAX"] = models_max
+        _supervisor_started_again(llama, since)
+        assert _gone(router)
+        assert llama.router_pid() != router
+        wait_until(llama.healthy, 120, "the default profile answers again", llama.process, llama.log_path)
 
 
 STACK = [sys.executable, str(ROOT / "scripts" / "stack.py")]

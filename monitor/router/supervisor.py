@@ -223,15 +223,13 @@ class RouterSupervisor:
         self._load_in_background(process)
         return process
 
-    def _keep(self, router: psutil.Process) -> KeptRouter:
+    def _keep(self, kept: KeptRouter) -> None:
         """Keep the router an earlier supervisor left running: it serves on; its profiles are loaded if
         they are not (and the presets rewritten: the router reads them again when they change)."""
         write_preset()
-        kept = KeptRouter(router)
         self.out.write(f"llama-server router kept from the supervisor before this one (pid {kept.pid})\n")
         self.out.flush()
         self._load_in_background(kept)
-        return kept
 
     def _load_in_background(self, process: subprocess.Popen | KeptRouter) -> None:
         threading.Thread(target=self._load_startup_profiles, args=(process,), daemon=True).start()
@@ -325,6 +323,8 @@ class RouterSupervisor:
         kept = router_to_keep(self.binary)
         if kept is None:
             stop_orphaned_router(self.binary)
+        else:
+            self.process = KeptRouter(kept)  # this process's to stop from now on, even if asked to at once
         reason = ""
         quick_exits = 0
         heartbeat = Heartbeat(self._router_pid, self._on_router_hung, self._on_removed)
@@ -333,7 +333,8 @@ class RouterSupervisor:
             while not self.stopping:
                 started = time.monotonic()
                 if kept is not None:
-                    self.process, kept = self._keep(kept), None
+                    kept = None
+                    self._keep(self.process)
                     message = _("The llama-server supervisor started again; llama-server kept running.")
                     timeline.record(Event.Kind.SERVER_STARTED, message, pid=self.process.pid)
                 else:

@@ -301,7 +301,7 @@ def test_answer_outlives_its_socket_and_a_new_socket_gets_all_of_it_once(person,
     """The socket that asked closes mid-answer; a fresh one subscribes: snapshot + numbered live
     text, put together, is exactly the stored answer, which finished as if nothing happened."""
     _, http, ws = person
-    options = {"seed": 3, "max_tokens": 64}
+    options = {"seed": 3, "max_tokens": 200}
     send(ws, type="send", text="Tell me a long story about a dragon.", options=options, profile=endless.name)
     accepted, seen = answer_started(ws)
     with contextlib.ExitStack() as kept_open:

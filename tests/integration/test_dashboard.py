@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -41,19 +40,15 @@ from tests.support.stack import ROOT, Service, wait_until
 MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])
 
 
-def _generate_in_background(client, tokens: int = 96) -> threading.Thread:
-    async def generate():
-        payload = {
-            "messages": [{"role": "user", "content": "Count slowly from one to one hundred."}],
-            "max_tokens": tokens,
-            "ignore_eos": True,
-        }
-        async for _batch in client.stream_chat(payload):
-            pass
-
-    thread = threading.Thread(target=lambda: asyncio.run(generate()), daemon=True)
-    thread.start()
-    return thread
+async def _generate(client) -> None:
+    """An answer long enough to be sampled at any speed (the test cancels it once it has seen it)."""
+    payload = {
+        "messages": [{"role": "user", "content": "Count slowly from one to one hundred."}],
+        "max_tokens": 4000,
+        "ignore_eos": True,
+    }
+    async for _batch in client.stream_chat(payload):
+        pass
 
 
 def test_sampler_reads_the_real_server_under_load_and_says_there_is_no_gpu(llama):
@@ -62,7 +57,7 @@ def test_sampler_reads_the_real_server_under_load_and_says_there_is_no_gpu(llama
     async def main():
         sampler = Sampler(source_timeout_s=5)
         first = await sampler.sample()
-        thread = _generate_in_background(client)
+        generating = asyncio.create_task(_generate(client))
         busy = []
         for _ in range(40):
             await asyncio.sleep(0.5)
@@ -72,7 +67,8 @@ def test_sampler_reads_the_real_server_under_load_and_says_there_is_no_gpu(llama
                 busy.append(sample)
                 if len(busy) >= 2:
                     break
-        thread.join(120)
+        generating.cancel()  # the answer's connection closes: llama-server stops it
+        await asyncio.gather(generating, return_exceptions=True)
         return first, busy
 
     first, busy = asyncio.run(main())

@@ -109,7 +109,7 @@ def test_a_stall_asks_the_check_and_waits_on_while_it_says_the_server_is_working
 
 def test_a_stall_the_check_calls_hung_ends_the_answer_with_what_came(llama, model):
     """Held once the answer's text has begun: the bytes already sent are read, then no more come."""
-    long_answer = {"messages": QUESTION["messages"], "max_tokens": 200, "ignore_eos": True}
+    long_answer = {"messages": QUESTION["messages"], "max_tokens": 2000, "ignore_eos": True}
     batches: list[list[dict]] = []
     held, checks = [], []
 

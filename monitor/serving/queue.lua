@@ -63,12 +63,18 @@ local function forget(ticket)
   redis.call('DEL', key)
 end
 
+-- A ticket that is over (its lease ran out, or it left): a refresh already on its way never puts it back.
+local ENDED_TTL_MS = 600000
+local function mark_ended(ticket)
+  redis.call('SET', P .. 'expired:' .. ticket, '1', 'PX', ENDED_TTL_MS)
+end
+
 -- Leases that ran out (a holder that stopped refreshing: killed or frozen) and waiters no longer
 -- heard (their process died in line) give their places back.
 local function expire()
   for _, ticket in ipairs(redis.call('ZRANGEBYSCORE', P .. 'active', '-inf', now)) do
     forget(ticket)
-    redis.call('SET', P .. 'expired:' .. ticket, '1', 'PX', 600000)
+    mark_ended(ticket)
   end
   for _, ticket in ipairs(redis.call('ZRANGEBYSCORE', P .. 'seen', '-inf', now - stale)) do
     forget(ticket)
@@ -231,7 +237,7 @@ elseif op == 'leave' then
   local ticket = ARGV[arg]
   forget(ticket)
   redis.call('DEL', P .. 'wake:' .. ticket)
-  redis.call('SET', P .. 'expired:' .. ticket, '1', 'PX', 600000)
+  mark_ended(ticket)
   dispatch()
   return 'ok'
 elseif op == 'refresh' then

@@ -10,15 +10,21 @@ then through the OpenAI gateway. Prints:
 - `app_cpu_s_per_1k_tokens=` (chat) and `api_cpu_s_per_1k_tokens=` (gateway), with
   `chat_web_cpu_s_per_1k_tokens=` and `api_web_cpu_s_per_1k_tokens=` (Daphne alone), and each
   program's share on the line before;
+- `chat_frames_per_1k_tokens=`: the events the chat socket carried per 1000 tokens (the frame
+  clock's work: each is a wake-up, a parse and a write);
 - `turn_overhead_ms=`: p50 time from sending a chat message to the ``started`` event,
   which the turn sends just before its upstream request (history, profile, serving info,
-  context fitting, documents, queue), for a short follow-up;
+  context fitting, documents, queue), for a short follow-up, and `turn_app_cpu_ms=`: the app's
+  CPU per such turn (4 tokens: what a turn costs besides its tokens);
 - `followup_cached_pct=`: 4 people taking turns on 2 slots, the share of each follow-up's
   prompt llama-server served from its prompt cache (``timings.cache_n``), summed;
 - `idle_app_cpu_pct=`: the same processes' CPU over 10 idle seconds, in % of one core;
 - `threads_<n>_tps=`: llama-bench's generation tokens/s of the default model at the
   candidate thread counts (1..nproc), and `threads_best=`.
 
+The CPU figures move by a quarter from run to run on a 2-core host: compare two checkouts in
+alternating runs, with QWENWEB_BENCH_MIN_TOKENS=3000 (a longer window), QWENWEB_BENCH_NO_THREADS=1
+(no llama-bench) and QWENWEB_TURNS_PER_MINUTE=100 (so the longer window's turns are not refused).
 Set QWENWEB_BENCH_PYSPY to a py-spy binary to record the web process's profile (collapsed
 stacks per path, in the run folder, for flamegraph.pl or speedscope) while it streams.
 """
@@ -42,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.support import stack  # noqa: E402
 from tests.support.supervised import Supervised, supervised_env  # noqa: E402
 
-MIN_TOKENS = 1000
+MIN_TOKENS = int(os.environ.get("QWENWEB_BENCH_MIN_TOKENS", "1000"))
 ANSWER_TOKENS = 256
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 PEOPLE, ROUNDS = 4, 3
@@ -121,9 +127,10 @@ def chat_answer(ws, text: str, conversation: str | None = None, max_tokens: int 
     if conversation:
         payload["conversation"] = conversation
     send(ws, **payload)
-    result = {"started_ms": None, "conversation": conversation}
+    result = {"started_ms": None, "conversation": conversation, "frames": 0}
     while True:
         event = json.loads(ws.recv(timeout=300))
+        result["frames"] += 1
         if event["type"] == "accepted":
             result["conversation"] = event["conversation"]
         elif event["type"] == "started" and result["started_ms"] is None:
@@ -202,18 +209,24 @@ def chat_part(product, run_dir: Path) -> dict:
         chat_answer(ws, "Hello.", max_tokens=8)  # warm-up: the profile is loaded, the template measured
         tokens = 0
         with CpuWindow(product, "chat", run_dir) as window:
+            frames = 0
             while tokens < MIN_TOKENS:
-                tokens += chat_answer(ws, PROMPT)["stats"]["output_tokens"]
+                answer = chat_answer(ws, PROMPT)
+                tokens += answer["stats"]["output_tokens"]
+                frames += answer["frames"]
         app, web = per_1k(window, tokens)
         print(f"chat: {tokens} tokens, CPU s by process: " + " ".join(f"{k}={v:.2f}" for k, v in window.spent.items()))
         figures.update(app_cpu_s_per_1k_tokens=f"{app:.3f}", chat_web_cpu_s_per_1k_tokens=f"{web:.3f}")
+        figures["chat_frames_per_1k_tokens"] = f"{frames * 1000 / tokens:.0f}"
         # Per-turn overhead: short follow-ups in one conversation (history, fitting and the queue all run).
         overheads = []
         conversation = None
-        for index in range(8):
-            answer = chat_answer(ws, f"Follow-up {index}: one more line, please.", conversation, max_tokens=4)
-            conversation = answer["conversation"]
-            overheads.append(answer["started_ms"])
+        with CpuWindow(product, "turns", run_dir) as turns_window:
+            for index in range(8):
+                answer = chat_answer(ws, f"Follow-up {index}: one more line, please.", conversation, max_tokens=4)
+                conversation = answer["conversation"]
+                overheads.append(answer["started_ms"])
+        figures["turn_app_cpu_ms"] = f"{sum(turns_window.spent.values()) * 1000 / len(overheads):.2f}"
         figures["turn_overhead_ms"] = f"{statistics.median(overheads):.1f}"
     return figures
 
@@ -287,7 +300,7 @@ def answers(client: httpx.Client) -> bool:
 
 def main() -> None:
     run_dir = stack.django_run_dir("qwenweb-bench-cpu-", parallel=2)
-    figures = threads_part()  # first, alone on the box
+    figures = {} if os.environ.get("QWENWEB_BENCH_NO_THREADS") else threads_part()  # first, alone on the box
     print(" ".join(f"{k}={v}" for k, v in figures.items()), flush=True)
     # `make run`'s own stack: supervisord with every program it starts, at the priorities it sets.
     product = Supervised(run_dir, supervised_env(run_dir, os.environ, fresh_ports=False))

@@ -101,16 +101,28 @@ async def request_recovery(node: str, pool: str, model: str, reason: str) -> Non
         await pipe.execute()
 
 
-def publish(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> None:
-    """The heartbeat's beat: what the node serves now replaces what it served (synchronous)."""
+def _queue_beat(pipe, node: str, serving: dict[str, tuple[int, str]], router: bool) -> None:
+    """A beat's writes, on a transaction of either client: what the node serves replaces what it served."""
     beat = {"node": node, "at": time.time(), "router": router, "serving": serving}
-    pipe = sync_client().pipeline(transaction=True)
     pipe.delete(ready_key(node))
     if serving:
         pipe.hset(ready_key(node), mapping={pool: f"{slots} {model}" for pool, (slots, model) in serving.items()})
         pipe.expire(ready_key(node), READY_TTL_S)
     pipe.set(beat_key(node), orjson.dumps(beat), ex=READY_TTL_S)
+
+
+def publish(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> None:
+    """A beat, from synchronous code (a stand-in node's thread)."""
+    pipe = sync_client().pipeline(transaction=True)
+    _queue_beat(pipe, node, serving, router)
     pipe.execute()
+
+
+async def publish_beat(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> None:
+    """The heartbeat's beat, on its own loop's client (no thread hop: it runs every HEARTBEAT_S)."""
+    async with _redis.get().pipeline(transaction=True) as pipe:
+        _queue_beat(pipe, node, serving, router)
+        await pipe.execute()
 
 
 def withdraw_node(node: str) -> None:
@@ -124,15 +136,15 @@ def beats(nodes: list[str]) -> dict[str, dict | None]:
     return {node: orjson.loads(value) if value else None for node, value in zip(nodes, values, strict=True)}
 
 
-def recovering(node: str) -> set[str]:
+async def recovering(node: str) -> set[str]:
     """Model instances a request found frozen on the node, not restarted yet (never published as serving)."""
-    return {model.decode() for model in sync_client().hkeys(recover_key(node))}
+    return {model.decode() for model in await _redis.get().hkeys(recover_key(node))}
 
 
-def take_recovery_requests(node: str) -> dict[str, str]:
+async def take_recovery_requests(node: str) -> dict[str, str]:
     """Instances the node must restart (model id -> why), taken off the list."""
-    pipe = sync_client().pipeline(transaction=True)
-    pipe.hgetall(recover_key(node))
-    pipe.delete(recover_key(node))
-    requests, _deleted = pipe.execute()
+    async with _redis.get().pipeline(transaction=True) as pipe:
+        pipe.hgetall(recover_key(node))
+        pipe.delete(recover_key(node))
+        requests, _deleted = await pipe.execute()
     return {model.decode(): why.decode() for model, why in requests.items()}

@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 
 from monitor.models import Placement, ServerProfile
-from monitor.nodes.registry import placement_here, placements_here
+from monitor.nodes.registry import placed_revisions_here, placement_here, placements_here
 from monitor.profiles.options import Option, profile_options, write_template
 
 
@@ -23,8 +23,16 @@ def served_id(name: str, revision: int) -> str:
 
 def live_id(profile: ServerProfile, placement: Placement | None) -> str:
     """The id requests go to on a node: its live revision there, or the current one before any loaded."""
-    live = placement.live_revision if placement is not None else None
-    return served_id(profile.name, live or profile.revision)
+    return _live_id(profile.name, profile.revision, placement.live_revision if placement is not None else None)
+
+
+def _live_id(name: str, revision: int, live_revision: int | None) -> str:
+    return served_id(name, live_revision or revision)
+
+
+def live_ids_here() -> dict[str, str]:
+    """Each local profile placed on this node -> the id requests go to here (``live_id``), in one query."""
+    return {name: _live_id(name, revision, live) for name, revision, live in placed_revisions_here()}
 
 
 def live_id_here(profile: ServerProfile) -> str:

@@ -18,7 +18,7 @@ Runs in the llama-server supervisor (``manage.py run_llama_server``), beside the
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import logging
 import threading
 import time
@@ -35,9 +35,8 @@ from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaError
 from monitor.models import Event, ServerProfile
 from monitor.nodes import membership, readiness
-from monitor.nodes.registry import placements_here
 from monitor.profiles.loading import ensure_serving, wait_gone
-from monitor.profiles.presets import live_id, parse_served_id
+from monitor.profiles.presets import live_ids_here, parse_served_id
 
 log = logging.getLogger(__name__)
 ROUTER_TIMEOUT_S = 2.0
@@ -64,6 +63,7 @@ class Heartbeat:
         self.slots: dict[str, int] = {}  # served id -> its slots (read once per id from /props)
         self.failures = 0
         self._stop = threading.Event()
+        self._loop_and_wake: tuple[asyncio.AbstractEventLoop | None, asyncio.Event | None] = (None, None)
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -71,12 +71,18 @@ class Heartbeat:
 
     def stop(self) -> None:
         self._stop.set()
+        loop, wake = self._loop_and_wake
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # its loop has already ended
+                loop.call_soon_threadsafe(wake.set)
         self._thread.join(10)
 
     def _run(self) -> None:
         asyncio.run(self._loop())
 
     async def _loop(self) -> None:
+        wake = asyncio.Event()  # set by stop(): the pause between beats ends at once
+        self._loop_and_wake = asyncio.get_running_loop(), wake
         while not self._stop.is_set():
             started = time.monotonic()
             try:
@@ -84,7 +90,9 @@ class Heartbeat:
                 self.failed_beats = 0
             except Exception as error:  # Redis or the database away a moment: the next beat tries again
                 await self._failed(error)
-            await asyncio.to_thread(self._stop.wait, max(0.1, readiness.HEARTBEAT_S - (time.monotonic() - started)))
+            pause = max(0.1, readiness.HEARTBEAT_S - (time.monotonic() - started))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), pause)
 
     async def _failed(self, error: Exception) -> None:
         """The traceback once, a line after that; on a joined node, is it still one?"""
@@ -107,14 +115,14 @@ class Heartbeat:
             log.warning("could not ask the main box whether this node is still one of its nodes: %s", away)
 
     async def beat(self) -> None:
-        recover = await asyncio.to_thread(readiness.take_recovery_requests, self.node)
+        recover = await readiness.take_recovery_requests(self.node)
         for model, why in recover.items():
             await self._recover(model, why)
         try:
             async with asyncio.timeout(ROUTER_TIMEOUT_S):
                 models = await self.client.list_models()
         except (LlamaError, TimeoutError):
-            await asyncio.to_thread(functools.partial(readiness.publish, self.node, {}, router=False))
+            await readiness.publish_beat(self.node, {}, router=False)
             self.failures += 1
             if self.failures == ROUTER_FAILURES and self.router_pid() is not None:
                 self.on_router_hung(
@@ -128,13 +136,12 @@ class Heartbeat:
             return
         self.failures = 0
         loaded = {model["id"] for model in models if model.get("status", {}).get("value") in ("loaded", "sleeping")}
-        loaded -= await asyncio.to_thread(readiness.recovering, self.node)  # found frozen since this beat began
+        loaded -= await readiness.recovering(self.node)  # found frozen since this beat began
         serving = {}
-        for placement in await sync_to_async(list)(placements_here()):
-            model = live_id(placement.profile, placement)
+        for name, model in (await sync_to_async(live_ids_here)()).items():
             if model in loaded:
-                serving[placement.profile.name] = (await self._slots_of(model), model)
-        await asyncio.to_thread(readiness.publish, self.node, serving)
+                serving[name] = (await self._slots_of(model), model)
+        await readiness.publish_beat(self.node, serving)
 
     async def _slots_of(self, model: str) -> int:
         if model not in self.slots:

@@ -1,7 +1,8 @@
 """Answers outlive the page, at desktop and phone sizes: a page closed mid-answer, a second page,
 Stop from the other page, and nobody else's socket. Nothing here depends on what the model writes:
-text is held still (the llama-server router frozen) where pages are compared, and the queue is
-held where a page must open before the answer starts."""
+answers run to their token limit (the ``endless`` profile), text is held still (the llama-server
+router frozen) where pages are compared, and the queue is held where a page must open before the
+answer starts."""
 
 from __future__ import annotations
 
@@ -70,10 +71,10 @@ def last_answer_in_db(url: str) -> Message:
     return Message.objects.filter(conversation_id=conversation_id, role="assistant").latest("id")
 
 
-def test_closed_page_answer_goes_on_and_a_new_page_continues_it(context, llama):
+def test_closed_page_answer_goes_on_and_a_new_page_continues_it(context, llama, endless):
     first = context.new_page()
     log_in(first, make_user())
-    long_answer_streaming(first, 0)
+    long_answer_streaming(first, 0, endless)
     url = first.url
     with llama_paused(llama):
         so_far = settled_text(first)
@@ -85,8 +86,8 @@ def test_closed_page_answer_goes_on_and_a_new_page_continues_it(context, llama):
         expect(answer.locator(".body")).to_have_text(so_far, use_inner_text=True)  # as shown: <br> counts
         expect(answer).to_have_attribute("data-status", "streaming")
         expect(second.locator("#stop")).to_be_visible()
-    # Its natural end: at most the chat's 1024 answer tokens, which a loaded two-core box was seen to need
-    # over two minutes for (an answer that loops runs to that limit).
+    # Its end: the chat's 1024 answer tokens (the endless profile runs to them), which a loaded two-core
+    # box was seen to need over two minutes for.
     expect(answer).not_to_have_attribute("data-status", "streaming", timeout=300_000)
     final = shown(second)
     assert len(final) > len(so_far)  # it went on live on the new page
@@ -96,13 +97,12 @@ def test_closed_page_answer_goes_on_and_a_new_page_continues_it(context, llama):
     assert stored_view(context, url) == (final, "complete")
 
 
-def test_two_pages_show_one_stream_and_stop_from_the_second_stops_both(context, llama):
-    from monitor.public import find_profile
-
+def test_two_pages_show_one_stream_and_stop_from_the_second_stops_both(context, llama, endless):
     user = make_user()
     first = context.new_page()
     log_in(first, user)
-    with queue_slots_held(find_profile(None).name, 2):
+    with queue_slots_held(endless.name, 2):
+        first.select_option("#profile", endless.name)
         first.fill("#prompt", "Write a long story about a lighthouse keeper.")
         first.keyboard.press("Enter")
         expect(first.locator(LAST_ANSWER)).to_have_attribute("data-status", "streaming")
@@ -142,7 +142,7 @@ def test_two_pages_show_one_stream_and_stop_from_the_second_stops_both(context, 
             stranger.recv(timeout=0.5)  # nothing of the answer ever reached the stranger
 
 
-def test_page_whose_socket_drops_reconnects_by_itself_and_continues(context, llama):
+def test_page_whose_socket_drops_reconnects_by_itself_and_continues(context, llama, endless):
     """The socket is cut under the page (Playwright stands between page and server); the page
     reconnects on its own, gets the snapshot and goes on live with the same answer."""
     sockets = []
@@ -154,7 +154,7 @@ def test_page_whose_socket_drops_reconnects_by_itself_and_continues(context, lla
     page = context.new_page()
     page.route_web_socket("**/ws/chat/", through)
     log_in(page, make_user())
-    answer = long_answer_streaming(page, 0)
+    answer = long_answer_streaming(page, 0, endless)
     with llama_paused(llama):
         text = settled_text(page)
         sockets[-1].close()

@@ -5,6 +5,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from monitor.profiles.presets import live_id_here
 from tests.support.client import base_url, make_user
 from tests.support.page_checks import PAGE_SPY
 
@@ -20,8 +21,11 @@ def log_in(page, user):
     page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'")
 
 
-def long_answer_streaming(page, shown_chars: int):
-    """Ask for a long answer; returns its article once it streams with more than ``shown_chars`` shown."""
+def long_answer_streaming(page, shown_chars: int, profile):
+    """Ask for a long answer from ``profile`` (the ``endless`` one: it runs to the chat's token limit
+    whatever the model would choose, so it is still being written when the test acts); returns its
+    article once it streams with more than ``shown_chars`` shown."""
+    page.select_option("#profile", profile.name)
     page.fill("#prompt", "Write a long story about a lighthouse keeper.")
     page.keyboard.press("Enter")
     answer = page.locator("article.message.assistant").last
@@ -35,21 +39,22 @@ def long_answer_streaming(page, shown_chars: int):
     return answer
 
 
-def test_login_chat_stream_and_stop(browser, llama):
+def test_login_chat_stream_and_stop(browser, llama, endless):
     user = make_user()
     page = browser.new_page()
     log_in(page, user)
 
     # Tokens arrive while the answer is still being written.
-    answer = long_answer_streaming(page, 20)
+    answer = long_answer_streaming(page, 20, endless)
     expect(page.locator("#stop")).to_be_visible()
-    assert any(slot["is_processing"] for slot in llama.slots())
+    served = live_id_here(endless)
+    assert any(slot["is_processing"] for slot in llama.slots(served))
 
     page.click("#stop")
     expect(answer).to_have_attribute("data-status", "stopped", timeout=10_000)
     expect(answer.locator(".badge.stopped")).to_be_visible()
     deadline = time.monotonic() + 5  # each hop (web, router, instance) notices on its next write
-    while any(slot["is_processing"] for slot in llama.slots()):
+    while any(slot["is_processing"] for slot in llama.slots(served)):
         assert time.monotonic() < deadline, "slot still busy after Stop"
         time.sleep(0.05)
 
@@ -100,7 +105,7 @@ def test_chinese_browser_gets_chinese_ui(browser, web_server):
     context.close()
 
 
-def test_web_server_killed_mid_answer_page_reconnects_and_says_so(browser, llama, web_server):
+def test_web_server_killed_mid_answer_page_reconnects_and_says_so(browser, llama, web_server, endless):
     """The page's socket reconnects by itself to the restarted web server and shows the stored
     state of the answer it was streaming: its partial text kept, marked interrupted."""
     from tests.support.stack import wait_until
@@ -108,7 +113,7 @@ def test_web_server_killed_mid_answer_page_reconnects_and_says_so(browser, llama
     user = make_user()
     page = browser.new_page()
     log_in(page, user)
-    answer = long_answer_streaming(page, 0)
+    answer = long_answer_streaming(page, 0, endless)
     web_server.kill()
     expect(page.locator("#status")).to_have_text("Connection lost; reconnecting…", timeout=10_000)
     web_server.start()

@@ -4,23 +4,15 @@ import contextlib
 import json
 import re
 import uuid
-from collections.abc import Iterator
 
 import httpx
 import pytest
-from asgiref.sync import async_to_sync
 from websockets.exceptions import InvalidStatus
 
 from chat.models import Conversation, Message
-from monitor.models import ServerProfile
-from monitor.profiles.loading import ensure_serving
 from monitor.profiles.presets import live_id_here
-from monitor.profiles.selectors import find_profile
-from monitor.profiles.services import clone_profile, delete_profile, save_profile
-from monitor.profiles.validation import validate_profile
 from tests.support.client import chat_socket, events_until, login, make_user, send, text_of
 from tests.support.hold import instance_paused
-from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("web_server")
 
@@ -44,29 +36,6 @@ def person(llama):
     with chat_socket(http) as ws:
         yield user, http, ws
     http.close()
-
-
-@pytest.fixture
-def endless(llama) -> Iterator[ServerProfile]:
-    """The default profile's copy whose answers never end by themselves (``--ignore-eos``): they run
-    to their max_tokens, so an answer a test stops, cuts or opens again is still running when the
-    test acts, whatever the model would have chosen to write. Loading it unloads the default (one
-    instance at a time); the default is loaded again after."""
-    profile = clone_profile(find_profile(None))
-    profile.name, profile.extra_args = f"endless-{uuid.uuid4().hex[:6]}", "--ignore-eos"
-    profile.hang_limit_s = 3600  # the tests freeze it on purpose: never taken for hung here
-    validate_profile(profile)
-    save_profile(profile)
-    async_to_sync(ensure_serving)(profile)
-    profile.refresh_from_db()
-    try:
-        yield profile
-    finally:
-        if not llama.running:
-            llama.start()
-        delete_profile(profile)
-        async_to_sync(ensure_serving)(find_profile(None))
-        wait_until(llama.healthy, 120, "the default profile loaded again")
 
 
 def test_chat_template_renders_gemma_turns(llama):

@@ -52,6 +52,7 @@ def pool(second_node):
     profile = ServerProfile(
         name=POOL, model_file=default.model_file, chat_template_jinja=default.chat_template_jinja,
         ctx_size=4096, parallel=1, threads=1, load_on_startup=True,
+        extra_args="--ignore-eos",  # answers run to their max_tokens: the one killed mid-answer is still running
     )  # fmt: skip
     validate_profile(profile)
     save_profile(profile)

@@ -101,28 +101,53 @@ async def request_recovery(node: str, pool: str, model: str, reason: str) -> Non
         await pipe.execute()
 
 
-def _queue_beat(pipe, node: str, serving: dict[str, tuple[int, str]], router: bool) -> None:
-    """A beat's writes, on a transaction of either client: what the node serves replaces what it served."""
-    beat = {"node": node, "at": time.time(), "router": router, "serving": serving}
-    pipe.delete(ready_key(node))
-    if serving:
-        pipe.hset(ready_key(node), mapping={pool: f"{slots} {model}" for pool, (slots, model) in serving.items()})
-        pipe.expire(ready_key(node), READY_TTL_S)
-    pipe.set(beat_key(node), orjson.dumps(beat), ex=READY_TTL_S)
+# A node's beat, in one call: what it serves replaces what it served, less any instance a request found
+# frozen meanwhile (never published as serving until its node restarted it), and those requests are
+# handed to the node, taken off its list. KEYS: ready, beat, recover; ARGV: the keys' life (s), node,
+# time (epoch s), "1" when its router answered, then (pool, slots, served id) per pool it serves.
+_BEAT = """
+local recover = redis.call('HGETALL', KEYS[3])
+local frozen = {}
+for i = 1, #recover, 2 do frozen[recover[i]] = true end
+redis.call('DEL', KEYS[1], KEYS[3])
+local serving, any = {}, false
+for i = 5, #ARGV, 3 do
+  local pool, slots, model = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if not frozen[model] then
+    redis.call('HSET', KEYS[1], pool, slots .. ' ' .. model)
+    serving[pool] = {tonumber(slots), model}
+    any = true
+  end
+end
+if any then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+local beat = cjson.encode({node = ARGV[2], at = tonumber(ARGV[3]), router = ARGV[4] == '1', serving = serving})
+redis.call('SET', KEYS[2], beat, 'EX', ARGV[1])
+return recover
+"""
 
 
-def publish(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> None:
-    """A beat, from synchronous code (a stand-in node's thread)."""
-    pipe = sync_client().pipeline(transaction=True)
-    _queue_beat(pipe, node, serving, router)
-    pipe.execute()
+def _beat_call(node: str, serving: dict[str, tuple[int, str]], router: bool) -> list:
+    """The arguments of one ``_BEAT`` call."""
+    served = [value for pool, (slots, model) in serving.items() for value in (pool, slots, model)]
+    keys = [ready_key(node), beat_key(node), recover_key(node)]
+    return [_BEAT, 3, *keys, READY_TTL_S, node, repr(time.time()), "1" if router else "0", *served]
 
 
-async def publish_beat(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> None:
-    """The heartbeat's beat, on its own loop's client (no thread hop: it runs every HEARTBEAT_S)."""
-    async with _redis.get().pipeline(transaction=True) as pipe:
-        _queue_beat(pipe, node, serving, router)
-        await pipe.execute()
+def _recovery_requests(answer: list) -> dict[str, str]:
+    """``_BEAT``'s answer (a flat list: model id, why, ...) as model id -> why."""
+    return {model.decode(): why.decode() for model, why in zip(answer[::2], answer[1::2], strict=True)}
+
+
+def publish(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> dict[str, str]:
+    """A beat, from synchronous code (a stand-in node's thread); the recovery requests it took."""
+    return _recovery_requests(sync_client().eval(*_beat_call(node, serving, router)))
+
+
+async def publish_beat(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> dict[str, str]:
+    """The heartbeat's beat, on its own loop's client (no thread hop: it runs every HEARTBEAT_S): what the
+    node serves now, less the instances requests found frozen; returns those (model id -> why), taken
+    off the list, for the node to restart."""
+    return _recovery_requests(await _redis.get().eval(*_beat_call(node, serving, router)))
 
 
 def withdraw_node(node: str) -> None:
@@ -134,17 +159,3 @@ def beats(nodes: list[str]) -> dict[str, dict | None]:
     """Each node's last heartbeat (None: none within READY_TTL_S: the node is down)."""
     values = sync_client().mget([beat_key(node) for node in nodes]) if nodes else []
     return {node: orjson.loads(value) if value else None for node, value in zip(nodes, values, strict=True)}
-
-
-async def recovering(node: str) -> set[str]:
-    """Model instances a request found frozen on the node, not restarted yet (never published as serving)."""
-    return {model.decode() for model in await _redis.get().hkeys(recover_key(node))}
-
-
-async def take_recovery_requests(node: str) -> dict[str, str]:
-    """Instances the node must restart (model id -> why), taken off the list."""
-    async with _redis.get().pipeline(transaction=True) as pipe:
-        pipe.hgetall(recover_key(node))
-        pipe.delete(recover_key(node))
-        requests, _deleted = await pipe.execute()
-    return {model.decode(): why.decode() for model, why in requests.items()}

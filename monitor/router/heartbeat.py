@@ -115,14 +115,11 @@ class Heartbeat:
             log.warning("could not ask the main box whether this node is still one of its nodes: %s", away)
 
     async def beat(self) -> None:
-        recover = await readiness.take_recovery_requests(self.node)
-        for model, why in recover.items():
-            await self._recover(model, why)
         try:
             async with asyncio.timeout(ROUTER_TIMEOUT_S):
                 models = await self.client.list_models()
         except (LlamaError, TimeoutError):
-            await readiness.publish_beat(self.node, {}, router=False)
+            await self._recover_all(await readiness.publish_beat(self.node, {}, router=False))
             self.failures += 1
             if self.failures == ROUTER_FAILURES and self.router_pid() is not None:
                 self.on_router_hung(
@@ -136,12 +133,16 @@ class Heartbeat:
             return
         self.failures = 0
         loaded = {model["id"] for model in models if model.get("status", {}).get("value") in ("loaded", "sleeping")}
-        loaded -= await readiness.recovering(self.node)  # found frozen since this beat began
         serving = {}
         for name, model in (await sync_to_async(live_ids_here)()).items():
             if model in loaded:
                 serving[name] = (await self._slots_of(model), model)
-        await readiness.publish_beat(self.node, serving)
+        # Published less what requests found frozen meanwhile; those are restarted now.
+        await self._recover_all(await readiness.publish_beat(self.node, serving))
+
+    async def _recover_all(self, requests: dict[str, str]) -> None:
+        for model, why in requests.items():
+            await self._recover(model, why)
 
     async def _slots_of(self, model: str) -> int:
         if model not in self.slots:

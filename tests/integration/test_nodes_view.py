@@ -85,7 +85,16 @@ def test_a_node_that_stops_is_down_within_15_s_on_the_page_and_the_timeline_and_
         # While a dashboard is open the main box's sampler reads the list of nodes every 15 s (every 60 s
         # while none is): until it has seen the second box beat.
         wait_until(lambda: (remembered(SECOND) or {}).get("up") is True, 45, "the sampler to see the second box")
-        nodes = nodes_until(ws, lambda nodes: nodes[SECOND]["sample_age_s"] is not None, 30)
+        # And the main box's sampler has read chat-8k since it was loaded (an earlier test may have
+        # served another profile in its place when the sampler last looked).
+        nodes = nodes_until(
+            ws,
+            lambda nodes: (
+                nodes[SECOND]["sample_age_s"] is not None
+                and any(server["profile"] == "chat-8k" for server in nodes[main]["servers"] or ())
+            ),
+            30,
+        )
         assert list(nodes) == [main, SECOND]  # the main box first
         # The main box's node: its heartbeat (what its router serves) and its sampler's figures.
         assert nodes[main]["is_local"] and nodes[main]["up"] and nodes[main]["router"]

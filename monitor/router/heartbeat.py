@@ -119,7 +119,7 @@ class Heartbeat:
             async with asyncio.timeout(ROUTER_TIMEOUT_S):
                 models = await self.client.list_models()
         except (LlamaError, TimeoutError):
-            await self._recover_all(await readiness.publish_beat(self.node, {}, router=False))
+            requests = await readiness.publish_beat(self.node, {}, router=False)
             self.failures += 1
             if self.failures == ROUTER_FAILURES and self.router_pid() is not None:
                 self.on_router_hung(
@@ -130,6 +130,7 @@ class Heartbeat:
                     )
                     % {"n": self.failures, "s": self.failures * readiness.HEARTBEAT_S}
                 )
+            await self._recover_all(requests)  # after the count: a deaf router's restart is not held up
             return
         self.failures = 0
         loaded = {model["id"] for model in models if model.get("status", {}).get("value") in ("loaded", "sleeping")}

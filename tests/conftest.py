@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from tests.support import stack
+from tests.support.profiles import served
 
 # The catalogues as the .po files say now (the .mo files are built, not kept in git).
 runpy.run_path(str(stack.ROOT / "scripts" / "compile_messages.py"))
@@ -89,66 +90,20 @@ def llama(llama_server):
     earlier test may have loaded another in its place: one instance at a time)."""
     if not llama_server.running:
         llama_server.start()
-    _served(None)
+    served(None)
     yield llama_server
     if not llama_server.running:
         llama_server.start()
 
 
-def _served(name: str | None) -> None:
-    """The named profile (the default one for None) loaded."""
-    import asyncio
-
-    from monitor.profiles.loading import ensure_serving
-    from monitor.profiles.selectors import find_profile
-
-    _off_the_loop(lambda: asyncio.run(ensure_serving(find_profile(name))))
-
-
-def _off_the_loop(work) -> None:
-    """``work()`` in a thread of its own: a browser test's Playwright keeps an event loop running in
-    this one, where asyncio.run and async_to_sync refuse to run."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from django.db import connection
-
-    def run() -> None:
-        try:
-            work()
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(1) as pool:
-        pool.submit(run).result()
-
-
 @pytest.fixture
 def endless(llama):
-    """The default profile's copy whose answers never end by themselves (``--ignore-eos``): they run
-    to their max_tokens, so an answer a test stops, cuts or opens again is still running when the
-    test acts, whatever the model would have chosen to write. Loading it unloads the default (one
-    instance at a time); the default is loaded again after."""
-    import uuid
+    """The default profile's copy whose answers run to their max_tokens (``ignoring_eos``), never taken
+    for hung (the tests freeze it on purpose)."""
+    from tests.support.profiles import ignoring_eos
 
-    from monitor.profiles.selectors import find_profile
-    from monitor.profiles.services import clone_profile, delete_profile, save_profile
-    from monitor.profiles.validation import validate_profile
-
-    profile = clone_profile(find_profile(None))
-    profile.name, profile.extra_args = f"endless-{uuid.uuid4().hex[:6]}", "--ignore-eos"
-    profile.hang_limit_s = 3600  # the tests freeze it on purpose: never taken for hung here
-    validate_profile(profile)
-    save_profile(profile)
-    _served(profile.name)
-    profile.refresh_from_db()
-    try:
+    with ignoring_eos(llama, "endless", hang_limit_s=3600) as profile:
         yield profile
-    finally:
-        if not llama.running:
-            llama.start()
-        _off_the_loop(lambda: delete_profile(profile))  # it takes the profile out of Redis's pools too
-        _served(None)
-        stack.wait_until(llama.healthy, 120, "the default profile loaded again")
 
 
 @pytest.fixture(scope="session")

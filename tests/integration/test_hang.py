@@ -12,21 +12,16 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 
 import psutil
 import pytest
-from asgiref.sync import async_to_sync
 
 from chat.models import Message
 from monitor.models import Event
-from monitor.profiles.loading import ensure_serving
 from monitor.profiles.presets import live_id_here
-from monitor.profiles.selectors import find_profile
-from monitor.profiles.services import clone_profile, delete_profile, save_profile
-from monitor.profiles.validation import validate_profile
 from monitor.serving.slot import STILL_WORKING_TIMEOUT_S
 from tests.support.client import chat_socket, events_until, login, make_user, send
+from tests.support.profiles import ignoring_eos
 from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
@@ -35,18 +30,8 @@ HANG_LIMIT_S = 4
 
 @pytest.fixture
 def freezable(llama):
-    profile = clone_profile(find_profile(None))
-    profile.name, profile.extra_args = f"freeze-{uuid.uuid4().hex[:6]}", "--ignore-eos"
-    profile.hang_limit_s = HANG_LIMIT_S
-    validate_profile(profile)
-    save_profile(profile)
-    async_to_sync(ensure_serving)(profile)
-    try:
+    with ignoring_eos(llama, "freeze", hang_limit_s=HANG_LIMIT_S) as profile:
         yield profile
-    finally:
-        delete_profile(profile)
-        async_to_sync(ensure_serving)(find_profile(None))
-        wait_until(llama.healthy, 120, "the default profile loaded again")
 
 
 def test_a_frozen_instance_is_noticed_told_restarted_and_the_next_turn_answered(llama, freezable):

@@ -14,16 +14,21 @@ from monitor.redis_clients import close_loop_clients
 pytestmark = pytest.mark.usefixtures("redis_server")
 
 
-def beat(node: str, serving: dict, router: bool = True) -> tuple[dict, dict | None]:
-    """(the recovery requests the beat took, the node's beat record as the nodes page reads it)."""
+def run(work):
+    """``work`` (a coroutine) run to its end on a loop of its own, that loop's Redis client closed after."""
 
-    async def run() -> dict:
+    async def run_and_close():
         try:
-            return await readiness.publish_beat(node, serving, router=router)
+            return await work
         finally:
             await close_loop_clients()
 
-    taken = asyncio.run(run())
+    return asyncio.run(run_and_close())
+
+
+def beat(node: str, serving: dict, router: bool = True) -> tuple[dict, dict | None]:
+    """(the recovery requests the beat took, the node's beat record as the nodes page reads it)."""
+    taken = run(readiness.publish_beat(node, serving, router=router))
     return taken, readiness.beats([node])[node]
 
 
@@ -35,37 +40,23 @@ def test_a_beat_publishes_what_the_node_serves_less_what_was_found_frozen_and_ha
     assert taken == {}
     assert record["node"] == node and record["router"] is True
     assert record["serving"] == {"chat": [2, "chat@3"], "docs": [1, "docs@1"]}
-    assert asyncio.run(_served(node, "chat")) == {node: (2, "chat@3")}
-    assert asyncio.run(_served(node, "docs")) == {node: (1, "docs@1")}
+    assert run(readiness.served_on([node], "chat")) == {node: (2, "chat@3")}
+    assert run(readiness.served_on([node], "docs")) == {node: (1, "docs@1")}
 
     # A request finds chat@3 frozen: out of its pool at once, and the next beat does not put it back.
-    asyncio.run(_request_recovery(node, "chat", "chat@3", "no answer for 20 s"))
+    run(readiness.request_recovery(node, "chat", "chat@3", "no answer for 20 s"))
     taken, record = beat(node, serving)
     assert taken == {"chat@3": "no answer for 20 s"}
     assert record["serving"] == {"docs": [1, "docs@1"]}
-    assert asyncio.run(_served(node, "chat")) == {}
+    assert run(readiness.served_on([node], "chat")) == {}
 
     # Taken once: the node restarted it, and the beat after publishes it again.
     taken, record = beat(node, serving)
     assert taken == {}
     assert record["serving"]["chat"] == [2, "chat@3"]
-    assert asyncio.run(_served(node, "chat")) == {node: (2, "chat@3")}
+    assert run(readiness.served_on([node], "chat")) == {node: (2, "chat@3")}
 
     # A router that does not answer: a beat that serves nothing, and says so.
     taken, record = beat(node, {}, router=False)
     assert record["router"] is False and record["serving"] == {}
-    assert asyncio.run(_served(node, "docs")) == {}
-
-
-async def _request_recovery(node: str, pool: str, model: str, why: str) -> None:
-    try:
-        await readiness.request_recovery(node, pool, model, why)
-    finally:
-        await close_loop_clients()
-
-
-async def _served(node: str, pool: str) -> dict:
-    try:
-        return await readiness.served_on([node], pool)
-    finally:
-        await close_loop_clients()
+    assert run(readiness.served_on([node], "docs")) == {}

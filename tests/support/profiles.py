@@ -1,0 +1,65 @@
+"""Profiles a test serves for a while: loaded off Playwright's loop, put back to the default after."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported before Django is set up (conftest)
+    from monitor.models import ServerProfile
+
+
+def off_the_loop(work: Callable[[], object]) -> None:
+    """``work()`` in a thread of its own: a browser test's Playwright keeps an event loop running in
+    this one, where asyncio.run and async_to_sync refuse to run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(run).result()
+
+
+def served(name: str | None) -> None:
+    """The named profile (the default one for None) loaded."""
+    from monitor.profiles.loading import ensure_serving
+    from monitor.profiles.selectors import find_profile
+
+    off_the_loop(lambda: asyncio.run(ensure_serving(find_profile(name))))
+
+
+@contextlib.contextmanager
+def ignoring_eos(llama, prefix: str, hang_limit_s: int) -> Iterator[ServerProfile]:
+    """A copy of the default profile whose answers never end by themselves (``--ignore-eos``): they run
+    to their max_tokens, so an answer a test stops, cuts, freezes or opens again is still running when
+    the test acts, whatever the model would have chosen to write. Loading it unloads the default (one
+    instance at a time); the default is loaded again after."""
+    from monitor.profiles.selectors import find_profile
+    from monitor.profiles.services import clone_profile, delete_profile, save_profile
+    from monitor.profiles.validation import validate_profile
+    from tests.support.stack import wait_until
+
+    profile = clone_profile(find_profile(None))
+    profile.name, profile.extra_args = f"{prefix}-{uuid.uuid4().hex[:6]}", "--ignore-eos"
+    profile.hang_limit_s = hang_limit_s
+    validate_profile(profile)
+    save_profile(profile)
+    served(profile.name)
+    profile.refresh_from_db()
+    try:
+        yield profile
+    finally:
+        if not llama.running:
+            llama.start()
+        off_the_loop(lambda: delete_profile(profile))  # it takes the profile out of Redis's pools too
+        served(None)
+        wait_until(llama.healthy, 120, "the default profile loaded again")

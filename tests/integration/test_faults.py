@@ -212,7 +212,10 @@ def test_a_web_crash_keeps_what_the_page_showed_and_frees_its_slots_at_once(prod
     stored = next(row for row in person.stored(product.var_dir) if row[0] == answer)
     whole = "".join(text for _at, text in shown)
     before = "".join(text for at, text in shown if at <= killed_at - 1.0)
-    assert stored[2].startswith(before) and whole.startswith(stored[2]), (len(before), len(stored[2]), len(whole))
+    # The page stopped reading before the kill, and a save takes the text its next frame would carry:
+    # the stored text may run a little past what the page got, and must agree with it where both have text.
+    assert stored[2].startswith(before), ("saved more than a second behind the page", len(before), len(stored[2]))
+    assert whole.startswith(stored[2]) or stored[2].startswith(whole), ("not what the page showed", stored[2], whole)
     assert (stored[3], stored[4]) == ("incomplete", INTERRUPTED)
     person.connect()
     assert person.until_done(person.ask("Say hi (after the crash).", 8), 240)["status"] == "complete"

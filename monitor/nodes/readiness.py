@@ -10,9 +10,12 @@ revision live writes it at once (``mark_ready``), not at the next beat.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import orjson
+import redis
+from redis.commands.core import Script
 
 from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
 
@@ -126,11 +129,17 @@ return recover
 """
 
 
-def _beat_call(node: str, serving: dict[str, tuple[int, str]], router: bool) -> list:
-    """The arguments of one ``_BEAT`` call."""
+def _beat_arguments(node: str, serving: dict[str, tuple[int, str]], router: bool) -> tuple[list, list]:
+    """The keys and arguments of one ``_BEAT`` call."""
     served = [value for pool, (slots, model) in serving.items() for value in (pool, slots, model)]
     keys = [ready_key(node), beat_key(node), recover_key(node)]
-    return [_BEAT, 3, *keys, READY_TTL_S, node, repr(time.time()), "1" if router else "0", *served]
+    return keys, [READY_TTL_S, node, repr(time.time()), "1" if router else "0", *served]
+
+
+@functools.cache
+def _beat_script(client: redis.Redis) -> Script:
+    """``_BEAT`` on ``client``, sent by its digest (EVALSHA; loaded again after a Redis restart)."""
+    return client.register_script(_BEAT)
 
 
 def _recovery_requests(answer: list) -> dict[str, str]:
@@ -139,15 +148,11 @@ def _recovery_requests(answer: list) -> dict[str, str]:
 
 
 def publish(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> dict[str, str]:
-    """A beat, from synchronous code (a stand-in node's thread); the recovery requests it took."""
-    return _recovery_requests(sync_client().eval(*_beat_call(node, serving, router)))
-
-
-async def publish_beat(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> dict[str, str]:
-    """The heartbeat's beat, on its own loop's client (no thread hop: it runs every HEARTBEAT_S): what the
-    node serves now, less the instances requests found frozen; returns those (model id -> why), taken
-    off the list, for the node to restart."""
-    return _recovery_requests(await _redis.get().eval(*_beat_call(node, serving, router)))
+    """A node's beat (its heartbeat's thread, or a stand-in node's in the tests): what the node serves now,
+    less the instances requests found frozen; returns those (model id -> why), taken off the list, for the
+    node to restart."""
+    keys, arguments = _beat_arguments(node, serving, router)
+    return _recovery_requests(_beat_script(sync_client())(keys=keys, args=arguments))
 
 
 def withdraw_node(node: str) -> None:

@@ -18,7 +18,6 @@ Runs in the llama-server supervisor (``manage.py run_llama_server``), beside the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -27,6 +26,7 @@ from collections.abc import Callable
 import psutil
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
@@ -45,7 +45,9 @@ MEMBERSHIP_CHECK_S = 10.0
 
 
 class Heartbeat:
-    """One thread with its own event loop; ``stop()`` ends it."""
+    """One thread; ``stop()`` ends it. A beat is plain blocking code in that thread (the placements query,
+    the Lua call, the pause on a ``threading.Event``): only the router's request runs on an event loop, one
+    kept for the thread's life, so a beat makes no hop to another thread and wakes nothing else."""
 
     def __init__(
         self,
@@ -63,38 +65,29 @@ class Heartbeat:
         self.slots: dict[str, int] = {}  # served id -> its slots (read once per id from /props)
         self.failures = 0
         self._stop = threading.Event()
-        self._loop_and_wake: tuple[asyncio.AbstractEventLoop | None, asyncio.Event | None] = (None, None)
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        loop, wake = self._loop_and_wake
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # its loop has already ended
-                loop.call_soon_threadsafe(wake.set)
+        self._stop.set()  # the pause between beats ends at once
         self._thread.join(10)
 
     def _run(self) -> None:
-        asyncio.run(self._loop())
+        with asyncio.Runner() as runner:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                try:
+                    self.beat(runner)
+                    self.failed_beats = 0
+                except Exception as error:  # Redis or the database away a moment: the next beat tries again
+                    self._failed(error)
+                finally:
+                    close_old_connections()  # as a request's end does: the settings' connection age, a broken one dropped
+                self._stop.wait(max(0.1, readiness.HEARTBEAT_S - (time.monotonic() - started)))
 
-    async def _loop(self) -> None:
-        wake = asyncio.Event()  # set by stop(): the pause between beats ends at once
-        self._loop_and_wake = asyncio.get_running_loop(), wake
-        while not self._stop.is_set():
-            started = time.monotonic()
-            try:
-                await self.beat()
-                self.failed_beats = 0
-            except Exception as error:  # Redis or the database away a moment: the next beat tries again
-                await self._failed(error)
-            pause = max(0.1, readiness.HEARTBEAT_S - (time.monotonic() - started))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), pause)
-
-    async def _failed(self, error: Exception) -> None:
+    def _failed(self, error: Exception) -> None:
         """The traceback once, a line after that; on a joined node, is it still one?"""
         if self.failed_beats == 0:
             log.warning("heartbeat failed", exc_info=True)
@@ -106,7 +99,7 @@ class Heartbeat:
             return
         self.checked_at = time.monotonic()
         try:
-            await asyncio.to_thread(membership.check, saved)
+            membership.check(saved)
         except membership.Refused as refused:
             if refused.status == 403:
                 self._stop.set()
@@ -114,12 +107,12 @@ class Heartbeat:
         except membership.Unreachable as away:
             log.warning("could not ask the main box whether this node is still one of its nodes: %s", away)
 
-    async def beat(self) -> None:
+    def beat(self, runner: asyncio.Runner) -> None:
+        """Ask the router, publish what this node serves; ``runner``: the thread's loop, for the router."""
         try:
-            async with asyncio.timeout(ROUTER_TIMEOUT_S):
-                models = await self.client.list_models()
+            models = runner.run(self._router_models())
         except (LlamaError, TimeoutError):
-            requests = await readiness.publish_beat(self.node, {}, router=False)
+            requests = readiness.publish(self.node, {}, router=False)
             self.failures += 1
             if self.failures == ROUTER_FAILURES and self.router_pid() is not None:
                 self.on_router_hung(
@@ -130,26 +123,30 @@ class Heartbeat:
                     )
                     % {"n": self.failures, "s": self.failures * readiness.HEARTBEAT_S}
                 )
-            await self._recover_all(requests)  # after the count: a deaf router's restart is not held up
+            self._recover_all(runner, requests)  # after the count: a deaf router's restart is not held up
             return
         self.failures = 0
         loaded = {model["id"] for model in models if model.get("status", {}).get("value") in ("loaded", "sleeping")}
         serving = {}
-        for name, model in (await sync_to_async(live_ids_here)()).items():
+        for name, model in live_ids_here().items():
             if model in loaded:
-                serving[name] = (await self._slots_of(model), model)
+                if model not in self.slots:
+                    self.slots[model] = runner.run(self._slots_of(model))
+                serving[name] = (self.slots[model], model)
         # Published less what requests found frozen meanwhile; those are restarted now.
-        await self._recover_all(await readiness.publish_beat(self.node, serving))
+        self._recover_all(runner, readiness.publish(self.node, serving))
 
-    async def _recover_all(self, requests: dict[str, str]) -> None:
+    async def _router_models(self) -> list[dict]:
+        async with asyncio.timeout(ROUTER_TIMEOUT_S):
+            return await self.client.list_models()
+
+    def _recover_all(self, runner: asyncio.Runner, requests: dict[str, str]) -> None:
         for model, why in requests.items():
-            await self._recover(model, why)
+            runner.run(self._recover(model, why))
 
     async def _slots_of(self, model: str) -> int:
-        if model not in self.slots:
-            props = await self.client.get_json("/props", params={"model": model})
-            self.slots[model] = int(props.get("total_slots") or 1)
-        return self.slots[model]
+        props = await self.client.get_json("/props", params={"model": model})
+        return int(props.get("total_slots") or 1)
 
     async def _recover(self, model: str, why: str) -> None:
         """Kill the frozen instance (its router sees it exit) and load the profile again; the timeline says

@@ -28,7 +28,7 @@ def run(work):
 
 def beat(node: str, serving: dict, router: bool = True) -> tuple[dict, dict | None]:
     """(the recovery requests the beat took, the node's beat record as the nodes page reads it)."""
-    taken = run(readiness.publish_beat(node, serving, router=router))
+    taken = readiness.publish(node, serving, router=router)
     return taken, readiness.beats([node])[node]
 
 

@@ -82,9 +82,8 @@ class Heartbeat:
                     self.beat(runner)
                     self.failed_beats = 0
                 except Exception as error:  # Redis or the database away a moment: the next beat tries again
+                    close_old_connections()  # a broken database connection is dropped; a sound one is kept
                     self._failed(error)
-                finally:
-                    close_old_connections()  # as a request's end does: the settings' connection age, a broken one dropped
                 self._stop.wait(max(0.1, readiness.HEARTBEAT_S - (time.monotonic() - started)))
 
     def _failed(self, error: Exception) -> None:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -196,7 +197,14 @@ class RouterSupervisor:
         self.stopping = False
         self.restart_requested = False
         self.removed = False
-        self._wake = threading.Event()
+        # The main thread sleeps on this pipe: a signal's own handler writes to it (``set_wakeup_fd``), the
+        # heartbeat's thread too (``_nudge``). Not a lock: Python runs a signal's handler between any two
+        # bytecodes of the main thread, also inside a ``threading.Event``'s own lock while it waits or
+        # clears, and an ``Event.set()`` there waits for that lock for good (a supervisor deaf to every
+        # later signal: seen once, a restart request never carried out). The handlers only set flags.
+        self._wake_r, self._wake_w = os.pipe()
+        for end in (self._wake_r, self._wake_w):
+            os.set_blocking(end, False)
 
     def _rotate_log(self) -> Path:
         path = Path(settings.LLAMA_LOG_FILE)
@@ -263,20 +271,34 @@ class RouterSupervisor:
 
     def _on_stop(self, signum, frame) -> None:
         self.stopping = True
-        self._wake.set()
 
     def _on_restart(self, signum, frame) -> None:
         self.restart_requested = True
-        self._wake.set()
 
     def _on_child(self, signum, frame) -> None:
-        self._wake.set()
+        """Nothing to do: a handled signal writes to the wake-up pipe, and ``_wait`` looks at the process."""
+
+    def _nudge(self) -> None:
+        """Wake the main thread from another thread (the heartbeat's)."""
+        with contextlib.suppress(BlockingIOError):  # full: it is awake already
+            os.write(self._wake_w, b"!")
+
+    def _sleep(self, seconds: float) -> None:
+        """Until a signal or a nudge comes, or ``seconds`` pass."""
+        select.select([self._wake_r], [], [], seconds)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Forget the wake-ups that came so far (their flags say what they asked)."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 4096):
+                pass
 
     def _on_router_hung(self, reason: str) -> None:
         """The heartbeat's request: the router accepts connections but does not answer."""
         restart_reason_path().write_text(reason)
         self.restart_requested = True
-        self._wake.set()
+        self._nudge()
 
     def _on_removed(self, message: str) -> None:
         """The heartbeat's news: the main box removed this node. Say so, leave the reason for `make node`
@@ -285,7 +307,7 @@ class RouterSupervisor:
         self.removed = True
         membership.removed_path(Path(settings.VAR_DIR)).write_text(message + "\n")
         self.stopping = True
-        self._wake.set()
+        self._nudge()
         if "SUPERVISOR_SERVER_URL" in os.environ:  # under supervisord (make node): it stops them all
             try:
                 childutils.getRPCInterface(os.environ).supervisor.shutdown()
@@ -301,21 +323,22 @@ class RouterSupervisor:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGUSR1, self._on_restart)
         signal.signal(signal.SIGCHLD, self._on_child)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
 
     def _back_off(self, seconds: float) -> None:
         """Crash loop: wait before the next start, so a broken preset does not spin the CPU. Only a
         stop or a restart request cuts it short: the exit's own SIGCHLD (set before ``_wait`` ever
-        waited, when llama-server died at once) is cleared first."""
-        self._wake.clear()
-        if not self.stopping:
-            self._wake.wait(seconds)
+        waited, when llama-server died at once) is forgotten first."""
+        self._drain()
+        deadline = time.monotonic() + seconds
+        while not self.stopping and not self.restart_requested and (left := deadline - time.monotonic()) > 0:
+            self._sleep(left)
 
     def _wait(self) -> None:
         """Until llama-server exits or a stop or restart is asked: a signal wakes it, no polling."""
         check_s = KEPT_CHECK_S if isinstance(self.process, KeptRouter) else CHILD_CHECK_S
         while self.process.poll() is None and not self.stopping and not self.restart_requested:
-            self._wake.wait(check_s)
-            self._wake.clear()
+            self._sleep(check_s)
 
     def run(self) -> None:
         self._install_signals()

@@ -6,8 +6,12 @@ llama-server's exit from SIGCHLD instead of polling for it."""
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -60,6 +64,7 @@ def watcher() -> Iterator[supervisor.RouterSupervisor]:
     """A supervisor with its signal handlers installed in this process (the test's own put back after)."""
     numbers = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGCHLD)
     saved = {number: signal.getsignal(number) for number in numbers}
+    saved_wakeup = signal.set_wakeup_fd(-1)
     watching = supervisor.RouterSupervisor("/bin/false")
     watching._install_signals()
     try:
@@ -67,6 +72,7 @@ def watcher() -> Iterator[supervisor.RouterSupervisor]:
     finally:
         for number, handler in saved.items():
             signal.signal(number, handler)
+        signal.set_wakeup_fd(saved_wakeup)
 
 
 def test_the_llama_supervisor_wakes_when_llama_server_exits(watcher, monkeypatch):
@@ -82,7 +88,8 @@ def test_a_crash_loops_back_off_is_not_cut_short_by_the_exit_itself(watcher):
     """llama-server dying at once (a broken preset) sets the wake-up before the supervisor waits for it."""
     watcher.process = subprocess.Popen(["/bin/false"])
     watcher.process.wait()  # exited, and reaped: as a poll() that finds it dead
-    assert watcher._wake.wait(5), "the exit's SIGCHLD never reached the supervisor"  # handled: the wake-up is set
+    readable, _, _ = select.select([watcher._wake_r], [], [], 5)
+    assert readable, "the exit's SIGCHLD never reached the supervisor"  # handled: the wake-up pipe has it
     watcher._wait()
     started = time.monotonic()
     watcher._back_off(1.0)
@@ -91,3 +98,42 @@ def test_a_crash_loops_back_off_is_not_cut_short_by_the_exit_itself(watcher):
     started = time.monotonic()
     watcher._back_off(30.0)  # a stop asked for: no back-off at all
     assert time.monotonic() - started < 1
+
+
+def test_a_signal_handler_of_the_supervisor_takes_no_lock(watcher):
+    """Python runs a signal's handler between any two bytecodes of the main thread, also while the code it
+    interrupted holds a lock: a handler that takes one (``threading.Event.set`` inside ``Event.wait``, as the
+    supervisor's did) waits for it for good. Seen once in a whole-suite run: a supervisor deaf to a restart
+    request. Its handlers only set flags; the signal itself wakes it (``set_wakeup_fd``)."""
+    locking: list[str] = []
+
+    def profile(frame, event, arg) -> None:
+        if event == "call" and frame.f_code.co_filename == threading.__file__:
+            locking.append(frame.f_code.co_qualname)  # Event, Condition, RLock: each takes a lock
+        elif event == "c_call" and type(getattr(arg, "__self__", None)).__name__ in ("lock", "RLock"):
+            locking.append(arg.__qualname__)
+
+    for number in (signal.SIGCHLD, signal.SIGUSR1, signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(number)
+        sys.setprofile(profile)
+        try:
+            handler(number, None)
+        finally:
+            sys.setprofile(None)
+    assert locking == []
+    assert watcher.restart_requested and watcher.stopping
+
+
+def test_a_restart_request_from_another_thread_wakes_the_supervisor_at_once(watcher, monkeypatch):
+    """The signal reaches whichever thread the kernel picks; its byte on the wake-up pipe wakes the wait."""
+    monkeypatch.setattr(supervisor, "CHILD_CHECK_S", 30.0)  # its look after a lost signal: too late to pass
+    watcher.process = subprocess.Popen(["sleep", "60"])
+    try:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        started = time.monotonic()
+        watcher._wait()
+        assert watcher.restart_requested
+        assert time.monotonic() - started < 10
+    finally:
+        watcher.process.kill()
+        watcher.process.wait()

@@ -197,11 +197,9 @@ class RouterSupervisor:
         self.stopping = False
         self.restart_requested = False
         self.removed = False
-        # The main thread sleeps on this pipe: a signal's own handler writes to it (``set_wakeup_fd``), the
-        # heartbeat's thread too (``_nudge``). Not a lock: Python runs a signal's handler between any two
-        # bytecodes of the main thread, also inside a ``threading.Event``'s own lock while it waits or
-        # clears, and an ``Event.set()`` there waits for that lock for good (a supervisor deaf to every
-        # later signal: seen once, a restart request never carried out). The handlers only set flags.
+        # The main thread sleeps on this pipe, which a handled signal (``set_wakeup_fd``) and the heartbeat
+        # (``_nudge``) write to. The handlers only set flags: one runs between any two bytecodes, also inside
+        # a lock the main thread holds, and an ``Event.set()`` there deadlocked the supervisor (seen once).
         self._wake_r, self._wake_w = os.pipe()
         for end in (self._wake_r, self._wake_w):
             os.set_blocking(end, False)
@@ -288,8 +286,7 @@ class RouterSupervisor:
         select.select([self._wake_r], [], [], seconds)
         self._drain()
 
-    def _drain(self) -> None:
-        """Forget the wake-ups that came so far (their flags say what they asked)."""
+    def _drain(self) -> None:  # the wake-ups so far: their flags say what they asked
         with contextlib.suppress(BlockingIOError):
             while os.read(self._wake_r, 4096):
                 pass

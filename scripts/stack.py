@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from monitor.llama.binary import without_amx_repack  # noqa: E402
 from scripts.leftovers import (  # noqa: E402
     Leftover,
     describe,
@@ -74,6 +75,7 @@ def prepare_common() -> dict:
 
     step("llama-server")
     env["LLAMA_SERVER_BIN"] = llama_binary()
+    without_amx_repack(env)  # for every program (monitor.llama.binary says why)
     print(f"    {env['LLAMA_SERVER_BIN']}")
 
     step("default model (Gemma 3 270M Q4_K_M)")

@@ -23,6 +23,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from monitor.llama.binary import without_amx_repack  # noqa: E402
 from scripts.local_services import (  # noqa: E402
     ensure_default_model,
     free_port,
@@ -56,6 +57,7 @@ def configure_environment(run_dir: Path, *, parallel: int = 2) -> dict:
     env["PYTHONUNBUFFERED"] = "1"
     # llama-server's /slots then shows each slot's prompt as its template rendered it (tests read it).
     env["LLAMA_SERVER_SLOTS_DEBUG"] = "1"
+    without_amx_repack(env)  # every llama-server a test or bench starts (monitor.llama.binary says why)
     if not env.get("LLAMA_SERVER_BIN"):
         result = subprocess.run(
             [sys.executable, str(ROOT / "scripts" / "build_llama_server.py")],

@@ -281,7 +281,11 @@ def threads_part() -> dict:
     candidates = sorted({1, *range(2, (os.cpu_count() or 1) + 1)})
     argv = [str(bench), "-m", str(model), "-p", "0", "-n", "64", "-r", "3", "-o", "json"]
     argv += ["-t", ",".join(str(n) for n in candidates)]
-    result = subprocess.run(argv, check=True, capture_output=True, text=True, env=llama_environment(), timeout=300)
+    env = llama_environment()
+    # As the server runs on an AMX host (monitor.llama.binary); llama-bench reads no LLAMA_ARG_*.
+    if env.get("LLAMA_ARG_REPACK") == "false":
+        argv += ["--repack", "0"]
+    result = subprocess.run(argv, check=True, capture_output=True, text=True, env=env, timeout=300)
     figures = {}
     for row in json.loads(result.stdout):
         figures[f"threads_{row['n_threads']}_tps"] = f"{row['avg_ts']:.1f}"

@@ -7,12 +7,14 @@ Messages are made with the ORM: nothing here depends on what the model writes.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import sqlite3
 
 import pytest
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
 from chat.conversations import editing, export, search, services
 from chat.conversations.context import fit_messages, with_system_prompt
@@ -109,6 +111,33 @@ def test_the_index_follows_create_update_and_delete():
     assert found(user, "pyromorphite") == [str(conversation.id)]
     services.delete_conversation(user, conversation.id)
     assert found(user, "pyromorphite") == []
+    index_is_consistent()
+
+
+def test_a_streaming_answer_is_indexed_once_it_ends_not_at_each_save():
+    """Saves every 0.6 s would re-index the growing text each time (work that grows with the square of
+    the answer's length): the index takes an answer in when it ends, and is consistent meanwhile."""
+    user = make_user()
+    conversation = conversation_with(user, ("question", "an older answer"))
+    answer = Message.objects.create(conversation=conversation, role="assistant", status="streaming")
+    services.save_progress(answer.id, "so far: vanadinite", "")
+    index_is_consistent()
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:  # the index holds nothing of it yet: no delete, no insert
+            cursor.execute("SELECT count(*) FROM chat_message_fts WHERE chat_message_fts MATCH '\"vanadinite\"'")
+            assert cursor.fetchone()[0] == 0
+    services.save_progress(answer.id, "so far: vanadinite and descloizite", "")
+    index_is_consistent()
+    services.finish_message(answer.id, content="vanadinite and descloizite", reasoning="", status="stopped")
+    assert found(user, "descloizite") == [str(conversation.id)]
+    index_is_consistent()
+    # An answer left streaming by a web process that died is taken in when the sweep marks it incomplete.
+    left = Message.objects.create(conversation=conversation, role="assistant", status="streaming")
+    services.save_progress(left.id, "cut off while writing about mottramite", "")
+    Message.objects.filter(id=left.id).update(updated_at=timezone.now() - dt.timedelta(hours=1))
+    services.mark_orphaned_streams(older_than_s=60)
+    assert Message.objects.get(id=left.id).status == "incomplete"
+    assert found(user, "mottramite") == [str(conversation.id)]
     index_is_consistent()
 
 

@@ -1,6 +1,6 @@
 """An idle Celery worker for bench/patches_bench.py (not the product): `python patches_bench_worker.py VARIANT`.
 
-The product's Celery app and worker options (solo pool, as the watchdog's worker; no gossip, mingle
+The product's Celery app and worker options (solo pool; no gossip, mingle
 or heartbeat), consuming a queue of its own that nobody sends to, its broker connection either:
 
 - ``kombu``: kombu's Redis transport as it comes;

@@ -1,7 +1,7 @@
 """Faults under `make run`'s supervisord: each part killed for real, the time until chat answers again.
 
 The whole product runs under the generated supervisord configuration (Redis, the
-llama-server supervisor, Daphne, the worker, the watchdog's worker, beat, the sampler)
+llama-server supervisor, Daphne, the worker, beat, the sampler)
 in a private folder. For each part in turn, while a person's answer is streaming over
 the chat socket: SIGKILL the part, send another question while it is down (where the
 page can: not while the web server itself is), then time until supervisord shows the

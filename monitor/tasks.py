@@ -11,7 +11,6 @@ import logging
 from datetime import timedelta
 from pathlib import Path
 
-import redis
 from asgiref.sync import async_to_sync
 from celery import shared_task
 from django.conf import settings
@@ -24,13 +23,10 @@ from monitor.maintenance.backup import create_backup, prune_backups
 from monitor.models import DownloadJob, MetricMinute, ServerProfile
 from monitor.nodes import model_files
 from monitor.nodes.registry import local_node, node_queue, nodes_serving
-from monitor.nodes.selectors import joined_nodes_up
 from monitor.profiles import services
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import load_profile as load
 from monitor.profiles.loading import unload_profile as unload_named
-from monitor.router.watchdog import run_watchdog
-from monitor.telemetry.health import record_beat_tick
 from monitor.telemetry.selftest import run_self_test as self_test
 
 log = logging.getLogger(__name__)
@@ -58,28 +54,6 @@ def resume_stalled_downloads(older_than_s: float | None = None) -> list[int]:
     for job_id in stalled:
         send_download(download_jobs.restart_job(job_id))
     return stalled
-
-
-@shared_task(name="monitor.tasks.watchdog", ignore_result=True)
-def watchdog() -> list[str]:
-    """Health of llama-server and its profiles; restarts what died (see monitor.router.watchdog).
-    Beat schedules it, so it is also beat's heartbeat: the health checks read when it last ran."""
-    try:
-        record_beat_tick()
-    except redis.RedisError:  # the health checks will say beat is late; the check itself still runs
-        log.warning("could not stamp beat's heartbeat", exc_info=True)
-    try:
-        for name in joined_nodes_up():  # a node that is down gets none: its checks would only pile up
-            node_watchdog.apply_async(queue=node_queue(name), expires=float(settings.WATCHDOG_INTERVAL_S))
-    except redis.RedisError:
-        log.warning("could not send the nodes' watchdog checks", exc_info=True)
-    return run_watchdog()
-
-
-@shared_task(name="monitor.tasks.node_watchdog", ignore_result=True)
-def node_watchdog() -> list[str]:
-    """On a joined node (its own queue): the same checks of its own llama-server as the main box's."""
-    return run_watchdog()
 
 
 @shared_task(name="monitor.tasks.nightly_backup", ignore_result=True)

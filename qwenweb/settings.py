@@ -231,7 +231,8 @@ PROFILE_LOAD_TIMEOUT_S = env_int("QWENWEB_PROFILE_LOAD_TIMEOUT_S", 600)
 # After a change goes live, answers still being written by the old revision get this long to finish.
 PROFILE_DRAIN_S = env_int("QWENWEB_PROFILE_DRAIN_S", 60)
 LLAMA_LOG_FILE = VAR_DIR / "log" / "llama-server.log"
-# The watchdog checks llama-server this often and restarts it when it stopped answering.
+# Each node's watchdog (in its llama-server supervisor) looks this often for a startup profile whose
+# instance died, and loads it again; 0: never (monitor.router.watchdog).
 WATCHDOG_INTERVAL_S = env_int("QWENWEB_WATCHDOG_INTERVAL_S", 15)
 # "HH:MM" (server time): restart llama-server once a day (slow VRAM growth on some drivers); empty: never.
 LLAMA_DAILY_RESTART = os.environ.get("QWENWEB_DAILY_RESTART", "")
@@ -372,6 +373,11 @@ def daily_at(at: str) -> crontab:
         raise ImproperlyConfigured(f"QWENWEB_BACKUP_AT must be HH:MM, not {at!r}") from error
 
 
+# Beat stamps its own heartbeat for the health checks at each wake, and wakes at least this often
+# (its 30 s tasks wake it as often: no wake-up of its own); the health checks allow 2.5 times it.
+BEAT_STAMP_S = 30.0
+CELERY_BEAT_SCHEDULER = "monitor.telemetry.beat:StampingScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = BEAT_STAMP_S
 # Every periodic task, in one place (Celery beat). Task names are pinned in each tasks module.
 CELERY_BEAT_SCHEDULE = {
     # What these return is for a caller who asks (the tests), not stored every time beat runs them.
@@ -383,13 +389,6 @@ CELERY_BEAT_SCHEDULE = {
             ("resume-stalled-documents", "chat.tasks.resume_stalled_documents", 30.0),
             ("prune-metric-history", "monitor.tasks.prune_metric_history", 3600.0),
         ]
-    },
-    # The watchdog has a worker of its own (supervisord program "watchdog"): long downloads and summaries
-    # never hold it up. Each check also stamps beat's heartbeat for the health checks.
-    "llama-watchdog": {
-        "task": "monitor.tasks.watchdog",
-        "schedule": float(WATCHDOG_INTERVAL_S),
-        "options": {"queue": "watchdog", "expires": float(WATCHDOG_INTERVAL_S)},
     },
     **(
         {"nightly-backup": {"task": "monitor.tasks.nightly_backup", "schedule": daily_at(BACKUP_AT)}}

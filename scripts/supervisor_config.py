@@ -76,9 +76,6 @@ def programs(env: dict, *, with_redis: bool, node: bool = False) -> list[Program
             "documents", [*background, *celery, "worker", "--loglevel", "INFO", *DOCUMENTS_QUEUE, *QUIET], priority=40
         ),
         Program(
-            "watchdog", [*background, *celery, "worker", "--loglevel", "INFO", *WATCHDOG_QUEUE, *QUIET], priority=40
-        ),
-        Program(
             "beat", [*background, *celery, "beat", "--loglevel", "INFO", "--schedule", f"{var_dir}/celerybeat-schedule"]
         ),
         sampler,
@@ -108,7 +105,6 @@ BACKGROUND_NICE = 10
 QUIET = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
 # Document reading and summaries (settings.CELERY_TASK_ROUTES): two at once, beside the default worker's two.
 DOCUMENTS_QUEUE = ["--queues", "documents", "--concurrency", "2", "--hostname", "documents@%h"]
-WATCHDOG_QUEUE = ["--queues", "watchdog", "--pool", "solo", "--hostname", "watchdog@%h"]
 
 
 def argv_line(argv: list[str]) -> str:

@@ -330,8 +330,8 @@ async def fetch(exchange: Exchange, *, deadline_s: float | None = None) -> bytes
 
     The small requests every part of the app makes (the router's ``/models``, ``/metrics``,
     ``/slots``) cost about 0.2 ms of CPU this way against 1-3 ms through httpx's pool, whose kept
-    connections llama-server drops after 5 idle seconds: the watchdog asks every 15 s, the sampler
-    every 10 s while no dashboard is open, the gateway before each answer."""
+    connections llama-server drops after 5 idle seconds: the sampler asks every 10 s while no
+    dashboard is open, the gateway before each answer."""
     try:
         async with asyncio.timeout(deadline_s):
             await exchange.open()

@@ -52,12 +52,6 @@ def node_rows() -> list[NodeRow]:
     ]
 
 
-def joined_nodes_up() -> list[str]:
-    """The joined nodes (not this box's own) whose heartbeat is alive."""
-    names = list(Node.objects.filter(is_local=False).values_list("name", flat=True))
-    return [name for name, beat in readiness.beats(names).items() if beat is not None]
-
-
 def open_tokens() -> list[JoinToken]:
     """Join tokens not used and not revoked (an expired one is listed until revoked: it says so)."""
     return list(JoinToken.objects.filter(used_at__isnull=True, revoked_at__isnull=True).select_related("created_by"))

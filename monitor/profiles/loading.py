@@ -237,7 +237,7 @@ async def trim(client: LlamaClient, *, keep: str) -> list[str]:
     while len(extra) + 1 > settings.LLAMA_MODELS_MAX and extra:
         model_id = extra.pop(0)
         if await _busy(client, model_id):
-            continue  # answering someone: the watchdog unloads it once it is idle
+            continue  # answering someone: left loaded, for the next load's trim
         parsed = parse_served_id(model_id)
         if parsed:
             await readiness.withdraw(settings.NODE_NAME, parsed[0], model_id)

@@ -22,7 +22,7 @@ NodeStatuses = dict[str, tuple[dict[str, dict], str]]
 # How old a router's answer may be for a page's poll (profiles.js): however many tabs follow a load, each
 # router is asked about once in this long. A page drawn after an action asks afresh.
 POLL_STATUS_AGE_S = 2.0
-# Overall states that change by themselves: a load under way, llama-server down (the watchdog restarts it).
+# Overall states that change by themselves: a load under way, llama-server down (its supervisor restarts it).
 MOVING_STATES = ("loading", "down")
 SERVING_STATES = ("loaded", "sleeping", "loading")
 LOAD_ENDED = (Event.Kind.PROFILE_LOADED, Event.Kind.PROFILE_FAILED)

@@ -1,1 +1,1 @@
-"""Keeping llama-server's router alive: the supervisor process, the watchdog, the router's log."""
+"""Keeping llama-server's router alive: the supervisor process, its heartbeat and watchdog, the router's log."""

@@ -7,7 +7,9 @@ Runs in the llama-server supervisor (``manage.py run_llama_server``), beside the
   the fair queue hands out slots from that alone, so a node that stops beating (killed, frozen, cut
   off) drops out of every pool within ``READY_TTL_S``;
 - a router that accepts connections but does not answer ``ROUTER_FAILURES`` beats in a row is
-  restarted (``on_router_hung``);
+  restarted (``ask_restart``);
+- every ``WATCHDOG_INTERVAL_S`` its watchdog reads the same model list: a startup profile whose instance
+  died is loaded again, and the daily restart is asked (``monitor.router.watchdog``);
 - a model instance a request found frozen (``request_recovery``: nothing came for the hang limit and
   it did not answer a check) is killed and loaded again, and the timeline says so;
 - on a joined node, a beat that fails (Redis or the database refusing it) asks the main box whether
@@ -37,6 +39,7 @@ from monitor.models import Event, ServerProfile
 from monitor.nodes import membership, readiness
 from monitor.profiles.loading import ensure_serving, wait_gone
 from monitor.profiles.presets import live_ids_here, parse_served_id
+from monitor.router.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 ROUTER_TIMEOUT_S = 2.0
@@ -52,18 +55,19 @@ class Heartbeat:
     def __init__(
         self,
         router_pid: Callable[[], int | None],
-        on_router_hung: Callable[[str], None],
+        ask_restart: Callable[[str], None],
         on_removed: Callable[[str], None] = lambda message: None,
     ):
         self.node = settings.NODE_NAME
         self.router_pid = router_pid
-        self.on_router_hung = on_router_hung
+        self.ask_restart = ask_restart
         self.on_removed = on_removed
         self.failed_beats = 0
         self.checked_at = 0.0
         self.client = LlamaClient(timeout=ROUTER_TIMEOUT_S)
         self.slots: dict[str, int] = {}  # served id -> its slots (read once per id from /props)
         self.failures = 0
+        self.watchdog = Watchdog(ask_restart)  # its daily restart is asked the same way
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="heartbeat", daemon=True)
 
@@ -114,7 +118,7 @@ class Heartbeat:
             requests = readiness.publish(self.node, {}, router=False)
             self.failures += 1
             if self.failures == ROUTER_FAILURES and self.router_pid() is not None:
-                self.on_router_hung(
+                self.ask_restart(
                     ngettext(
                         "llama-server did not answer %(n)d check in a row (%(s).0f s).",
                         "llama-server did not answer %(n)d checks in a row (%(s).0f s).",
@@ -134,6 +138,8 @@ class Heartbeat:
                 serving[name] = (self.slots[model], model)
         # Published less what requests found frozen meanwhile; those are restarted now.
         self._recover_all(runner, readiness.publish(self.node, serving))
+        if self.watchdog.due():
+            self.watchdog.look(models)
 
     async def _router_models(self) -> list[dict]:
         async with asyncio.timeout(ROUTER_TIMEOUT_S):

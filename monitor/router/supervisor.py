@@ -3,8 +3,8 @@
 The router itself loads, unloads and restarts model instances; this process only keeps
 the router alive: it writes the presets, starts the router with an argv list (the API
 key in the environment) writing to the log the admin pages read, records each start and
-restart on the timeline, and restarts it on SIGUSR1 (the watchdog's request, with the
-reason in a file beside the pid file).
+restart on the timeline, and restarts it when its heartbeat asks (a router that stopped answering, the
+watchdog's daily restart) or on SIGUSR1 (``request_restart``, with the reason in a file beside the pid file).
 
 A supervisor that is killed (SIGKILL, out of memory) leaves its router running, with its loaded models
 and the answers streaming from them. The supervisor started in its place keeps that router when it is
@@ -291,8 +291,9 @@ class RouterSupervisor:
             while os.read(self._wake_r, 4096):
                 pass
 
-    def _on_router_hung(self, reason: str) -> None:
-        """The heartbeat's request: the router accepts connections but does not answer."""
+    def _ask_restart(self, reason: str) -> None:
+        """The heartbeat's request (a router that accepts connections but does not answer) or its
+        watchdog's (the daily restart)."""
         restart_reason_path().write_text(reason)
         self.restart_requested = True
         self._nudge()
@@ -347,7 +348,7 @@ class RouterSupervisor:
             self.process = KeptRouter(kept)  # this process's to stop from now on, even if asked to at once
         reason = ""
         quick_exits = 0
-        heartbeat = Heartbeat(self._router_pid, self._on_router_hung, self._on_removed)
+        heartbeat = Heartbeat(self._router_pid, self._ask_restart, self._on_removed)
         heartbeat.start()
         try:
             while not self.stopping:

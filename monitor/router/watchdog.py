@@ -1,51 +1,38 @@
-"""The watchdog: is llama-server answering, are the profiles that should serve loaded, is it restart time?
+"""The watchdog: are the profiles that should serve on this node loaded, is it restart time?
 
-Run every few seconds by Celery beat on the main box, and on each joined node that is up by its own
-worker (``monitor.tasks.node_watchdog``, sent to its queue): each checks its own router, with counters of
-its own in Redis. The supervisor restarts a router that exits;
-the watchdog covers what a process manager cannot see: a router that still runs but
-no longer answers, a model instance that died inside it, and the optional daily restart.
+It runs in each node's llama-server supervisor, from the heartbeat, every ``WATCHDOG_INTERVAL_S``
+(0: never), and reads the model list the heartbeat's beat has just asked the router for: it makes no
+request of its own. The supervisor restarts a router that exits, the heartbeat one that stops
+answering (``ROUTER_FAILURES`` beats); the watchdog covers a model instance that died inside a
+router that still runs (killed, crashed, out of memory), and the optional daily restart.
+
+A reload runs in a thread of its own (one at a time), so a load that takes minutes never holds up
+the beats that keep the node's other profiles in their pools.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
+import threading
+import time
+from collections.abc import Callable
 
-import redis
-from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import close_old_connections
 from django.utils import timezone
 from django.utils.translation import gettext as _
-from django.utils.translation import ngettext
 
 from monitor import timeline
-from monitor.llama.client import LlamaClient, run_with_client
-from monitor.llama.errors import LlamaError
-from monitor.models import Event
+from monitor.llama.client import run_with_client
+from monitor.models import Event, ServerProfile
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import ensure_serving
 from monitor.profiles.presets import live_id
 from monitor.profiles.selectors import startup_placements
-from monitor.profiles.status import router_status
-from monitor.router.supervisor import request_restart
 
 log = logging.getLogger(__name__)
-FAILURES_KEY = "qwenweb:watchdog:failures:{node}"
-DAILY_KEY = "qwenweb:watchdog:daily:{node}"
-FAILURES_BEFORE_RESTART = 2
 RETRY_AFTER_FAILURE_S = 300
-
-
-def _redis() -> redis.Redis:
-    return _client(settings.REDIS_URL)
-
-
-@functools.cache
-def _client(url: str) -> redis.Redis:
-    """Kept for the worker's life: a check every few seconds reuses one connection."""
-    return redis.Redis.from_url(url, socket_timeout=5)
 
 
 def daily_restart_due(now: dt.datetime, at: str, last_done: str | None) -> bool:
@@ -64,41 +51,70 @@ def _failed_recently(name: str) -> bool:
     return Event.objects.filter(profile=name, kind=Event.Kind.PROFILE_FAILED, created_at__gte=since).exists()
 
 
-async def _check(client: LlamaClient) -> list[str]:
-    notes: list[str] = []
-    store = _redis()
-    try:
-        statuses = await router_status(client, fresh=True)
-    except LlamaError:
-        failures_key = FAILURES_KEY.format(node=settings.NODE_NAME)
-        failures = store.incr(failures_key)
-        store.expire(failures_key, 3600)
-        if failures % FAILURES_BEFORE_RESTART == 0:  # every second failed check, for as long as it lasts
-            reason = ngettext(
-                "llama-server did not answer %(n)d check in a row.",
-                "llama-server did not answer %(n)d checks in a row.",
-                failures,
-            ) % {"n": failures}
-            if request_restart(reason):
-                notes.append("restart requested")
-            else:
-                await sync_to_async(timeline.record)(
-                    Event.Kind.SERVER_DOWN,
-                    _("llama-server is not answering and no supervisor is running to restart it."),
-                    level=Event.Level.ERROR,
-                )
-                notes.append("down, no supervisor")
-        return notes or ["unreachable"]
-    store.delete(FAILURES_KEY.format(node=settings.NODE_NAME))
-    for placement in await sync_to_async(startup_placements)():
-        profile = placement.profile
-        status = statuses.get(live_id(profile, placement), {})
+def died(models: list[dict]) -> list[tuple[ServerProfile, dict]]:
+    """The startup profiles (the default, those loaded on start) whose live instance on this node
+    died, with its status, from the router's model list."""
+    statuses = {model.get("id"): model.get("status") or {} for model in models}
+    dead = []
+    for placement in startup_placements():
+        status = statuses.get(live_id(placement.profile, placement), {})
         if status.get("value") == "unloaded" and status.get("failed"):
-            if await sync_to_async(_failed_recently)(profile.name):
-                notes.append(f"{profile.name} failed to load lately; not retried yet")
-                continue
+            dead.append((placement.profile, status))
+    return dead
+
+
+class Watchdog:
+    """Kept by the heartbeat; ``look`` runs in the heartbeat's thread, after a beat that reached the router."""
+
+    def __init__(self, ask_restart: Callable[[str], None]):
+        self.ask_restart = ask_restart
+        self.interval_s = float(settings.WATCHDOG_INTERVAL_S)
+        self.next_at = time.monotonic() + self.interval_s
+        # The date of the last daily restart: a supervisor started after the day's time has just started
+        # (or kept) its router, which counts as that day's restart.
+        now = timezone.localtime()
+        at = settings.LLAMA_DAILY_RESTART
+        self.daily_done = now.date().isoformat() if at and daily_restart_due(now, at, None) else None
+        self.reloading: threading.Thread | None = None
+
+    def due(self) -> bool:
+        return self.interval_s > 0 and time.monotonic() >= self.next_at
+
+    def look(self, models: list[dict]) -> list[str]:
+        """What it found and did, as notes (logged when not "ok"); a reload starts in its thread."""
+        self.next_at = time.monotonic() + self.interval_s
+        notes: list[str] = []
+        if self.reloading is not None and self.reloading.is_alive():
+            notes.append("a reload is under way")
+        else:
+            dead = []
+            for profile, status in died(models):
+                if _failed_recently(profile.name):
+                    notes.append(f"{profile.name} failed to load lately; not retried yet")
+                else:
+                    dead.append((profile, status))
+            if dead:
+                notes += [f"reloading {profile.name}" for profile, _status in dead]
+                self.reloading = threading.Thread(target=reload_all, args=(dead,), name="watchdog", daemon=True)
+                self.reloading.start()
+        if settings.LLAMA_DAILY_RESTART:
+            now = timezone.localtime()
+            if daily_restart_due(now, settings.LLAMA_DAILY_RESTART, self.daily_done):
+                self.daily_done = now.date().isoformat()
+                self.ask_restart(_("daily restart at %(at)s") % {"at": settings.LLAMA_DAILY_RESTART})
+                notes.append("daily restart")
+        for note in notes:
+            log.info("watchdog: %s", note)
+        return notes or ["ok"]
+
+
+def reload_all(dead: list[tuple[ServerProfile, dict]]) -> list[str]:
+    """Record each death on the timeline and load the profile again; what happened, one note each."""
+    notes = []
+    try:
+        for profile, status in dead:
             # It was started and died (killed, crashed, out of memory): bring it back.
-            await sync_to_async(timeline.record)(
+            timeline.record(
                 Event.Kind.SERVER_RESTARTED,
                 _("%(name)s stopped (exit code %(code)s); the watchdog loads it again.")
                 % {"name": profile.name, "code": status.get("exit_code")},
@@ -106,20 +122,13 @@ async def _check(client: LlamaClient) -> list[str]:
                 profile=profile.name,
             )
             try:
-                await ensure_serving(profile, client)
+                run_with_client(lambda client, profile=profile: ensure_serving(profile, client))
                 notes.append(f"reloaded {profile.name}")
             except LoadFailed as error:
                 notes.append(f"reload of {profile.name} failed: {error}")
-    if settings.LLAMA_DAILY_RESTART:
-        now = timezone.localtime()
-        daily_key = DAILY_KEY.format(node=settings.NODE_NAME)
-        last = store.get(daily_key)
-        if daily_restart_due(now, settings.LLAMA_DAILY_RESTART, last.decode() if last else None):
-            store.set(daily_key, now.date().isoformat())
-            if request_restart(_("daily restart at %(at)s") % {"at": settings.LLAMA_DAILY_RESTART}):
-                notes.append("daily restart")
-    return notes or ["ok"]
-
-
-def run_watchdog() -> list[str]:
-    return run_with_client(_check, timeout=10)
+            log.info("watchdog: %s", notes[-1])
+    except Exception:  # the database or the router away a moment: the next look tries again
+        log.warning("the watchdog's reload failed", exc_info=True)
+    finally:
+        close_old_connections()
+    return notes

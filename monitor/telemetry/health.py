@@ -4,9 +4,9 @@ every inference node.
 
 All checks run at once, each with a short timeout, so a part that hangs (a stopped
 process, a full disk) is reported as down within ``HEALTH_TIMEOUT_S`` instead of
-holding up the answer. Beat proves it ticks through the watchdog's check, which it schedules
-every ``WATCHDOG_INTERVAL_S`` and which stamps a heartbeat first; the sampler
-through the time of its newest live sample. Used by ``/healthz`` (ok or not, no
+holding up the answer. Beat proves it ticks through the heartbeat its scheduler stamps at least
+every ``BEAT_STAMP_S`` (``monitor.telemetry.beat``); the sampler through the time of its newest live
+sample. Used by ``/healthz`` (ok or not, no
 detail), the staff health page and ``manage.py health``.
 
 The verdict (``/healthz``) counts the required parts only: the app's own (database, Redis, the
@@ -43,7 +43,6 @@ from monitor.telemetry.live import live_key
 from monitor.telemetry.node_status import Beat, add_live_reads, live_from, main_node, node_rows, node_views
 
 BEAT_KEY = "qwenweb:health:beat"
-WATCHDOG_WORKER_PREFIX = "watchdog@"
 DOCUMENTS_WORKER_PREFIX = "documents@"
 
 
@@ -63,12 +62,12 @@ def _redis() -> redis.Redis:
 
 @functools.cache
 def _client(url: str, timeout: float) -> redis.Redis:
-    """Kept for the process: each check (and each watchdog run's heartbeat) reuses its connection."""
+    """Kept for the process: each check (and each of beat's stamps) reuses its connection."""
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 def record_beat_tick() -> None:
-    """Beat's heartbeat (stamped by the watchdog task it schedules): the time it last ran."""
+    """Beat's heartbeat (stamped by its scheduler, ``monitor.telemetry.beat``): the time it last ran."""
     _redis().set(BEAT_KEY, str(time.time()), ex=3600)
 
 
@@ -91,17 +90,15 @@ def check_redis() -> list[Part]:
 
 
 def check_workers() -> list[Part]:
-    """The default worker, the documents' and the watchdog's, by the hostnames that answer a ping."""
+    """The default worker and the documents', by the hostnames that answer a ping."""
     replies = current_app.control.ping(timeout=settings.HEALTH_TIMEOUT_S * 0.6) or []
     hosts = sorted(host for reply in replies for host in reply)
-    watchdog = [host for host in hosts if host.startswith(WATCHDOG_WORKER_PREFIX)]
     documents = [host for host in hosts if host.startswith(DOCUMENTS_WORKER_PREFIX)]
-    default = [host for host in hosts if host not in watchdog and host not in documents]
+    default = [host for host in hosts if host not in documents]
     silent = _("no answer to a ping")
     return [
         Part("worker", bool(default), ", ".join(default) or silent),
         Part("documents worker", bool(documents), ", ".join(documents) or silent),
-        Part("watchdog worker", bool(watchdog), ", ".join(watchdog) or silent),
     ]
 
 
@@ -114,7 +111,7 @@ def _fresh(name: str, stamp: float | None, limit_s: float) -> Part:
 
 def check_beat() -> list[Part]:
     stamp = _redis().get(BEAT_KEY)
-    return [_fresh("beat", float(stamp) if stamp else None, settings.WATCHDOG_INTERVAL_S * 2.5)]
+    return [_fresh("beat", float(stamp) if stamp else None, settings.BEAT_STAMP_S * 2.5)]
 
 
 def check_sampler() -> list[Part]:

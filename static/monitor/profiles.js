@@ -1,5 +1,5 @@
 // Live profile status, from /monitor/profiles/status.json, asked for only while something on the page is in
-// motion: a profile loading, llama-server down (the watchdog is restarting it) or a load or unload this
+// motion: a profile loading, llama-server down (its supervisor is restarting it) or a load or unload this
 // admin just started. The server says which (in_motion); once everything has settled the page stops asking.
 (function () {
   "use strict";

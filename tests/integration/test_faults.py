@@ -2,8 +2,7 @@
 
 The whole product runs under `make run`'s generated supervisord configuration in a private
 folder (its own database, Redis, llama-server, ports). For each part in turn (web, worker,
-the watchdog's worker, beat, sampler, Redis, the llama-server router, the llama-server
-supervisor): a long answer is streaming (its first token seen) and a document is being
+beat, sampler, Redis, the llama-server router, the llama-server supervisor): a long answer is streaming (its first token seen) and a document is being
 summarized; the part is SIGKILLed; supervisord starts it again under a new pid and the
 timeline says so; the person's page learns what became of the answer (for the web server:
 the reconnected socket's stored state names the interruption); a new question is answered;

@@ -5,6 +5,7 @@ real (the sampler, the worker) shown as down, a stopped (SIGSTOP) web server cau
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,8 @@ import pytest
 from django.conf import settings
 
 from monitor.models import Node, Placement, ServerProfile
+from monitor.redis_clients import sync_client
+from monitor.telemetry.health import BEAT_KEY
 from scripts.supervisor_config import programs
 from tests.support.client import base_url, login, make_user
 from tests.support.node_box import NodeBox
@@ -28,14 +31,14 @@ def _program_argv(name: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def beat_and_watchdog(run_dir, redis_server):
-    """Beat and the watchdog's own worker (the session fixtures run neither), for this module only."""
-    started = [Service(name, _program_argv(name), run_dir) for name in ("beat", "watchdog")]
-    for service in started:
-        service.start()
-    yield started
-    for service in started:
-        service.stop()
+def beat(run_dir, redis_server):
+    """Beat as `make run` starts it (the session fixtures do not), for this module only; no stamp of an
+    earlier beat left: what the checks read is this one's scheduler's."""
+    sync_client().delete(BEAT_KEY)
+    service = Service("beat", _program_argv("beat"), run_dir)
+    service.start()
+    yield service
+    service.stop()
 
 
 def parts(client) -> dict[str, bool]:
@@ -48,7 +51,7 @@ def manage_health(timeout: float = 30) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def everything(web_server, celery_worker, sampler, llama, beat_and_watchdog):
+def everything(web_server, celery_worker, sampler, llama, beat):
     wait_until(lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 200, 40, "every part healthy")
 
 
@@ -67,7 +70,6 @@ def test_healthz_and_the_staff_view_of_every_part(everything):
         "redis",
         "worker",
         "documents worker",
-        "watchdog worker",
         "beat",
         "sampler",
         "llama-server",
@@ -93,7 +95,7 @@ def test_killed_sampler_and_worker_show_as_down(everything, sampler, celery_work
         wait_until(lambda: not parts(admin)["sampler"], within + 5, "sampler shown down")
         assert time.monotonic() - started < within
         state = parts(admin)
-        assert state["worker"] is False and state["watchdog worker"] is True and state["redis"] is True
+        assert state["worker"] is False and state["beat"] is True and state["redis"] is True
         page = admin.get("/monitor/health/")
         assert "Some parts are down" in page.text
         assert httpx.get(base_url() + "/healthz", timeout=5).text == "not ok\n"
@@ -107,6 +109,25 @@ def test_killed_sampler_and_worker_show_as_down(everything, sampler, celery_work
 
         wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker")
     wait_until(lambda: all(parts(admin).values()), 20, "parts back up")
+
+
+def test_a_stopped_beat_is_shown_late_once_its_stamp_is_older_than_it_allows(everything, beat):
+    """Beat stamps its heartbeat from its own scheduler, whatever the workers do: frozen, it stamps no
+    more (the stamp is set back here rather than waited for: 2.5 times BEAT_STAMP_S)."""
+    admin = login(make_user(is_staff=True))
+    os.kill(beat.process.pid, signal.SIGSTOP)
+    try:
+        sync_client().set(BEAT_KEY, str(time.time() - settings.BEAT_STAMP_S * 2.5 - 5))
+        state = {part["name"]: part for part in admin.get("/monitor/health.json").json()["parts"]}
+        assert state["beat"]["ok"] is False and re.fullmatch(r"last (8\d) s ago", state["beat"]["detail"]), state[
+            "beat"
+        ]
+        result = manage_health()
+        assert result.returncode == 1 and "DOWN beat" in result.stdout, result.stdout
+    finally:
+        os.kill(beat.process.pid, signal.SIGCONT)
+        sync_client().set(BEAT_KEY, str(time.time()))  # the stamp the test set back, as beat would write it
+    assert parts(admin)["beat"] is True
 
 
 def test_stopped_web_server_is_caught_from_outside(everything, web_server):

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import psycopg
 import pytest
 import redis
@@ -73,8 +74,8 @@ def staff():
 
 @pytest.fixture(scope="module")
 def node_b(staff, tmp_path_factory):
-    """node-b joined with a token made on the staff page, its heartbeat seen."""
-    node = NodeRun(tmp_path_factory.mktemp("node-b"), NODE, MODELS / GEMMA)
+    """node-b joined with a token made on the staff page, its heartbeat seen; its watchdog looks every 2 s."""
+    node = NodeRun(tmp_path_factory.mktemp("node-b"), NODE, MODELS / GEMMA, env={"QWENWEB_WATCHDOG_INTERVAL_S": "2"})
     node.start(new_token(staff, "node-b"))
     try:
         wait_until(
@@ -194,15 +195,6 @@ def test_the_node_joins_registers_its_facts_and_beats(staff, node_b):
         assert saved.database["user"] == f"qwenweb-node-{NODE}"  # a role of its own, dropped at removal
 
 
-def test_the_watchdog_checks_each_node_that_is_up_with_its_own_worker(node_b):
-    """The main box's watchdog task sends the same checks to every joined node that beats; its worker
-    runs them against its own router."""
-    worker_log = node_b.var_dir / "log" / "worker.log"
-    tasks.watchdog()
-    done = re.compile(r"Task monitor\.tasks\.node_watchdog\[[^\]]+\] succeeded in [\d.]+s: \['ok'\]")
-    wait_until(lambda: done.search(worker_log.read_text()), 60, "the node's watchdog check")
-
-
 @pytest.fixture
 def profile_on_b(node_b):
     profile = ServerProfile(
@@ -214,6 +206,23 @@ def profile_on_b(node_b):
     yield profile
     tasks.unload_profile.apply_async(("on-b",), queue=node_queue(NODE)).get(timeout=60)
     ServerProfile.objects.filter(pk=profile.pk).delete()
+
+
+def test_the_node_s_own_watchdog_loads_a_startup_profile_again_when_its_instance_died(llama, node_b, profile_on_b):
+    """Each node watches its own router from its llama-server supervisor (its heartbeat's model list,
+    read by its watchdog every QWENWEB_WATCHDOG_INTERVAL_S): no task from the main box, no worker."""
+    ServerProfile.objects.filter(pk=profile_on_b.pk).update(load_on_startup=True)
+    result = tasks.load_profile.apply_async((profile_on_b.pk,), queue=node_queue(NODE)).get(timeout=180)
+    assert result["ok"] and result["node"] == NODE, result
+    router = psutil.Process(int((node_b.var_dir / "run" / "llama-router.pid").read_text()))
+    instance = next(child for child in router.children() if "on-b@1" in " ".join(child.cmdline()))
+    instance.kill()
+    reloaded = Event.objects.filter(kind=Event.Kind.SERVER_RESTARTED, profile="on-b")
+    wait_until(reloaded.exists, 60, "node-b's watchdog to see the instance die")
+    assert "on-b stopped (exit code" in reloaded.get().message and "watchdog loads it again" in reloaded.get().message
+    serving = lambda: "on-b" in (readiness.beats([NODE])[NODE] or {}).get("serving", {})  # noqa: E731
+    wait_until(serving, 120, "on-b served by node-b again")
+    assert "on-b@1" not in llama.models()  # node-b's router loaded it, not the main box's
 
 
 def test_a_profile_placed_on_the_node_is_loaded_by_its_own_worker_and_answers_a_turn(llama, node_b, profile_on_b):

@@ -144,8 +144,8 @@ def test_a_killed_llama_supervisor_stops_a_router_it_would_not_start(llama):
 
 
 STACK = [sys.executable, str(ROOT / "scripts" / "stack.py")]
-PROGRAMS = {"redis", "llama", "web", "worker", "documents", "watchdog", "beat", "sampler"}
-WORKERS = {"celery", "documents", "watchdog"}
+PROGRAMS = {"redis", "llama", "web", "worker", "documents", "beat", "sampler"}
+WORKERS = {"celery", "documents"}
 
 
 def every_part_answers(var_dir: Path, env: dict) -> bool:

@@ -28,7 +28,8 @@ def token_from_page(html: str) -> str:
 class NodeRun:
     """One `scripts/node.py` run: its var folder, its console, its process."""
 
-    def __init__(self, folder: Path, name: str, model: Path):
+    def __init__(self, folder: Path, name: str, model: Path, env: dict[str, str] | None = None):
+        self.extra_env = env or {}
         self.var_dir = folder / "var"
         self.models = self.var_dir / "models"
         self.models.mkdir(parents=True, exist_ok=True)
@@ -42,7 +43,7 @@ class NodeRun:
     def environment(self) -> dict:
         env = {key: value for key, value in os.environ.items() if key not in MAIN_ONLY}
         env.update(QWENWEB_VAR_DIR=str(self.var_dir), QWENWEB_MODELS_DIR=str(self.models), LANG="C.UTF-8")
-        return env
+        return {**env, **self.extra_env}
 
     def start(self, token: str = "") -> None:
         """The first start: `make node MAIN=... TOKEN=... NAME=... LLAMA_BIND=... LLAMA_PORT=...`; a later

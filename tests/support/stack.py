@@ -55,6 +55,10 @@ def configure_environment(run_dir: Path, *, parallel: int = 2) -> dict:
     env["QWENWEB_PORT"] = str(free_port())
     env["DJANGO_SETTINGS_MODULE"] = "qwenweb.settings"
     env["PYTHONUNBUFFERED"] = "1"
+    # No watchdog in the session's llama-server supervisor: tests that kill an instance on purpose see
+    # what they cause, not a reload of their own; the tests that need it turn it on (`make run`'s stacks,
+    # node-b, tests/integration/test_profile_serving.py).
+    env["QWENWEB_WATCHDOG_INTERVAL_S"] = "0"
     # llama-server's /slots then shows each slot's prompt as its template rendered it (tests read it).
     env["LLAMA_SERVER_SLOTS_DEBUG"] = "1"
     without_amx_repack(env)  # every llama-server a test or bench starts (monitor.llama.binary says why)

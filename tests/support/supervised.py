@@ -27,7 +27,7 @@ from tests.support.stack import ROOT
 
 # Every long-lived part, as the faults kill them: supervisord's programs, and "llama-server"
 # for the router the llama supervisor (program "llama") runs and restarts itself.
-PARTS = ["web", "worker", "watchdog", "beat", "sampler", "redis", "llama-server", "llama"]
+PARTS = ["web", "worker", "beat", "sampler", "redis", "llama-server", "llama"]
 
 
 def supervised_env(var_dir: Path, base: dict, *, fresh_ports: bool) -> dict:
@@ -36,6 +36,7 @@ def supervised_env(var_dir: Path, base: dict, *, fresh_ports: bool) -> dict:
     env = dict(base)
     env["QWENWEB_VAR_DIR"] = str(var_dir)
     env.pop("DATABASE_URL", None)  # its own SQLite file in the folder: the checks read rows straight from it
+    env.pop("QWENWEB_WATCHDOG_INTERVAL_S", None)  # `make run`'s watchdog (the session's llama has none)
     # Its Redis with the password of its own folder, as `make run` has it (scripts/stack.py).
     port = free_port() if fresh_ports else urlsplit(env["REDIS_URL"]).port
     env["REDIS_URL"] = private_redis_url(var_dir, port)

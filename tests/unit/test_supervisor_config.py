@@ -28,7 +28,7 @@ def parsed() -> configparser.RawConfigParser:
 def test_every_long_lived_part_restarts_and_logs_with_rotation():
     config = parsed()
     names = [p.name for p in programs(ENV, with_redis=True)]
-    assert names == ["redis", "llama", "web", "worker", "documents", "watchdog", "beat", "sampler", "ready"]
+    assert names == ["redis", "llama", "web", "worker", "documents", "beat", "sampler", "ready"]
     for name in names[:-1]:
         section = config[f"program:{name}"]
         assert section["autorestart"] == "true" and int(section["startretries"]) > 0
@@ -49,7 +49,6 @@ def test_commands_are_the_argv_with_percent_escaped():
         assert shlex.split(line.replace("%%", "%")) == recorded(var_dir, program.name, program.argv)
     listener = shlex.split(config["eventlistener:events"]["command"])
     assert listener[: listener.index("--") + 1] == recorded(var_dir, "events", [])
-    assert "watchdog@%%h" in config["program:watchdog"]["command"]
     # Long document work has its own worker: the default one takes the default queue and this box's
     # jobs as a node (its profile loads, downloads, self-tests), never documents.
     assert "--queues documents" in config["program:documents"]["command"]
@@ -85,7 +84,7 @@ def test_a_node_runs_its_router_its_own_worker_and_its_sampler_only():
 
 def test_background_programs_run_niced_below_llama_server_and_the_web_process():
     argv = {p.name: p.argv for p in programs(ENV, with_redis=True)}
-    for name in ("worker", "documents", "watchdog", "beat", "sampler"):
+    for name in ("worker", "documents", "beat", "sampler"):
         assert Path(argv[name][0]).name == "nice" and argv[name][1:3] == ["-n", "10"], argv[name]
     for name in ("redis", "llama", "web"):
         assert Path(argv[name][0]).name != "nice", argv[name]

@@ -2,7 +2,7 @@
 prompt-cache reuse, and llama-server's speed at candidate thread counts, in one run.
 
 The stack is `make run`'s own, under the generated supervisord configuration: Redis, the
-llama supervisor and llama-server, Daphne, the three Celery workers, beat, the sampler and the
+llama supervisor and llama-server, Daphne, the two Celery workers, beat, the sampler and the
 event listener, at the priorities it sets. The CPU of every process but llama-server's is read
 from /proc (psutil) before and after streaming at least 1000 tokens through the chat WebSocket,
 then through the OpenAI gateway. Prints:
@@ -53,7 +53,7 @@ ANSWER_TOKENS = 256
 PROMPT = "Write a long story about a lighthouse keeper and a storm."
 PEOPLE, ROUNDS = 4, 3
 IDLE_S = 10
-WARM_UP_S = 65  # beat's tasks every 15, 30 and 60 s have each run once
+WARM_UP_S = 65  # beat's tasks every 30 and 60 s have each run once
 LOG_LINE = "Keeper %d, night %d: lamp lit at dusk, wind from the west, two ships passed, the fog horn sounded twice."
 
 

@@ -1,8 +1,8 @@
 """One assistant turn: fit the history, wait for a serving slot, stream, persist.
 
 Events go to ``send`` as they happen (the consumer forwards them to the page);
-the database is written in the background at most every CHAT_SAVE_INTERVAL_S,
-so delivery never waits on it.
+the text so far is written in the background (``progress``) at most every
+CHAT_SAVE_INTERVAL_S, so delivery never waits on the database.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from chat.conversations import progress
 from chat.conversations.context import documents_budget, fit_messages, with_system_prompt
 from chat.conversations.presets import sampling_fields
 from chat.conversations.selectors import TurnInputs, image_data_url, turn_inputs
-from chat.conversations.services import finish_message, save_progress
+from chat.conversations.services import finish_message
 from chat.documents.citations import CitationStream
 from chat.documents.retrieval import answer_citation_checker, document_system_message
 from chat.errors import ChatError
@@ -120,8 +121,7 @@ class TurnRunner:
         self.stop_status = Message.Status.STOPPED
         self.stop_note = ""
         self.task: asyncio.Task | None = None
-        self._save_task: asyncio.Task | None = None
-        self._saving = False
+        self._save_timer: asyncio.TimerHandle | None = None
         self._last_save = 0.0
 
     def start(self) -> asyncio.Task:
@@ -320,34 +320,28 @@ class TurnRunner:
         process that dies keeps that much): a save is due that long after the last one, and takes the
         newest text when it runs, so text that came just after a save is saved when its time comes
         even if nothing more arrives."""
-        if self._save_task is not None and not self._save_task.done():
-            return  # the next save is scheduled (or writing): it takes the newest text when it runs
+        if self._save_timer is not None:
+            return  # the next save is scheduled: it takes the newest text when it runs
         wait = self._last_save + settings.CHAT_SAVE_INTERVAL_S - time.monotonic()
-        self._save_task = asyncio.create_task(self._save_after(max(0.0, wait)))
+        if wait > 0:
+            self._save_timer = asyncio.get_running_loop().call_later(wait, self._save)
+        else:
+            self._save()
 
-    async def _save_after(self, wait_s: float) -> None:
-        if wait_s:
-            await asyncio.sleep(wait_s)
+    def _save(self) -> None:
+        self._save_timer = None
         self._last_save = time.monotonic()
-        self._saving = True
-        try:
-            await database_sync_to_async(save_progress)(
-                self.assistant_id, "".join(self.content), "".join(self.reasoning)
-            )
-        finally:
-            self._saving = False
+        progress.writer.put(self.assistant_id, "".join(self.content), "".join(self.reasoning))
 
     async def _finish(self, status: str, error: str, stats: dict | None = None) -> None:
-        if self._save_task is not None and not self._save_task.done():
-            if self._saving:  # let a write under way land before the final one
-                await asyncio.gather(self._save_task, return_exceptions=True)
-            else:  # a save still waiting for its time: the final write below replaces it
-                self._save_task.cancel()
+        if self._save_timer is not None:  # a save still waiting for its time: the final write replaces it
+            self._save_timer.cancel()
+            self._save_timer = None
         if self.citations:  # stopped half-way: what was held back is checked and kept too
             self.content.append(self.citations.finish())
         content, reasoning = "".join(self.content), "".join(self.reasoning)
         await asyncio.shield(
-            database_sync_to_async(finish_message)(
+            database_sync_to_async(_final_write)(
                 self.assistant_id,
                 content=content,
                 reasoning=reasoning,
@@ -358,6 +352,12 @@ class TurnRunner:
             )
         )
         await self._emit({"type": "done", "status": status, "error": error, "stats": stats or {}})
+
+
+def _final_write(message_id: int, **fields) -> None:
+    """The answer's outcome, written after any save of its text so far (none lands after it)."""
+    progress.writer.settle(message_id)
+    finish_message(message_id, **fields)
 
 
 def _stats(timings: dict, usage: dict | None) -> dict:

@@ -1,16 +1,24 @@
 """A running answer's stored text stays at most one save interval behind what its pages show: text
 that comes just after a save is saved when its time comes, even when nothing more arrives (a web
-process that dies then keeps it), and a save still waiting is dropped by the answer's final write."""
+process that dies then keeps it), and a save still waiting is dropped by the answer's final write.
+
+The saves go through the process's writer thread (``chat.conversations.progress``): the newest text
+of each answer once, nothing written after the answer's final text, and a failed save not the end of
+the writer."""
 
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 import time
 import uuid
 
+import pytest
 from django.test import override_settings
 
-from chat.conversations import turns
+from chat.conversations import progress, turns
+from chat.conversations.progress import ProgressWriter
 from chat.conversations.turns import TurnRunner
 from chat.models import Conversation
 
@@ -23,57 +31,140 @@ def runner() -> TurnRunner:
     return TurnRunner(conversation=conversation, assistant_id=1, user_key="1", send=send)
 
 
-@override_settings(CHAT_SAVE_INTERVAL_S=0.3)
-def test_text_after_a_save_is_saved_when_its_time_comes_though_nothing_more_arrives(monkeypatch):
-    saved: list[tuple[float, str]] = []
-    monkeypatch.setattr(turns, "save_progress", lambda _id, text, _reasoning: saved.append((time.monotonic(), text)))
+class Recorder:
+    """A save that records (when, message, text) and, while ``hold`` is clear, waits for it."""
 
+    def __init__(self):
+        self.saved: queue.Queue[tuple[float, int, str]] = queue.Queue()
+        self.hold = threading.Event()
+        self.hold.set()
+        self.entered = threading.Event()
+
+    def __call__(self, message_id: int, content: str, _reasoning: str) -> None:
+        self.entered.set()
+        assert self.hold.wait(10)
+        self.saved.put((time.monotonic(), message_id, content))
+
+    def next(self) -> tuple[float, int, str]:
+        return self.saved.get(timeout=10)
+
+    def rest(self) -> list[str]:
+        texts = []
+        while not self.saved.empty():
+            texts.append(self.saved.get_nowait()[2])
+        return texts
+
+
+def writer_busy_with(message_id: int, text: str) -> tuple[Recorder, ProgressWriter]:
+    """A writer held in the middle of saving ``text`` of ``message_id`` (until ``hold`` is set)."""
+    recorder = Recorder()
+    writer = ProgressWriter(recorder)
+    recorder.hold.clear()
+    writer.put(message_id, text, "")
+    assert recorder.entered.wait(10)
+    return recorder, writer
+
+
+@pytest.fixture
+def recorder(monkeypatch) -> Recorder:
+    recorder = Recorder()
+    monkeypatch.setattr(progress, "writer", ProgressWriter(recorder))
+    return recorder
+
+
+@override_settings(CHAT_SAVE_INTERVAL_S=0.3)
+def test_text_after_a_save_is_saved_when_its_time_comes_though_nothing_more_arrives(recorder):
     async def main():
         turn = runner()
         turn.content.append("first ")
         turn._maybe_save()  # the first text is saved at once
-        await turn._save_task
         turn.content.append("second")  # then nothing more comes
         turn._maybe_save()
-        await asyncio.wait_for(turn._save_task, timeout=5)
+        await asyncio.sleep(0.6)  # the loop runs meanwhile: the scheduled save is a timer of it
 
     asyncio.run(main())
-    assert [text for _at, text in saved] == ["first ", "first second"]
-    assert saved[1][0] - saved[0][0] >= 0.25  # it waited for its time, then went without more text
+    first, second = recorder.next(), recorder.next()
+    assert (first[2], second[2]) == ("first ", "first second")
+    assert second[0] - first[0] >= 0.25  # it waited for its time, then went without more text
 
 
 @override_settings(CHAT_SAVE_INTERVAL_S=0.3)
-def test_several_batches_within_an_interval_make_one_save_of_the_newest_text(monkeypatch):
-    saved: list[str] = []
-    monkeypatch.setattr(turns, "save_progress", lambda _id, text, _reasoning: saved.append(text))
-
+def test_several_batches_within_an_interval_make_one_save_of_the_newest_text(recorder):
     async def main():
         turn = runner()
         turn._last_save = time.monotonic()  # just saved
         for word in ("a", "b", "c"):
             turn.content.append(word)
             turn._maybe_save()
-        await asyncio.wait_for(turn._save_task, timeout=5)
+        await asyncio.sleep(0.6)
 
     asyncio.run(main())
-    assert saved == ["abc"]
+    assert recorder.next()[2] == "abc"
+    assert recorder.rest() == []
 
 
-@override_settings(CHAT_SAVE_INTERVAL_S=30)
-def test_a_save_still_waiting_is_dropped_by_the_final_write(monkeypatch):
-    saved: list[str] = []
+@override_settings(CHAT_SAVE_INTERVAL_S=0.3)
+def test_a_save_still_waiting_is_dropped_by_the_final_write(recorder, monkeypatch):
     finished: list[str] = []
-    monkeypatch.setattr(turns, "save_progress", lambda _id, text, _reasoning: saved.append(text))
     monkeypatch.setattr(turns, "finish_message", lambda _id, **fields: finished.append(fields["content"]))
 
     async def main():
         turn = runner()
         turn._last_save = time.monotonic()
         turn.content.append("all of it")
-        turn._maybe_save()  # due in 30 s
-        started = time.monotonic()
+        turn._maybe_save()  # due in 0.3 s
         await turn._finish("complete", "")
-        return time.monotonic() - started
+        await asyncio.sleep(0.6)  # past the save's time: it would have run by now
 
-    assert asyncio.run(main()) < 5  # the answer's end did not wait for the scheduled save
-    assert saved == [] and finished == ["all of it"]
+    asyncio.run(main())
+    assert finished == ["all of it"] and recorder.rest() == []
+
+
+def test_the_writer_saves_each_answer_s_newest_text_once():
+    recorder, writer = writer_busy_with(1, "a")  # the writer is in answer 1's first save
+    for text in ("ab", "abc"):
+        writer.put(1, text, "")
+    writer.put(2, "other", "")
+    recorder.hold.set()
+    texts = {recorder.next()[1:] for _ in range(3)}
+    assert texts == {(1, "a"), (1, "abc"), (2, "other")}  # "ab" was replaced before it was written
+
+
+def test_settle_drops_a_save_not_yet_written():
+    recorder, writer = writer_busy_with(1, "busy")
+    writer.put(2, "too late", "")
+    writer.settle(2)  # answer 2's final write comes now
+    writer.put(3, "after", "")
+    recorder.hold.set()
+    assert [recorder.next()[2] for _ in range(2)] == ["busy", "after"]
+    assert recorder.rest() == []
+
+
+def test_settle_waits_for_a_save_being_written():
+    recorder, writer = writer_busy_with(1, "partial")
+    settled: list[float] = []
+    waiter = threading.Thread(target=lambda: (writer.settle(1), settled.append(time.monotonic())))
+    waiter.start()
+    time.sleep(0.2)  # time for a settle that does not wait to return early
+    recorder.hold.set()
+    saved_at = recorder.next()[0]
+    waiter.join(10)
+    assert settled and settled[0] >= saved_at  # the final write came after the partial one landed
+
+
+def test_a_failed_save_is_logged_and_the_writer_goes_on(caplog):
+    saved: queue.Queue[str] = queue.Queue()
+
+    def save(message_id: int, content: str, _reasoning: str) -> None:
+        if content == "bad":
+            raise RuntimeError("database is locked")
+        saved.put(content)
+
+    writer = ProgressWriter(save)
+    writer.put(1, "bad", "")
+    writer.put(2, "good", "")
+    assert saved.get(timeout=10) == "good"
+    deadline = time.monotonic() + 10
+    while "could not save the text so far of answer 1" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert "could not save the text so far of answer 1" in caplog.text

@@ -70,6 +70,7 @@ class ProgressWriter:
             except Exception:
                 log.warning("could not save the text so far of answer %s", message_id, exc_info=True)
             finally:
+                close_old_connections()  # as after a request: none kept open while idle (CONN_MAX_AGE)
                 with self._changed:
                     self._writing = None
                     self._changed.notify_all()

@@ -65,15 +65,31 @@ def writer_busy_with(message_id: int, text: str) -> tuple[Recorder, ProgressWrit
     return recorder, writer
 
 
+class Puts:
+    """Stands in for the writer in the turn's tests: records each put, on the event loop, as it is made."""
+
+    def __init__(self):
+        self.made: list[tuple[float, str]] = []
+
+    def put(self, _message_id: int, content: str, _reasoning: str) -> None:
+        self.made.append((time.monotonic(), content))
+
+    def settle(self, _message_id: int) -> None:
+        pass
+
+    def texts(self) -> list[str]:
+        return [text for _at, text in self.made]
+
+
 @pytest.fixture
-def recorder(monkeypatch) -> Recorder:
-    recorder = Recorder()
-    monkeypatch.setattr(progress, "writer", ProgressWriter(recorder))
-    return recorder
+def puts(monkeypatch) -> Puts:
+    puts = Puts()
+    monkeypatch.setattr(progress, "writer", puts)
+    return puts
 
 
 @override_settings(CHAT_SAVE_INTERVAL_S=0.3)
-def test_text_after_a_save_is_saved_when_its_time_comes_though_nothing_more_arrives(recorder):
+def test_text_after_a_save_is_saved_when_its_time_comes_though_nothing_more_arrives(puts):
     async def main():
         turn = runner()
         turn.content.append("first ")
@@ -83,13 +99,12 @@ def test_text_after_a_save_is_saved_when_its_time_comes_though_nothing_more_arri
         await asyncio.sleep(0.6)  # the loop runs meanwhile: the scheduled save is a timer of it
 
     asyncio.run(main())
-    first, second = recorder.next(), recorder.next()
-    assert (first[2], second[2]) == ("first ", "first second")
-    assert second[0] - first[0] >= 0.25  # it waited for its time, then went without more text
+    assert puts.texts() == ["first ", "first second"]
+    assert puts.made[1][0] - puts.made[0][0] >= 0.25  # it waited for its time, then went without more text
 
 
 @override_settings(CHAT_SAVE_INTERVAL_S=0.3)
-def test_several_batches_within_an_interval_make_one_save_of_the_newest_text(recorder):
+def test_several_batches_within_an_interval_make_one_save_of_the_newest_text(puts):
     async def main():
         turn = runner()
         turn._last_save = time.monotonic()  # just saved
@@ -99,12 +114,11 @@ def test_several_batches_within_an_interval_make_one_save_of_the_newest_text(rec
         await asyncio.sleep(0.6)
 
     asyncio.run(main())
-    assert recorder.next()[2] == "abc"
-    assert recorder.rest() == []
+    assert puts.texts() == ["abc"]
 
 
 @override_settings(CHAT_SAVE_INTERVAL_S=0.3)
-def test_a_save_still_waiting_is_dropped_by_the_final_write(recorder, monkeypatch):
+def test_a_save_still_waiting_is_dropped_by_the_final_write(puts, monkeypatch):
     finished: list[str] = []
     monkeypatch.setattr(turns, "finish_message", lambda _id, **fields: finished.append(fields["content"]))
 
@@ -117,7 +131,35 @@ def test_a_save_still_waiting_is_dropped_by_the_final_write(recorder, monkeypatc
         await asyncio.sleep(0.6)  # past the save's time: it would have run by now
 
     asyncio.run(main())
-    assert finished == ["all of it"] and recorder.rest() == []
+    assert finished == ["all of it"] and puts.texts() == []
+
+
+def test_the_final_write_comes_after_a_save_being_written(monkeypatch):
+    recorder, writer = writer_busy_with(1, "partial")  # answer 1's text so far is being written
+    monkeypatch.setattr(progress, "writer", writer)
+    finished: list[float] = []
+    monkeypatch.setattr(turns, "finish_message", lambda _id, **fields: finished.append(time.monotonic()))
+
+    async def main():
+        turn = runner()
+        turn.content.append("partial and the rest")
+        asyncio.get_running_loop().call_later(0.2, recorder.hold.set)  # time for a final write that does not wait
+        await turn._finish("complete", "")
+
+    asyncio.run(main())
+    saved_at = recorder.next()[0]
+    assert finished and finished[0] >= saved_at
+
+
+def idle(writer: ProgressWriter) -> None:
+    """Wait until ``writer`` has nothing left to write."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with writer._changed:
+            if not writer._due and writer._writing is None:
+                return
+        time.sleep(0.01)
+    raise AssertionError("the writer did not finish")
 
 
 def test_the_writer_saves_each_answer_s_newest_text_once():
@@ -136,8 +178,8 @@ def test_settle_drops_a_save_not_yet_written():
     writer.settle(2)  # answer 2's final write comes now
     writer.put(3, "after", "")
     recorder.hold.set()
-    assert [recorder.next()[2] for _ in range(2)] == ["busy", "after"]
-    assert recorder.rest() == []
+    idle(writer)
+    assert recorder.rest() == ["busy", "after"]
 
 
 def test_settle_waits_for_a_save_being_written():
@@ -162,9 +204,9 @@ def test_a_failed_save_is_logged_and_the_writer_goes_on(caplog):
 
     writer = ProgressWriter(save)
     writer.put(1, "bad", "")
+    idle(writer)
+    assert "could not save the text so far of answer 1" in caplog.text
+    thread = writer._thread
     writer.put(2, "good", "")
     assert saved.get(timeout=10) == "good"
-    deadline = time.monotonic() + 10
-    while "could not save the text so far of answer 1" not in caplog.text and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert "could not save the text so far of answer 1" in caplog.text
+    assert writer._thread is thread  # the same thread, not one started again

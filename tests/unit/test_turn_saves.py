@@ -21,6 +21,7 @@ from chat.conversations import progress, turns
 from chat.conversations.progress import ProgressWriter
 from chat.conversations.turns import TurnRunner
 from chat.models import Conversation
+from tests.support.stack import wait_until
 
 
 def runner() -> TurnRunner:
@@ -153,13 +154,12 @@ def test_the_final_write_comes_after_a_save_being_written(monkeypatch):
 
 def idle(writer: ProgressWriter) -> None:
     """Wait until ``writer`` has nothing left to write."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def done() -> bool:
         with writer._changed:
-            if not writer._due and writer._writing is None:
-                return
-        time.sleep(0.01)
-    raise AssertionError("the writer did not finish")
+            return not writer._due and writer._writing is None
+
+    wait_until(done, 10, "the writer's last save")
 
 
 def test_the_writer_saves_each_answer_s_newest_text_once():

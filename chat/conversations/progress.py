@@ -7,7 +7,9 @@ hop itself (asgiref's executor, the context copied, the old connections closed o
 task and a future for each). A save every 0.6 s of every answer made it the largest per-second
 cost of a stream (docs/performance.md). Here the event loop only puts the newest text in a dict
 (a lock held for that alone, never during a write) and the process's one writer thread takes it
-from there: about 0.8 ms a save, and nothing for the loop to wait on.
+from there, nothing for the loop to wait on. The save itself is one UPDATE whose SQL is built once
+(``services.save_progress``): the writer thread spent about 0.45 ms of CPU a save while the model
+streamed on a 2-core host, against about 1 ms when the ORM built the statement for each save.
 
 ``settle(message_id)``, called just before an answer's final write (in a database thread), drops
 a save not yet written and waits for one being written, so text so far never lands after the

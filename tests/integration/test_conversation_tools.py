@@ -141,6 +141,23 @@ def test_a_streaming_answer_is_indexed_once_it_ends_not_at_each_save():
     index_is_consistent()
 
 
+def test_a_save_of_the_text_so_far_stores_it_and_keeps_the_answer_alive_for_the_sweep():
+    """A running answer's save writes its text and reasoning and refreshes updated_at, which is what tells
+    the sweep a long answer from one a dead web process left: a save that did not would see it marked
+    incomplete while it streams."""
+    user = make_user()
+    conversation = conversation_with(user, ("question", "an older answer"))
+    answer = Message.objects.create(conversation=conversation, role="assistant", status="streaming")
+    Message.objects.filter(id=answer.id).update(updated_at=timezone.now() - dt.timedelta(hours=1))
+    services.save_progress(answer.id, "so far: pyromorphite", "weighing 'two' minerals; \\ and %s")
+    services.mark_orphaned_streams(older_than_s=60)
+    answer.refresh_from_db()
+    assert (answer.content, answer.reasoning) == ("so far: pyromorphite", "weighing 'two' minerals; \\ and %s")
+    assert answer.status == "streaming"
+    assert abs((timezone.now() - answer.updated_at).total_seconds()) < 60
+    assert Message.objects.filter(updated_at__gte=timezone.now() - dt.timedelta(minutes=1), id=answer.id).exists()
+
+
 def test_search_page_shows_the_hit_as_text():
     user = make_user()
     conversation = conversation_with(user, ("q", "An answer with <b>markup</b> and the word heliotrope."))

@@ -47,6 +47,9 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         pusher = getattr(self, "pusher", None)
         if pusher:
             pusher.cancel()
+            # Ended before its Redis client closes: a command that the close cuts could otherwise end in
+            # a connection error rather than the cancellation (see ``_push``).
+            await asyncio.wait([pusher], timeout=5)
         if hasattr(self, "redis"):
             await self.redis.aclose()
 
@@ -54,6 +57,7 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
         pass  # the page only listens
 
     async def _push(self) -> None:
+        task = asyncio.current_task()
         main = await sync_to_async(main_node)()
         last_t = await self._history(main)
         nodes: list[dict] = []
@@ -68,6 +72,11 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             try:
                 samples, beats, states = await self._look(names)
             except Exception:
+                if task.cancelling():
+                    # The page went away while a Redis call ran, and redis-py turned the cancellation into
+                    # a connection error: riding it out as an outage would push on for no page, and keep
+                    # every node's sampler at a sample a second, for the process's life.
+                    raise asyncio.CancelledError() from None
                 await self.send_json({"type": "stale", "reason": "redis"})
                 await asyncio.sleep(PUSH_EVERY_S)
                 continue

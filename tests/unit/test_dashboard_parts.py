@@ -119,3 +119,77 @@ def test_llama_metrics_text_keeps_the_figures_we_chart():
         "llamacpp:requests_deferred not-a-number\n"
     )
     assert parse_llama_metrics(text) == {"requests_processing": 2.0, "generated_tokens_total": 1234.0}
+
+
+def test_a_dashboard_closed_while_its_redis_call_runs_stops_pushing(monkeypatch):
+    """The page goes away while the push loop waits on Redis, and the call ends in a connection error
+    rather than the cancellation (redis-py can turn one into the other when its connection is closed
+    under it; the real server cannot be made to do that on cue, so a stand-in client does, named here
+    as such). The loop rides out Redis outages: it must still end, or it pushes on for no page and
+    keeps every node's sampler at a sample a second (the dashboard test saw the watched key outlive
+    every page)."""
+    import asyncio
+
+    import redis
+
+    from monitor.web import consumers
+
+    class CutRedis:
+        """Stand-in: a pipeline whose call waits, and whose cancellation surfaces as ConnectionError."""
+
+        def __init__(self):
+            self.calls = 0
+            self.closed = False
+            self.disguise = True  # a cancellation comes out as ConnectionError
+
+        async def lrange(self, *args):
+            return []
+
+        def pipeline(self, **kwargs):
+            client = self
+
+            class Pipe:
+                def __getattr__(self, name):
+                    return lambda *args, **kwargs: self
+
+                async def execute(self):
+                    client.calls += 1
+                    try:
+                        await asyncio.sleep(3600)
+                    except asyncio.CancelledError:
+                        if not client.disguise:
+                            raise
+                        raise redis.ConnectionError("Connection closed by server.") from None
+
+            return Pipe()
+
+        async def aclose(self):
+            self.closed = True
+
+    monkeypatch.setattr(consumers, "main_node", lambda: "main")
+    monkeypatch.setattr(consumers, "node_rows", lambda: [{"name": "main", "is_local": True}])
+    sent = []
+
+    async def run():
+        consumer = consumers.DashboardConsumer()
+        consumer.redis = CutRedis()
+
+        async def send_json(content, close=False):
+            sent.append(content["type"])
+
+        consumer.send_json = send_json
+        consumer.pusher = asyncio.create_task(consumer._push())
+        while consumer.redis.calls == 0:
+            await asyncio.sleep(0.01)
+        await consumer.disconnect(1000)
+        await asyncio.wait([consumer.pusher], timeout=3)  # more than a push interval
+        ended = consumer.pusher.done()
+        if not ended:  # stop the loop that went on (no disguise now), so that the test fails rather than hangs
+            consumer.redis.disguise = False
+            consumer.pusher.cancel()
+            await asyncio.wait([consumer.pusher])
+        assert ended, "the push loop went on after the page closed"
+        assert consumer.redis.closed and consumer.redis.calls == 1
+        assert "stale" not in sent  # nothing pushed to the page that left
+
+    asyncio.run(run())

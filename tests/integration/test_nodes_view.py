@@ -140,7 +140,7 @@ def test_a_node_that_stops_is_down_within_15_s_on_the_page_and_the_timeline_and_
 
         second_box.thaw()
         nodes_until(ws, lambda nodes: nodes[SECOND]["up"], 30)
-        wait_until(lambda: events(Event.Kind.NODE_UP), 30, "the node's return on the timeline")
+        wait_until(lambda: len(events(Event.Kind.NODE_UP)) > len(first_beats), 30, "the node's return on the timeline")
         _checks_after(2)
         (back,) = [event for event in events(Event.Kind.NODE_UP) if event not in first_beats]
         assert back.message.startswith(f"Node {SECOND} answers again, after ")

@@ -17,6 +17,16 @@ from django.conf import settings
 
 # What a Redis that is restarting (or away) raises: callers that must outlive it catch these.
 REDIS_DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+def raise_if_cancelling(task: asyncio.Task | None) -> None:
+    """Raise CancelledError when ``task`` is being cancelled: for loops that ride out ``REDIS_DOWN``.
+    redis-py can end a command that its closing connection cut in a connection error instead of the
+    cancellation, and such a loop would take it for an outage and go on after its task was cancelled."""
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError() from None
+
+
 _loop_clients: dict[tuple[str, asyncio.AbstractEventLoop], aioredis.Redis] = {}
 
 

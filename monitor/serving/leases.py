@@ -13,7 +13,7 @@ from typing import Protocol
 
 from django.conf import settings
 
-from monitor.redis_clients import REDIS_DOWN
+from monitor.redis_clients import REDIS_DOWN, raise_if_cancelling
 
 log = logging.getLogger(__name__)
 OUTAGE_RETRY_S = 0.25
@@ -77,10 +77,8 @@ class _Keeper:
                 await self._refresh_all()
                 await self._leave_all()
             except REDIS_DOWN:
-                if task is not None and task.cancelling():
-                    # A cancellation a Redis call turned into a connection error (its loop is ending):
-                    # refreshing on would keep the leases of a holder that is gone, and the loop alive.
-                    raise asyncio.CancelledError() from None
+                # Refreshing on after a cancellation would keep the leases of a holder that is gone.
+                raise_if_cancelling(task)
                 if not outage_logged:
                     log.warning("Redis is not answering: queue leases are kept here and put back when it is")
                     outage_logged = True

@@ -39,7 +39,7 @@ from django.utils.translation import gettext as _
 
 from monitor import timeline
 from monitor.models import Event
-from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
+from monitor.redis_clients import REDIS_DOWN, LoopRedis, raise_if_cancelling, sync_client
 from monitor.serving.holders import process_holder, release_gone_predecessors, set_process_kind
 from monitor.serving.leases import OUTAGE_RETRY_S, keeper
 
@@ -171,8 +171,7 @@ class FairQueue:
         try:
             state = await self._patiently(join)
             while True:
-                if task is not None and task.cancelling():
-                    raise asyncio.CancelledError()  # a cancellation swallowed inside a Redis call
+                raise_if_cancelling(task)  # a cancellation swallowed inside a Redis call
                 kind, _sep, rest = state.partition(" ")
                 if kind == "g":
                     node, _sep, model = rest.partition(" ")

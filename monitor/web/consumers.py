@@ -16,6 +16,7 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
+from monitor.redis_clients import raise_if_cancelling
 from monitor.telemetry.live import WATCHED_KEY, live_key, wake_key
 from monitor.telemetry.node_status import add_live_reads, live_from, main_node, node_rows, node_views
 from monitor.telemetry.sampler import live_points
@@ -72,11 +73,9 @@ class DashboardConsumer(AsyncJsonWebsocketConsumer):
             try:
                 samples, beats, states = await self._look(names)
             except Exception:
-                if task.cancelling():
-                    # The page went away while a Redis call ran, and redis-py turned the cancellation into
-                    # a connection error: riding it out as an outage would push on for no page, and keep
-                    # every node's sampler at a sample a second, for the process's life.
-                    raise asyncio.CancelledError() from None
+                # The page went away while a Redis call ran: pushing on would be for no page, and keep
+                # every node's sampler at a sample a second, for the process's life.
+                raise_if_cancelling(task)
                 await self.send_json({"type": "stale", "reason": "redis"})
                 await asyncio.sleep(PUSH_EVERY_S)
                 continue

@@ -69,7 +69,11 @@ def _unfinished(payload: dict, action: dict | None) -> bool:
         return payload["state"] in SERVING_STATES  # served on any node
     # A load ends with its event (loaded or failed), written by a node's worker once its router settled.
     last = payload["last_event"]
-    return not (last and last["kind"] in LOAD_ENDED and last["at"].timestamp() >= action["at"])
+    if not (last and last["kind"] in LOAD_ENDED and last["at"].timestamp() >= action["at"]):
+        return True
+    # The event is read fresh, the router's answer may be up to POLL_STATUS_AGE_S older: a load that ended
+    # loaded is followed until the page shows it served, not left on the state from before it.
+    return last["kind"] == Event.Kind.PROFILE_LOADED and payload["state"] not in ("loaded", "sleeping")
 
 
 def in_motion(payloads: list[dict], started: dict[str, dict]) -> bool:

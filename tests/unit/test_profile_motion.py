@@ -109,6 +109,16 @@ def test_a_started_load_is_in_motion_until_its_event(profile):
     assert not overview.in_motion([payload(profile.pk + 1, "loaded", before)], started)
 
 
+def test_a_load_that_ended_loaded_is_followed_until_the_page_shows_it(profile):
+    """A poll reads the load's event fresh but the router's answer up to POLL_STATUS_AGE_S old: a load that
+    ended within that moment is still followed, or the page would stop on the state from before it."""
+    started = {str(profile.pk): overview.started_action("load")}
+    loaded = Event.objects.create(kind=Event.Kind.PROFILE_LOADED, profile=profile.name, message="loaded")
+    assert overview.in_motion([payload(profile.pk, "unloaded", loaded)], started)
+    assert not overview.in_motion([payload(profile.pk, "loaded", loaded)], started)
+    assert not overview.in_motion([payload(profile.pk, "sleeping", loaded)], started)
+
+
 def test_a_started_unload_is_in_motion_until_the_instance_is_gone(profile):
     started = {str(profile.pk): overview.started_action("unload")}
     assert overview.in_motion([payload(profile.pk, "loaded")], started)

@@ -24,7 +24,8 @@ NodeStatuses = dict[str, tuple[dict[str, dict], str]]
 POLL_STATUS_AGE_S = 2.0
 # Overall states that change by themselves: a load under way, llama-server down (its supervisor restarts it).
 MOVING_STATES = ("loading", "down")
-SERVING_STATES = ("loaded", "sleeping", "loading")
+SERVED_STATES = ("loaded", "sleeping")  # a model instance up on its node
+SERVING_STATES = (*SERVED_STATES, "loading")
 LOAD_ENDED = (Event.Kind.PROFILE_LOADED, Event.Kind.PROFILE_FAILED)
 
 
@@ -73,7 +74,7 @@ def _unfinished(payload: dict, action: dict | None) -> bool:
         return True
     # The event is read fresh, the router's answer may be up to POLL_STATUS_AGE_S older: a load that ended
     # loaded is followed until the page shows it served, not left on the state from before it.
-    return last["kind"] == Event.Kind.PROFILE_LOADED and payload["state"] not in ("loaded", "sleeping")
+    return last["kind"] == Event.Kind.PROFILE_LOADED and payload["state"] not in SERVED_STATES
 
 
 def in_motion(payloads: list[dict], started: dict[str, dict]) -> bool:

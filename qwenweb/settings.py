@@ -265,13 +265,14 @@ CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  
 CHAT_FRAME_S = env_int("QWENWEB_CHAT_FRAME_MS", 50) / 1000
 # The OpenAI gateway's clock (0: every read as it comes); first bytes go at once. 50 ms: 0.14 CPU-ms per token.
 API_FRAME_S = env_int("QWENWEB_API_FRAME_MS", 50) / 1000
-# The fair queue (monitor/serving/queue.py): leases refreshed every QUEUE_REFRESH_S (a frozen holder's
-# come back after QUEUE_LEASE_S; a dead process's are freed by its successor at once); a waiter looks
+# The fair queue (monitor/serving/queue.py): leases refreshed every QUEUE_REFRESH_S, and at once when
+# Redis went away (monitor/serving/leases.py), so a restarted Redis has them back within its grace (a
+# frozen holder's come back after QUEUE_LEASE_S; a dead process's are freed by its successor at once); a waiter looks
 # again every QUEUE_POLL_S (its grant wakes it) and loses its place after QUEUE_STALE_S unheard; after a
 # Redis restart nothing is granted for QUEUE_GRACE_S (holders put their leases back first); a request
 # waits QUEUE_REDIS_WAIT_S for a Redis that is down.
 QUEUE_LEASE_S = float(os.environ.get("QWENWEB_QUEUE_LEASE_S", "15"))
-QUEUE_REFRESH_S = float(os.environ.get("QWENWEB_QUEUE_REFRESH_S", "1"))
+QUEUE_REFRESH_S = float(os.environ.get("QWENWEB_QUEUE_REFRESH_S", "5"))
 QUEUE_POLL_S = float(os.environ.get("QWENWEB_QUEUE_POLL_S", "2"))
 QUEUE_STALE_S = float(os.environ.get("QWENWEB_QUEUE_STALE_S", "10"))
 QUEUE_GRACE_S = env_int("QWENWEB_QUEUE_GRACE_S", 2)

@@ -12,7 +12,7 @@ a request joins, leaves or is done. A waiter blocks on its own wake list (BLPOP)
 grant itself; it looks again on its own every ``QWENWEB_QUEUE_POLL_S`` only as a fallback (a lost
 wake-up, a node coming back, its patience for a busy node running out).
 
-Slots are leases, refreshed every second by one keeper per event loop. Redis may restart while
+Slots are leases, refreshed by one keeper per event loop (``leases.py``). Redis may restart while
 answers stream: a refresh or a release that fails is retried, never the answer's failure; refreshes
 put back what a restarted Redis lost, and the script hands nothing out until its holders have had the
 time to (so a slot is never given twice). A request that arrives while Redis is down waits for it

@@ -22,7 +22,7 @@ from django.conf import settings
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from monitor.redis_clients import REDIS_DOWN, LoopRedis, raise_if_cancelling
+from monitor.redis_clients import REDIS_DOWN, SYNC_TIMEOUT_S, LoopRedis, raise_if_cancelling
 
 log = logging.getLogger(__name__)
 OUTAGE_RETRY_S = 0.25
@@ -131,9 +131,15 @@ class _Keeper:
 
     async def _watch(self, url: str) -> None:
         """Block on WATCH_KEY on a connection of its own (no retries: its end must be seen, not hidden
-        by a reconnection); when it ends, Redis went away (a restart loses the leases): the keeper is
+        by a reconnection; no read timeout: it waits for good); when it ends, Redis went away (a restart loses the leases): the keeper is
         woken to refresh at once, and the watch starts again once Redis answers."""
-        client = aioredis.Redis.from_url(url, retry=Retry(NoBackoff(), 0), single_connection_client=True)
+        client = aioredis.Redis.from_url(
+            url,
+            retry=Retry(NoBackoff(), 0),
+            single_connection_client=True,
+            socket_timeout=None,  # redis-py's default (5 s) would end the BLPOP, and reconnect, every 5 s
+            socket_connect_timeout=SYNC_TIMEOUT_S,
+        )
         task = asyncio.current_task()
         try:
             while True:

@@ -157,7 +157,8 @@ end
 
 local function dispatch()
   -- A Redis that just (re)started may have lost the leases of answers still streaming: their holders
-  -- put them back within a second (they refresh every second, and at once after an outage).
+  -- put them back within a moment (their keepers see their connection to Redis end, and refresh at
+  -- once and every 0.25 s until Redis answers: monitor/serving/leases.py).
   -- Nothing is handed out before then, so no slot is given twice.
   if redis_uptime_s() < grace then return end
   expire()

@@ -561,3 +561,31 @@ def test_a_request_that_arrives_while_redis_is_down_waits_for_it(own_redis):
         await pool.queue.release(grant)
 
     asyncio.run(main())
+
+
+def test_the_keepers_watch_of_redis_is_one_idle_connection_while_leases_are_held(own_redis):
+    """The keeper's watch is one connection blocked on its list while this loop holds leases (two grants,
+    still one, the same past redis-py's 5 s read timeout: never reopened), and it is closed once they are
+    given back: nothing is left open on Redis."""
+    pool = Pool(own_redis.url, lease_s=1.5)  # the keeper wakes every 0.5 s: it sees the grants go soon
+    pool.serve("a", 2)
+
+    async def watches() -> list[str]:
+        clients = await pool.queue.redis.get().client_list()
+        return [client["id"] for client in clients if client["cmd"] == "blpop" and client["flags"] == "b"]
+
+    async def watching(count: int) -> bool:
+        return len(await watches()) == count
+
+    async def main():
+        first = await pool.acquire("A")
+        second = await pool.acquire("B")
+        await _eventually(lambda: watching(1), "no connection watches Redis while leases are held")
+        watch = await watches()
+        await asyncio.sleep(6)  # twelve refreshes of the keeper's clock, past redis-py's read timeout
+        assert await watches() == watch, "the watch was not the same connection all along"
+        await pool.queue.release(first)
+        await pool.queue.release(second)
+        await _eventually(lambda: watching(0), "the watch stayed open after the leases were given back")
+
+    asyncio.run(main())

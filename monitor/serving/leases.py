@@ -131,8 +131,9 @@ class _Keeper:
 
     async def _watch(self, url: str) -> None:
         """Block on WATCH_KEY on a connection of its own (no retries: its end must be seen, not hidden
-        by a reconnection; no read timeout: it waits for good); when it ends, Redis went away (a restart loses the leases): the keeper is
-        woken to refresh at once, and the watch starts again once Redis answers."""
+        by a reconnection; no read timeout: it waits for good). When it ends, Redis went away (a restart
+        loses the leases): the keeper is woken to refresh at once, and the watch starts again once Redis
+        answers."""
         client = aioredis.Redis.from_url(
             url,
             retry=Retry(NoBackoff(), 0),

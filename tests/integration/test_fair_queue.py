@@ -567,7 +567,7 @@ def test_the_keepers_watch_of_redis_is_one_idle_connection_while_leases_are_held
     """The keeper's watch is one connection blocked on its list while this loop holds leases (two grants,
     still one, the same past redis-py's 5 s read timeout: never reopened), and it is closed once they are
     given back: nothing is left open on Redis."""
-    pool = Pool(own_redis.url, lease_s=1.5)  # the keeper wakes every 0.5 s: it sees the grants go soon
+    pool = Pool(own_redis.url, lease_s=6)  # the keeper wakes every 2 s: it sees the grants go soon
     pool.serve("a", 2)
 
     async def watches() -> list[str]:
@@ -582,7 +582,7 @@ def test_the_keepers_watch_of_redis_is_one_idle_connection_while_leases_are_held
         second = await pool.acquire("B")
         await _eventually(lambda: watching(1), "no connection watches Redis while leases are held")
         watch = await watches()
-        await asyncio.sleep(6)  # twelve refreshes of the keeper's clock, past redis-py's read timeout
+        await asyncio.sleep(6)  # three refreshes of the keeper's clock, past redis-py's read timeout
         assert await watches() == watch, "the watch was not the same connection all along"
         await pool.queue.release(first)
         await pool.queue.release(second)

@@ -42,7 +42,7 @@ from monitor.profiles.presets import live_ids_here, parse_served_id
 from monitor.router.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
-ROUTER_TIMEOUT_S = 2.0
+ROUTER_TIMEOUT_S = 1.5  # the router answers its model list in about a millisecond (see readiness.HEARTBEAT_S)
 ROUTER_FAILURES = 3
 MEMBERSHIP_CHECK_S = 10.0
 

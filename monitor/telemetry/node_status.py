@@ -10,7 +10,7 @@ clock: the boxes' own clocks may differ.
 
 The main box's sampler checks every node every ``NODE_CHECK_S`` (``NodeWatch``) and records
 NODE_DOWN and NODE_UP on the timeline once per transition, so a node that dies while people chat is
-there within READY_TTL_S + NODE_CHECK_S + a beat (10.5 s). A check is one round trip that reads; what
+there within READY_TTL_S + NODE_CHECK_S + a beat (11 s). A check is one round trip that reads; what
 it last saw of each node is kept in Redis (``STATE_KEY``), written only when a node changes, and only
 where it still holds what the check read (compare and set): a restarted sampler, or two for a
 moment, record no transition twice. A node seen for the first time (a new node, or the state lost

@@ -3,8 +3,16 @@ are given as Redis gives them). The real heartbeats, sampler and timeline: tests
 
 import orjson
 
-from monitor.nodes.readiness import READY_TTL_S
+from monitor.nodes.readiness import HEARTBEAT_S, READY_TTL_S
+from monitor.router.heartbeat import ROUTER_TIMEOUT_S
 from monitor.telemetry.node_status import Beat, NodeState, Transition, beats_from, node_views, plan
+
+
+def test_the_heartbeats_clock_keeps_issue_29s_five_seconds():
+    """A frozen router is withdrawn by the next beat once its request gives up (HEARTBEAT_S + the limit);
+    a node whose processes died, when its keys run out (READY_TTL_S): both within 5 s. And a router that
+    answers within the limit always beats again before its keys run out (no flapping under load)."""
+    assert HEARTBEAT_S + ROUTER_TIMEOUT_S < READY_TTL_S <= 5
 
 
 def test_a_beat_is_read_with_its_age_from_the_time_its_key_has_left():

@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
 from celery import current_app
@@ -40,7 +40,7 @@ from monitor.llama.errors import LlamaError, LlamaHung, LlamaInstanceGone, Llama
 from monitor.llama.serving import ServingInfo, forget_serving_info, serving_info
 from monitor.models import ServerProfile
 from monitor.nodes import readiness
-from monitor.nodes.registry import address, node_queue, nodes_serving, placement_here
+from monitor.nodes.registry import node_queue, placement_here
 from monitor.profiles.clients import client_at, remote_client
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.loading import ensure_serving
@@ -48,13 +48,13 @@ from monitor.profiles.presets import live_id
 from monitor.profiles.selectors import find_profile
 from monitor.profiles.status import router_status
 from monitor.redis_clients import LoopRedis
+from monitor.serving.members import MEMBERS_CHECK_S, Members, Served, forget_members, members_now, pool_now
 from monitor.serving.queue import FairQueue, Grant, PositionCallback, Priority
 
 log = logging.getLogger(__name__)
 AFFINITY_TTL_S = 3600
 STILL_WORKING_TIMEOUT_S = 3.0
 LoadingCallback = Callable[[str], Awaitable[None]]
-Served = dict[str, tuple[int, str]]  # node -> (slots, served id)
 LOAD_POLL_S = 0.25
 _redis = LoopRedis()
 _queues: dict[str, FairQueue] = {}
@@ -71,36 +71,7 @@ def pool_queue(name: str) -> FairQueue:
 def forget_queues() -> None:
     """Drop the cached queues and pool members (tests: a fresh set per test)."""
     _queues.clear()
-    _members.clear()
-
-
-def remote_node(profile: ServerProfile) -> str:
-    """A remote profile's server as a pool of one: it has no heartbeat, the app reads it itself."""
-    return f"remote-{profile.pk}"
-
-
-Members = dict[str, tuple[str, str]]  # node name -> (its router's URL, its key)
-MEMBERS_CACHE_S = 3.0
-_members: dict[int, tuple[float, Members]] = {}
-
-
-def pool_members(profile: ServerProfile) -> Members:
-    """The nodes that may serve a profile and where each is reached (a remote profile: its own server)."""
-    if profile.is_remote:
-        return {remote_node(profile): (profile.remote_url.rstrip("/"), profile.remote_api_key)}
-    return {node.name: address(node) for node in nodes_serving(profile)}
-
-
-def pool_nodes(profile: ServerProfile) -> list[str]:
-    return list(pool_members(profile))
-
-
-async def _members_now(profile: ServerProfile) -> Members:
-    """``pool_members``, read again at most every MEMBERS_CACHE_S (a node placed or removed meanwhile)."""
-    cached = _members.get(profile.pk)
-    if cached is None or time.monotonic() - cached[0] > MEMBERS_CACHE_S:
-        cached = _members[profile.pk] = (time.monotonic(), await sync_to_async(pool_members)(profile))
-    return cached[1]
+    forget_members()
 
 
 async def _needs_loading(profile: ServerProfile) -> bool:
@@ -217,13 +188,17 @@ class ServingPool:
     info: ServingInfo
     client: LlamaClient
     slots: int
+    members_at: float = field(default_factory=time.monotonic)
 
     @property
     def nodes(self) -> list[str]:
         return list(self.members)
 
     async def _nodes_now(self) -> list[str]:
-        self.members = await _members_now(self.profile)
+        """The pool's nodes for the queue: as read with the pool when that was just now, else as of now."""
+        if time.monotonic() - self.members_at > MEMBERS_CHECK_S:
+            self.members = await members_now(self.profile)
+            self.members_at = time.monotonic()
         return list(self.members)
 
     @asynccontextmanager
@@ -291,10 +266,9 @@ async def serving_pool(
     when its server does not answer."""
     if not isinstance(profile, ServerProfile):
         profile = await sync_to_async(find_profile)(profile, for_users=for_users)
-    members = await _members_now(profile)
+    members, served = await pool_now(profile)
     if not members:
         raise LoadFailed(_("%(name)s is not placed on any node.") % {"name": profile.name})
-    served = await readiness.served_on(list(members), profile.name)
     if not served:
         served = await _bring_up(profile, members, on_loading)
     node, (_slots, model) = next(iter(served.items()))

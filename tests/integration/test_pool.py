@@ -26,8 +26,9 @@ from monitor.nodes import readiness
 from monitor.nodes.registry import local_node
 from monitor.profiles.services import save_profile
 from monitor.profiles.validation import validate_profile
+from monitor.serving.members import pool_nodes
 from monitor.serving.queue import FairQueue
-from monitor.serving.slot import load_on_nodes, pool_nodes
+from monitor.serving.slot import load_on_nodes
 from tests.support.client import chat_socket, events_until, login, make_user, send
 from tests.support.nodes import SecondNode
 from tests.support.stack import wait_until

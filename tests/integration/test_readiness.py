@@ -3,27 +3,14 @@ frozen meanwhile, whose recovery request the beat hands to the node (taken off t
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 
 from monitor.nodes import readiness
-from monitor.redis_clients import close_loop_clients
+from tests.support.loops import run
 
 pytestmark = pytest.mark.usefixtures("redis_server")
-
-
-def run(work):
-    """``work`` (a coroutine) run to its end on a loop of its own, that loop's Redis client closed after."""
-
-    async def run_and_close():
-        try:
-            return await work
-        finally:
-            await close_loop_clients()
-
-    return asyncio.run(run_and_close())
 
 
 def beat(node: str, serving: dict, router: bool = True) -> tuple[dict, dict | None]:

@@ -9,8 +9,9 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from monitor.models import ServerProfile
+from monitor.serving.members import pool_nodes
 from monitor.serving.queue import FairQueue, Priority
-from monitor.serving.slot import pool_nodes, serving_pool
+from monitor.serving.slot import serving_pool
 
 HOLD_WAIT_S = 30  # how long a hold waits for work that a test left in the queue
 

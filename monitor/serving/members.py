@@ -10,7 +10,7 @@ a request makes no hop to a database thread for them.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
 
@@ -28,21 +28,31 @@ Members = dict[str, tuple[str, str]]  # node name -> (its router's URL, its key)
 Served = dict[str, tuple[int, str]]  # node -> (slots, served id)
 # A pool's members are kept while the placements' token is the one they were read at (a placement
 # made or removed, a node moved, gives a new one: ``readiness.placements_changed``) and at most
-# MEMBERS_MAX_AGE_S (a change made outside Django's ORM gives none). A pool read less than
-# MEMBERS_CHECK_S ago hands its members to its slots as they are.
+# MEMBERS_MAX_AGE_S (a change made outside Django's ORM gives none). Members whose token was seen
+# unchanged less than MEMBERS_CHECK_S ago are taken as they are (a slot right after its pool was read,
+# the waiters of a long line looking again on their own).
 MEMBERS_MAX_AGE_S = 30.0
 MEMBERS_CHECK_S = 1.0
 
 
-@dataclass(frozen=True)
+@dataclass
 class _KnownMembers:
     token: str | None  # the placements' token read just before them (None: Redis was away)
-    read_at: float
     members: Members
+    read_at: float = field(default_factory=time.monotonic)
+    checked_at: float = field(default_factory=time.monotonic)  # when the token was last seen unchanged
 
     def current(self, token: str | None) -> bool:
-        fresh = time.monotonic() - self.read_at <= MEMBERS_MAX_AGE_S
-        return fresh and token is not None and token == self.token
+        """Whether they are still the pool's, the placements' token being ``token`` now."""
+        now = time.monotonic()
+        if now - self.read_at > MEMBERS_MAX_AGE_S or token is None or token != self.token:
+            return False
+        self.checked_at = now
+        return True
+
+    def checked_lately(self) -> bool:
+        now = time.monotonic()
+        return now - self.checked_at <= MEMBERS_CHECK_S and now - self.read_at <= MEMBERS_MAX_AGE_S
 
 
 _members: dict[int, _KnownMembers] = {}
@@ -62,16 +72,19 @@ def pool_nodes(profile: ServerProfile) -> list[str]:
 async def _read_members(profile: ServerProfile, token: str | None) -> Members:
     """The pool's members from the database, kept as of ``token`` (read before them)."""
     members = await sync_to_async(pool_members)(profile)
-    _members[profile.pk] = _KnownMembers(token, time.monotonic(), members)
+    _members[profile.pk] = _KnownMembers(token, members)
     return members
 
 
 async def members_now(profile: ServerProfile) -> Members:
-    """The pool's members as of now: the kept ones while the placements' token has not changed."""
+    """The pool's members as of now: the kept ones while the placements' token has not changed (not
+    read again when it was seen unchanged less than MEMBERS_CHECK_S ago)."""
     if profile.is_remote:
         return pool_members(profile)
-    token = await readiness.placements_token()
     known = _members.get(profile.pk)
+    if known is not None and known.checked_lately():
+        return known.members
+    token = await readiness.placements_token()
     if known is not None and known.current(token):
         return known.members
     return await _read_members(profile, token)

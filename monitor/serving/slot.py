@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
 from celery import current_app
@@ -48,7 +48,7 @@ from monitor.profiles.presets import live_id
 from monitor.profiles.selectors import find_profile
 from monitor.profiles.status import router_status
 from monitor.redis_clients import LoopRedis
-from monitor.serving.members import MEMBERS_CHECK_S, Members, Served, forget_members, members_now, pool_now
+from monitor.serving.members import Members, Served, forget_members, members_now, pool_now
 from monitor.serving.queue import FairQueue, Grant, PositionCallback, Priority
 
 log = logging.getLogger(__name__)
@@ -188,17 +188,13 @@ class ServingPool:
     info: ServingInfo
     client: LlamaClient
     slots: int
-    members_at: float = field(default_factory=time.monotonic)
 
     @property
     def nodes(self) -> list[str]:
         return list(self.members)
 
     async def _nodes_now(self) -> list[str]:
-        """The pool's nodes for the queue: as read with the pool when that was just now, else as of now."""
-        if time.monotonic() - self.members_at > MEMBERS_CHECK_S:
-            self.members = await members_now(self.profile)
-            self.members_at = time.monotonic()
+        self.members = await members_now(self.profile)
         return list(self.members)
 
     @asynccontextmanager

@@ -249,6 +249,8 @@ class Account(models.Model):
     tokens_per_day = models.PositiveBigIntegerField(_("tokens per day"), null=True, blank=True)
     must_change_password = models.BooleanField(default=False)
     last_turn_at = models.DateTimeField(null=True, blank=True)
+    # The person's entry in the LDAP directory (empty: a local account); the re-check reads it again.
+    directory_dn = models.CharField(max_length=512, blank=True, default="")
 
     def __str__(self) -> str:
         return str(self.user)
@@ -284,3 +286,18 @@ class DailyUsage(models.Model):
     class Meta:
         ordering = ["-day"]
         constraints = [models.UniqueConstraint(fields=["user", "day"], name="daily_usage_unique")]
+
+
+class GroupPolicy(models.Model):
+    """What a group (Django's own ``auth.Group``, its members the group's users) may do: daily quotas
+    and the chat profiles its people may use. A profile tied to no group is open to everyone; one tied
+    to groups only to their members (and staff). Created with the group on the users page."""
+
+    group = models.OneToOneField("auth.Group", on_delete=models.CASCADE, related_name="policy")
+    # Null: the group sets no figure; 0: no limit. A person's own figure overrides; of several groups, the most generous.
+    turns_per_day = models.PositiveIntegerField(_("turns per day"), null=True, blank=True)
+    tokens_per_day = models.PositiveBigIntegerField(_("tokens per day"), null=True, blank=True)
+    profiles = models.ManyToManyField("monitor.ServerProfile", blank=True, related_name="group_policies")
+
+    def __str__(self) -> str:
+        return str(self.group)

@@ -8,8 +8,10 @@ from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
+from chat.accounts.groups import GroupSettings
 from chat.accounts.services import login_refusal
 from chat.models import SignupSettings
+from monitor.public import user_profiles
 
 
 class AccountLoginForm(AuthenticationForm):
@@ -70,4 +72,25 @@ class ResetPasswordForm(forms.Form):
         required=False,
         strip=False,
         widget=forms.PasswordInput(render_value=False),
+    )
+
+
+class GroupForm(QuotaForm):
+    """A group's name, daily figures (empty: the group sets none), profiles and members."""
+
+    name = forms.CharField(label=_("Group name"), max_length=150)
+    profiles = forms.ModelMultipleChoiceField(label=_("Profiles"), queryset=user_profiles(), required=False)
+    members = forms.ModelMultipleChoiceField(
+        label=_("Members"), queryset=get_user_model().objects.all(), required=False
+    )
+
+
+def group_settings(data: dict) -> GroupSettings:
+    """A valid ``GroupForm``'s data as the group services take it."""
+    return GroupSettings(
+        name=data["name"],
+        turns_per_day=data["turns_per_day"],
+        tokens_per_day=data["tokens_per_day"],
+        profile_ids=[profile.pk for profile in data["profiles"]],
+        member_ids=[user.pk for user in data["members"]],
     )

@@ -1,5 +1,8 @@
 """Daily quotas: turns and tokens a person may use a day, counted per server-time day.
 
+A person's own figure applies; without one, the most generous of their groups' (``GroupPolicy``;
+0, no limit, is the most generous); without either, the default from settings.
+
 ``check_quota`` is the one check both paths make when a turn starts (the chat socket through
 ``chat.conversations.limits``, the OpenAI API through its gateway): it refuses a disabled
 account or a spent quota, else counts the turn. The turn count is raised by one conditional
@@ -12,13 +15,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import F, FilteredRelation, Q
+from django.db.models import Case, F, FilteredRelation, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from chat.errors import ChatError
-from chat.models import Account, DailyUsage
+from chat.models import Account, DailyUsage, GroupPolicy
 
 # ``Account.last_turn_at`` is stamped at most this often (seconds): the people page shows it to the
 # minute, and an agent's calls in a row need not each write it.
@@ -37,17 +40,35 @@ class AccountDisabled(ChatError):
     """Staff disabled the account (an open page or socket is refused from its next turn)."""
 
 
-def effective_limits(account: Account | None) -> tuple[int, int]:
-    """(turns, tokens) a day for this account; 0 is no limit."""
-    return _limits(account.turns_per_day if account else None, account.tokens_per_day if account else None)
-
-
-def _limits(turns: int | None, tokens: int | None) -> tuple[int, int]:
-    """(turns, tokens) a day from an account's own figures (None: the default)."""
-    return (
-        settings.QUOTA_TURNS_PER_DAY if turns is None else turns,
-        settings.QUOTA_TOKENS_PER_DAY if tokens is None else tokens,
+def effective_limits(
+    account: Account | None, group_figures: tuple[int | None, int | None] = (None, None)
+) -> tuple[int, int]:
+    """(turns, tokens) a day for this account and its groups' figures (``most_generous``); 0 is no limit."""
+    return _limits(
+        account.turns_per_day if account else None, account.tokens_per_day if account else None, *group_figures
     )
+
+
+def _limits(
+    turns: int | None, tokens: int | None, group_turns: int | None = None, group_tokens: int | None = None
+) -> tuple[int, int]:
+    """(turns, tokens) a day: the person's own figure, else their groups' most generous, else the default."""
+    return (
+        _first_set(turns, group_turns, settings.QUOTA_TURNS_PER_DAY),
+        _first_set(tokens, group_tokens, settings.QUOTA_TOKENS_PER_DAY),
+    )
+
+
+def _first_set(*figures: int | None) -> int:
+    return next(figure for figure in figures if figure is not None)
+
+
+def most_generous(field: str) -> Subquery:
+    """For a query of users: the most generous figure ``field`` of the person's groups (0, no limit,
+    before any other, then the highest); null when none of their groups sets one."""
+    policies = GroupPolicy.objects.filter(group__user=OuterRef("pk"), **{f"{field}__isnull": False})
+    no_limit_first = Case(When(**{field: 0}, then=Value(0)), default=Value(1))
+    return Subquery(policies.order_by(no_limit_first, F(field).desc()).values(field)[:1])
 
 
 def _get_or_create(model, **fields):
@@ -73,12 +94,17 @@ def _today_row(user_id: int, day=None) -> DailyUsage:
 
 
 def _standing(user_id: int, day) -> tuple | None:
-    """(is active, account id, its turns and tokens a day, its last turn, ``day``'s usage row id, its tokens) in one
-    read (a missing account or row reads as None); None when there is no such user."""
+    """(is active, account id, its turns and tokens a day, its last turn, ``day``'s usage row id, its tokens,
+    the most generous turns and tokens a day of the person's groups) in one read (a missing account or
+    row, or no group figure, reads as None); None when there is no such user."""
     rows = (
         get_user_model()
         .objects.filter(pk=user_id)
-        .annotate(usage=FilteredRelation("daily_usage", condition=Q(daily_usage__day=day)))
+        .annotate(
+            usage=FilteredRelation("daily_usage", condition=Q(daily_usage__day=day)),
+            group_turns=most_generous("turns_per_day"),
+            group_tokens=most_generous("tokens_per_day"),
+        )
         .values_list(
             "is_active",
             "account__pk",
@@ -87,6 +113,8 @@ def _standing(user_id: int, day) -> tuple | None:
             "account__last_turn_at",
             "usage__pk",
             "usage__tokens",
+            "group_turns",
+            "group_tokens",
         )
     )
     return next(iter(rows[:1]), None)
@@ -102,11 +130,11 @@ def check_quota(user_id: int) -> None:
     standing = _standing(user_id, day)
     if standing is None or not standing[0]:
         raise AccountDisabled(_("Your account is disabled. Ask a staff member to enable it."))
-    _active, account_pk, turns, tokens, last_turn_at, usage_pk, used = standing
+    _active, account_pk, turns, tokens, last_turn_at, usage_pk, used, group_turns, group_tokens = standing
     if account_pk is None:  # the person's first turn
         account = account_of(user_id)
         turns, tokens = account.turns_per_day, account.tokens_per_day
-    turn_limit, token_limit = _limits(turns, tokens)
+    turn_limit, token_limit = _limits(turns, tokens, group_turns, group_tokens)
     if usage_pk is None:  # the first turn of the day
         row = _today_row(user_id, day)
         usage_pk, used = row.pk, row.tokens

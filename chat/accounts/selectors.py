@@ -1,4 +1,5 @@
-"""What the staff users page shows: every person with their state, last activity, usage and quotas."""
+"""What the staff users page shows: every person with their state, last activity, usage, quotas and
+groups, and every group with its members, quotas and profiles."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from chat.accounts.quotas import effective_limits
-from chat.models import Account, Invite
+from chat.accounts.quotas import effective_limits, most_generous
+from chat.models import Account, GroupPolicy, Invite
+from monitor.public import user_profiles
 
 
 @dataclass
@@ -31,6 +34,8 @@ class UserRow:
     tokens_per_day: int | None
     turn_limit: int  # what applies; 0: no limit
     token_limit: int
+    groups: list[str]
+    directory: bool  # logs in through the LDAP directory
 
     @property
     def state(self) -> str:
@@ -47,13 +52,16 @@ def user_rows(today: date | None = None) -> list[UserRow]:
             tokens_today=Sum("daily_usage__tokens", filter=Q(daily_usage__day=today), default=0),
             turns_total=Sum("daily_usage__turns", default=0),
             tokens_total=Sum("daily_usage__tokens", default=0),
+            group_turns=most_generous("turns_per_day"),
+            group_tokens=most_generous("tokens_per_day"),
         )
+        .prefetch_related("groups")
     )
     accounts = {account.user_id: account for account in Account.objects.all()}
     rows = []
     for user in users:
         account = accounts.get(user.pk)
-        turn_limit, token_limit = effective_limits(account)
+        turn_limit, token_limit = effective_limits(account, (user.group_turns, user.group_tokens))
         rows.append(
             UserRow(
                 id=user.pk,
@@ -72,6 +80,8 @@ def user_rows(today: date | None = None) -> list[UserRow]:
                 tokens_per_day=account.tokens_per_day if account else None,
                 turn_limit=turn_limit,
                 token_limit=token_limit,
+                groups=sorted(group.name for group in user.groups.all()),
+                directory=bool(account and account.directory_dn),
             )
         )
     # Pending sign-ups first: they are what staff come here to answer.
@@ -80,3 +90,39 @@ def user_rows(today: date | None = None) -> list[UserRow]:
 
 def open_invites() -> list[Invite]:
     return list(Invite.objects.filter(used_at__isnull=True, expires_at__gt=timezone.now()))
+
+
+@dataclass
+class GroupRow:
+    id: int
+    name: str
+    turns_per_day: int | None  # None: the group sets none
+    tokens_per_day: int | None
+    profile_ids: set[int]
+    member_ids: set[int]
+    member_names: list[str]
+
+
+def group_rows() -> list[GroupRow]:
+    policies = {policy.group_id: policy for policy in GroupPolicy.objects.prefetch_related("profiles")}
+    rows = []
+    for group in Group.objects.order_by("name").prefetch_related("user_set"):
+        policy = policies.get(group.pk)
+        members = sorted(group.user_set.all(), key=lambda user: user.get_username())
+        rows.append(
+            GroupRow(
+                id=group.pk,
+                name=group.name,
+                turns_per_day=policy.turns_per_day if policy else None,
+                tokens_per_day=policy.tokens_per_day if policy else None,
+                profile_ids={profile.pk for profile in policy.profiles.all()} if policy else set(),
+                member_ids={user.pk for user in members},
+                member_names=[user.get_username() for user in members],
+            )
+        )
+    return rows
+
+
+def profile_options() -> list[tuple[int, str]]:
+    """Every server profile people may use, as (id, name): what a group may be given."""
+    return list(user_profiles().order_by("name").values_list("pk", "name"))

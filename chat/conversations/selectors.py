@@ -10,9 +10,10 @@ from typing import Any
 from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from chat.accounts.profiles import conversation_profile_for, profiles_for
 from chat.errors import NotFound
 from chat.models import Conversation, Document, Message
-from monitor.public import ServerProfile, conversation_profile, user_profiles
+from monitor.public import ServerProfile
 
 
 def list_conversations(user) -> list[Conversation]:
@@ -51,7 +52,7 @@ def turn_inputs(assistant_id: int, conversation: Conversation, *, with_profile: 
     profile (``with_profile``) and whether documents are attached (their passages are read only then)."""
     return TurnInputs(
         history=history_before(assistant_id),
-        profile=conversation_profile(conversation.profile_id) if with_profile else None,
+        profile=conversation_profile_for(conversation.owner_id, conversation.profile_id) if with_profile else None,
         has_documents=Document.objects.filter(conversation_id=conversation.id).exists(),
     )
 
@@ -92,10 +93,10 @@ def get_message_image(user, message_id: int) -> tuple[bytes, str]:
     return bytes(message.image), message.image_type
 
 
-def profile_choices() -> list[dict[str, Any]]:
-    """What a user picks from: each available profile with its context per answer and image support."""
+def profile_choices(user_id: int) -> list[dict[str, Any]]:
+    """What a person picks from: each profile they may use with its context per answer and image support."""
     choices = []
-    for profile in user_profiles():
+    for profile in profiles_for(user_id):
         choices.append(
             {
                 "name": profile.name,
@@ -110,14 +111,16 @@ def profile_choices() -> list[dict[str, Any]]:
     return choices
 
 
-def current_profile_name(conversation: Conversation | None) -> str:
-    """The profile that answers the conversation: its own while people may use it, else the default."""
-    if conversation is not None and conversation.profile_id and conversation.profile.available_to_users:
+def current_profile_name(choices: list[dict[str, Any]], conversation: Conversation | None) -> str:
+    """The profile that answers the conversation: its own while its owner may use it (it is among
+    ``choices``, from ``profile_choices``), else their default one."""
+    names = [choice["name"] for choice in choices]
+    if conversation is not None and conversation.profile_id and conversation.profile.name in names:
         return conversation.profile.name
-    default = next((choice for choice in profile_choices() if choice["default"]), None)
+    default = next((choice for choice in choices if choice["default"]), choices[0] if choices else None)
     return default["name"] if default else ""
 
 
-def model_names() -> list[str]:
-    """The names of the profiles people may use (the API's model ids)."""
-    return list(user_profiles().values_list("name", flat=True))
+def model_names(user_id: int) -> list[str]:
+    """The names of the profiles this person may use (their API's model ids)."""
+    return list(profiles_for(user_id).values_list("name", flat=True))

@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from chat.accounts.profiles import profile_for
 from chat.accounts.quotas import add_tokens, check_quota
 from chat.conversations.limits import check_turn_allowed
 from chat.conversations.presets import PRESETS, SYSTEM_PROMPT_MAX_CHARS
@@ -17,7 +18,7 @@ from chat.conversations.selectors import get_conversation
 from chat.documents.removal import delete_document_rows, remove_files
 from chat.errors import ChatError
 from chat.models import Conversation, Document, Message
-from monitor.public import ProfileUnavailable, find_profile
+from monitor.public import ProfileUnavailable
 
 TITLE_MAX = 200
 THINKING_BUDGET_MAX = 1_000_000
@@ -142,11 +143,12 @@ def post_to_conversation(
 
 
 def choose_profile(conversation: Conversation, profile_name: str) -> None:
-    """Answer this conversation with another server profile (one the admin made available)."""
+    """Answer this conversation with another server profile (one its owner may use: ProfileRefused, a
+    ChatError naming why, when it is open only to other groups)."""
     if not isinstance(profile_name, str):
         raise ChatError(_("Unknown server profile."))
     try:
-        profile = find_profile(profile_name, for_users=True)
+        profile = profile_for(conversation.owner_id, profile_name)
     except ProfileUnavailable as error:
         raise ChatError(_("The server profile %(name)s is not available.") % {"name": profile_name[:64]}) from error
     if conversation.profile_id != profile.pk:

@@ -66,7 +66,7 @@ def revoke_api_key(request, key_id: int):
 @login_required
 @require_GET
 def connect_agent(request):
-    models = model_names()
+    models = model_names(request.user.pk)
     return render(
         request,
         "chat/connect.html",

@@ -1,5 +1,6 @@
 """The staff users page: people with their usage, pending sign-ups, the sign-up mode, invite links,
-and per person: enable or disable, quotas, a temporary password. Thin views over chat.accounts."""
+per person: enable or disable, quotas, a temporary password; and groups (members, quotas, the
+profiles they may use). Thin views over chat.accounts."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
-from chat.accounts import selectors, services, signup
-from chat.accounts.forms import InviteForm, QuotaForm, ResetPasswordForm, SignupModeForm
+from chat.accounts import groups, selectors, services, signup
+from chat.accounts.forms import GroupForm, InviteForm, QuotaForm, ResetPasswordForm, SignupModeForm, group_settings
+from chat.accounts.groups import GroupSettings
 from chat.errors import ChatError
 from chat.web.forms import first_error
 
@@ -38,6 +40,8 @@ def _users_page(request, *, shown_secret: str = "", secret_label: str = "", stat
         "accounts/users.html",
         {
             "rows": selectors.user_rows(),
+            "groups": selectors.group_rows(),
+            "profile_options": selectors.profile_options(),
             "invites": selectors.open_invites(),
             "mode_form": SignupModeForm(initial={"mode": signup.signup_mode()}),
             "invite_form": InviteForm(),
@@ -165,3 +169,33 @@ def reset_password(request, user_id: int):
         return redirect("chat:users")
     label = _("Temporary password (shown only now; they must change it when they log in):")
     return _users_page(request, shown_secret=password, secret_label=label)
+
+
+def _posted_group(request) -> GroupSettings | None:
+    data = _posted(request, GroupForm)
+    return None if data is None else group_settings(data)
+
+
+@staff_required
+@require_POST
+def create_group(request):
+    values = _posted_group(request)
+    if values is not None:
+        _act(request, lambda: _("Group %(name)s created.") % {"name": groups.create_group(values).name})
+    return redirect(reverse("chat:users") + "#groups")
+
+
+@staff_required
+@require_POST
+def update_group(request, group_id: int):
+    values = _posted_group(request)
+    if values is not None:
+        _act(request, lambda: _("Group %(name)s saved.") % {"name": groups.update_group(group_id, values).name})
+    return redirect(reverse("chat:users") + "#groups")
+
+
+@staff_required
+@require_POST
+def delete_group(request, group_id: int):
+    _act(request, lambda: _("Group %(name)s deleted.") % {"name": groups.delete_group(group_id)})
+    return redirect(reverse("chat:users") + "#groups")

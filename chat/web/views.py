@@ -22,6 +22,7 @@ from chat.web.forms import RenameForm, ThinkingForm, first_error
 
 
 def _page(request, conversation=None):
+    profiles = selectors.profile_choices(request.user.pk)
     return render(
         request,
         "chat/index.html",
@@ -31,8 +32,8 @@ def _page(request, conversation=None):
             "history": selectors.conversation_history(conversation),
             "documents": conversation_documents(conversation),
             "summary_languages": language_choices(),
-            "profiles": selectors.profile_choices(),
-            "current_profile": selectors.current_profile_name(conversation),
+            "profiles": profiles,
+            "current_profile": selectors.current_profile_name(profiles, conversation),
             "image_max_edge": settings.CHAT_IMAGE_MAX_EDGE,
             "presets": preset_choices(),
             "system_prompt_max": SYSTEM_PROMPT_MAX_CHARS,

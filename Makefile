@@ -16,9 +16,14 @@ OCR_PACKAGES += tesseract-ocr-chi-sim:$(TESSDATA)/chi_sim.traineddata tesseract-
 TEXT_PACKAGES := poppler-utils:pdftotext
 # The tests draw Chinese text into their scanned pages with it.
 CJK_FONT := fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
+# python-ldap (directory login, docs/accounts.md) is built from source against OpenLDAP's and SASL's headers.
+LDAP_BUILD_PACKAGES := libldap2-dev:/usr/include/ldap.h libsasl2-dev:/usr/include/sasl/sasl.h
+# The directory tests run a real OpenLDAP server and its command-line tools.
+LDAP_TEST_PACKAGES := slapd:/usr/sbin/slapd ldap-utils:ldapmodify
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) scripts/install_system_packages.py $(LDAP_BUILD_PACKAGES)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --require-hashes -r requirements.txt
 	rm -f $(VENV)/.installed-*
@@ -63,12 +68,12 @@ uninstall:
 	$(PY) scripts/boot_service.py uninstall
 
 test: setup $(DEV_STAMP)
-	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
+	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT) $(LDAP_TEST_PACKAGES)
 	$(PY) -m pytest
 
 # The integration tests that touch the database, against a private PostgreSQL (Debian's package).
 test-postgres: setup $(DEV_STAMP)
-	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium postgresql:pg_ctlcluster $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
+	$(PY) scripts/install_system_packages.py chromium:/usr/bin/chromium postgresql:pg_ctlcluster $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT) $(LDAP_TEST_PACKAGES)
 	$(PY) scripts/test_postgres.py
 
 bench: setup $(DEV_STAMP)

@@ -251,6 +251,8 @@ class Account(models.Model):
     last_turn_at = models.DateTimeField(null=True, blank=True)
     # The person's entry in the LDAP directory (empty: a local account); the re-check reads it again.
     directory_dn = models.CharField(max_length=512, blank=True, default="")
+    # Disabled by the re-check (gone or disabled in the directory), not by staff: enabled again by it.
+    disabled_by_directory = models.BooleanField(default=False)
 
     def __str__(self) -> str:
         return str(self.user)

@@ -4,6 +4,7 @@ messages refer to them as ``chat.tasks.<function>``."""
 from celery import shared_task
 from django.conf import settings
 
+from chat.accounts.directory_check import recheck_directory as recheck_directory_people
 from chat.conversations.services import mark_orphaned_streams
 from chat.documents import heartbeats, pipeline
 from chat.models import Document
@@ -41,3 +42,10 @@ def resume_stalled_documents(older_than_s: float | None = None) -> list[str]:
         elif status == Document.Status.SUMMARIZING:
             summarize_document.delay(document_id)
     return stalled
+
+
+@shared_task(name="chat.tasks.recheck_directory")
+def recheck_directory() -> dict:
+    """People gone or disabled in the LDAP directory disabled here (their API keys with them)."""
+    result = recheck_directory_people()
+    return {"checked": result.checked, "disabled": result.disabled, "enabled": result.enabled, "failed": result.failed}

@@ -11,6 +11,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from qwenweb.ldap_settings import ldap_settings
 from qwenweb.network import lan_addresses, node_name_from_host, served_hosts
 from qwenweb.secrets import file_secret
 
@@ -123,9 +124,8 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one username from
-# one address, that pair is locked for LOGIN_COOLOFF_MINUTES. The address is the socket's peer
-# (REMOTE_ADDR): no forwarded header is trusted, as the app is not behind a proxy.
+# Login throttling (django-axes): LOGIN_FAILURE_LIMIT wrong passwords for one username from one address lock
+# that pair for LOGIN_COOLOFF_MINUTES. The address is the socket's peer (REMOTE_ADDR): no forwarded header trusted.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_FAILURE_LIMIT = env_int("QWENWEB_LOGIN_FAILURE_LIMIT", 5)
 LOGIN_COOLOFF_MINUTES = env_int("QWENWEB_LOGIN_COOLOFF_MINUTES", 15)
@@ -134,6 +134,7 @@ AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "chat.web.login_views.locked_out"
+globals().update(_DIRECTORY := ldap_settings(os.environ, AUTHENTICATION_BACKENDS))  # LDAP/AD login: docs/accounts.md
 
 ROOT_URLCONF = "qwenweb.urls"
 ASGI_APPLICATION = "qwenweb.asgi.application"
@@ -251,8 +252,7 @@ WEBSOCKET_MAX_MESSAGE_BYTES = env_int("QWENWEB_WEBSOCKET_MAX_MESSAGE_BYTES", 2 *
 # Answers a person may have being written or queued at once, and may start a minute.
 CHAT_TURNS_IN_FLIGHT = env_int("QWENWEB_TURNS_IN_FLIGHT", 2)
 CHAT_TURNS_PER_MINUTE = env_int("QWENWEB_TURNS_PER_MINUTE", 20)
-# Daily quotas per person (chat answers and API requests are turns; tokens are prompt + output),
-# reset at midnight server time (TIME_ZONE). 0: no limit. Staff may set other figures per person.
+# Daily quotas (what counts; figures per person and group: docs/accounts.md), reset at midnight (TIME_ZONE); 0: none.
 QUOTA_TURNS_PER_DAY = env_int("QWENWEB_TURNS_PER_DAY", 0)
 QUOTA_TOKENS_PER_DAY = env_int("QWENWEB_TOKENS_PER_DAY", 0)
 # Sign-up (its mode is set by staff on the users page): attempts per address an hour, invite links' life.
@@ -389,6 +389,7 @@ CELERY_BEAT_SCHEDULE = {
             ("resume-stalled-downloads", "monitor.tasks.resume_stalled_downloads", 30.0),
             ("resume-stalled-documents", "chat.tasks.resume_stalled_documents", 30.0),
             ("prune-metric-history", "monitor.tasks.prune_metric_history", 3600.0),
+            ("recheck-directory", "chat.tasks.recheck_directory", _DIRECTORY["LDAP_RECHECK_S"]),
         ]
     },
     **(

@@ -8,6 +8,7 @@ from django.contrib.auth.forms import AuthenticationForm, UserCreationForm
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext_lazy as _
 
+from chat.accounts.directory import unreachable_message
 from chat.accounts.groups import GroupSettings
 from chat.accounts.services import login_refusal
 from chat.models import SignupSettings
@@ -16,7 +17,8 @@ from monitor.public import user_profiles
 
 class AccountLoginForm(AuthenticationForm):
     """Django's login form that, when the password was right, says why an account may not log in
-    (waiting for approval, disabled) instead of 'wrong password'. ``refusal`` holds that message."""
+    (waiting for approval, disabled) instead of 'wrong password', and says so when the directory
+    (LDAP) could not be asked. ``refusal`` holds that message."""
 
     refusal = ""
 
@@ -26,7 +28,9 @@ class AccountLoginForm(AuthenticationForm):
         except ValidationError:
             # Checked only after django-axes counted the attempt, and never while it is locked:
             # this is no way around the login throttle.
-            if not getattr(self.request, "axes_locked_out", False):
+            if getattr(self.request, "directory_unreachable", False):
+                self.refusal = unreachable_message()
+            elif not getattr(self.request, "axes_locked_out", False):
                 user = self._inactive_user()
                 if user is not None:
                     self.refusal = login_refusal(user)

@@ -18,6 +18,11 @@ class Migration(migrations.Migration):
             name="directory_dn",
             field=models.CharField(blank=True, default="", max_length=512),
         ),
+        migrations.AddField(
+            model_name="account",
+            name="disabled_by_directory",
+            field=models.BooleanField(default=False),
+        ),
         migrations.CreateModel(
             name="GroupPolicy",
             fields=[

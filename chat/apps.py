@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core import checks
 
 
 class ChatConfig(AppConfig):
@@ -12,3 +13,7 @@ class ChatConfig(AppConfig):
         from monitor.public import register_request_figures
 
         register_request_figures(request_figures)
+        # The directory (LDAP) asked once at start-up: a readable warning rather than a login that hangs.
+        from chat.accounts.directory_check import check_directory
+
+        checks.register(check_directory)

@@ -10,7 +10,9 @@ from then on: the round stops with the error logged and the next round tries aga
 never read as "this person is gone".
 
 django-auth-ldap reads its users one login at a time and turns every directory error into "no
-such user", so the round asks the directory itself, with python-ldap and the same settings.
+such user", so the round asks the directory itself, with python-ldap and the same settings. So does
+``check_directory``, Django's system check at start-up (``migrate``): a warning naming what is wrong
+(unreachable, the service account refused, a certificate refused, a missing search base).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 import ldap
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core import checks
 from django.db import transaction
 from django.db.models import Q
 from ldap.dn import escape_dn_chars
@@ -99,6 +102,50 @@ def _set_active(user_id: int, active: bool) -> None:
     with transaction.atomic():
         get_user_model().objects.filter(pk=user_id).update(is_active=active)
         Account.objects.filter(user_id=user_id).update(disabled_by_directory=not active)
+
+
+def _described(error: ldap.LDAPError) -> str:
+    """python-ldap's own words for an error (its description and the server's detail: no password)."""
+    details = error.args[0] if error.args and isinstance(error.args[0], dict) else {}
+    return "; ".join(str(details[key]) for key in ("desc", "info") if details.get(key)) or type(error).__name__
+
+
+def directory_problem() -> str:
+    """What keeps the directory from being asked, in words for the person starting the app ('' when
+    nothing): unreachable, the service account refused, a certificate refused, a search base missing."""
+    url, timeout = settings.AUTH_LDAP_SERVER_URI, settings.LDAP_TIMEOUT_S
+    try:
+        connection = _connect()
+    except ldap.INVALID_CREDENTIALS:
+        return f"the directory {url} refused the service account QWENWEB_LDAP_BIND_DN (wrong DN or password)"
+    except (ldap.SERVER_DOWN, ldap.TIMEOUT) as error:
+        return f"the directory {url} cannot be reached within {timeout:g} s ({_described(error)})"
+    except ldap.LDAPError as error:
+        return f"the directory {url} cannot be used: {_described(error)} (a certificate not signed by QWENWEB_LDAP_CA_FILE?)"
+    try:
+        search = getattr(settings, "AUTH_LDAP_USER_SEARCH", None)
+        if search is not None:
+            connection.search_s(search.base_dn, ldap.SCOPE_BASE, "(objectClass=*)", ["1.1"])
+    except ldap.NO_SUCH_OBJECT:
+        return f"QWENWEB_LDAP_USER_BASE {search.base_dn} does not exist in the directory {url}"
+    except ldap.LDAPError as error:
+        return f"the directory {url} cannot be searched: {_described(error)}"
+    finally:
+        with contextlib.suppress(ldap.LDAPError):
+            connection.unbind_s()
+    return ""
+
+
+def check_directory(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """Django's system check (run by ``migrate`` at every start): the directory asked once, within
+    its timeout, and a readable warning when it cannot be. A warning, not an error: local accounts
+    (the first admin's) work without the directory, so the app still starts."""
+    if not settings.LDAP_ENABLED:
+        return []
+    problem = directory_problem()
+    if not problem:
+        return []
+    return [checks.Warning(f"Directory login (LDAP): {problem}.", id="qwenweb.W050")]
 
 
 def recheck_directory() -> RecheckResult:

@@ -14,12 +14,13 @@ import uuid
 from pathlib import Path
 
 import httpx
+import ldap
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
-from chat.accounts.directory_check import recheck_directory
+from chat.accounts.directory_check import check_directory, recheck_directory
 from chat.api.keys import create_key
 from chat.models import Account
 from qwenweb.ldap_settings import ldap_settings
@@ -35,6 +36,7 @@ from tests.support.ldap_server import (
     group_dn,
     person_dn,
 )
+from tests.support.tls import make_certificates
 
 TIMEOUT_S = 2
 # A login that waits on a stopped directory answers after a few of its timeouts; far past that it hangs.
@@ -213,3 +215,19 @@ def test_the_recheck_disables_people_removed_or_disabled_in_the_directory_and_th
     directory.change(f"dn: {person_dn(disabled)}\nchangetype: modify\ndelete: description\n")
     assert recheck_directory().enabled == [disabled]
     assert log_in(disabled, disabled_password)[1]
+
+
+def test_the_start_up_check_names_what_is_wrong_with_the_directory(directory, tmp_path):
+    assert check_directory() == []
+    with override_settings(AUTH_LDAP_BIND_PASSWORD="not-the-one"):
+        [warning] = check_directory()
+    assert "refused the service account QWENWEB_LDAP_BIND_DN" in warning.msg and "not-the-one" not in warning.msg
+    foreign = make_certificates(tmp_path).ca  # a CA that did not sign the directory's certificate
+    options = {**settings.AUTH_LDAP_CONNECTION_OPTIONS, ldap.OPT_X_TLS_CACERTFILE: str(foreign)}
+    options[ldap.OPT_X_TLS_NEWCTX] = options.pop(ldap.OPT_X_TLS_NEWCTX)
+    with override_settings(AUTH_LDAP_CONNECTION_OPTIONS=options):
+        [warning] = check_directory()
+    assert "cannot be used" in warning.msg and "certificate" in warning.msg
+    with override_settings(AUTH_LDAP_SERVER_URI="ldap://127.0.0.1:1"):
+        [warning] = check_directory()
+    assert "cannot be reached within 2 s" in warning.msg

@@ -49,8 +49,8 @@ UNREACHABLE_ZH = "无法连接目录服务器，目录账户暂时无法登录�
 WRONG = "Your username and password didn't match. Please try again."
 
 
-def directory_settings(directory: Directory) -> dict:
-    """The settings the app makes of this environment, as an office would set it."""
+def directory_settings(directory: Directory, **changes: str) -> dict:
+    """The settings the app makes of this environment, as an office would set it (``changes``: other variables)."""
     environ = {
         "QWENWEB_LDAP_URL": directory.url,
         "QWENWEB_LDAP_BIND_DN": READER_DN,
@@ -65,7 +65,8 @@ def directory_settings(directory: Directory) -> dict:
         "QWENWEB_LDAP_GROUP_MAP": json.dumps({group_dn("analysts"): "Analysts"}),
         "QWENWEB_LDAP_TIMEOUT_S": str(TIMEOUT_S),
     }
-    return ldap_settings(environ, settings.AUTHENTICATION_BACKENDS)
+    environ.update(changes)
+    return ldap_settings({name: value for name, value in environ.items() if value}, settings.AUTHENTICATION_BACKENDS)
 
 
 def start_directory() -> Directory:
@@ -231,3 +232,22 @@ def test_the_start_up_check_names_what_is_wrong_with_the_directory(directory, tm
     with override_settings(AUTH_LDAP_SERVER_URI="ldap://127.0.0.1:1"):
         [warning] = check_directory()
     assert "cannot be reached within 2 s" in warning.msg
+
+
+def test_a_direct_bind_logs_in_without_a_search_and_the_recheck_reads_the_entry(shared_directory):
+    direct = directory_settings(
+        shared_directory,
+        QWENWEB_LDAP_USER_BASE="",
+        QWENWEB_LDAP_USER_DN_TEMPLATE=f"uid=%(user)s,{PEOPLE}",
+        QWENWEB_LDAP_REQUIRE_GROUP="",
+        QWENWEB_LDAP_STAFF_GROUP="",
+        QWENWEB_LDAP_GROUP_MAP="",
+        QWENWEB_LDAP_GROUP_BASE="",
+    )
+    with override_settings(**direct):
+        uid, password = add_person(shared_directory, groups=())
+        assert not log_in(uid, "wrong")[1]
+        assert log_in(uid, password)[1]
+        assert Account.objects.get(user__username=uid).directory_dn == person_dn(uid)
+        shared_directory.change(f"dn: {person_dn(uid)}\nchangetype: delete\n")
+        assert uid in recheck_directory().disabled

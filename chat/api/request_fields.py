@@ -1,5 +1,6 @@
-"""What an API request may contain: an allowlist of fields per endpoint, the shape of
-``messages`` (or ``prompt`` / ``input``), media only as inline data, and the output cap.
+"""What an API request may contain, checked at the border (``parse_request``): a JSON object within
+the size limit, an allowlist of fields per endpoint, the shape of ``messages`` (or ``prompt`` /
+``input``), media only as inline data, and the output cap.
 
 Anything not listed here is refused with a 400 naming the field, so a llama-server
 parameter the gateway never reviewed (``id_slot``, ``n_probs``, ``lora``,
@@ -11,11 +12,15 @@ from __future__ import annotations
 
 import re
 
+import orjson
 from django.conf import settings
 from django.utils.translation import gettext as _
 
 from chat.api.errors import ApiError
 
+STREAMABLE = {"chat/completions", "completions"}
+# OpenAI parameters llama-server does not do (it fails on them with a bare server error).
+REFUSED_PARAMETERS = ("best_of", "suffix")
 # OpenAI's own fields of each endpoint that llama-server implements.
 OPENAI_FIELDS = {
     "chat/completions": {
@@ -49,6 +54,52 @@ BASE64 = re.compile(r"[A-Za-z0-9+/=\s]*")
 
 def _bad(message: str, param: str | None = None, code: str | None = None) -> ApiError:
     return ApiError(400, message, param=param, code=code)
+
+
+def parse_request(endpoint: str, raw: bytes) -> dict:
+    """The request's body, parsed and checked; ApiError 400 naming what is wrong."""
+    body = parse_body(raw)
+    check_parameters(endpoint, body)
+    return body
+
+
+def parse_body(raw: bytes) -> dict:
+    if len(raw) > settings.API_MAX_BODY_BYTES:
+        raise _bad(
+            _("The request is too large: the limit is %(mb)d MB.") % {"mb": settings.API_MAX_BODY_BYTES // 1_048_576},
+            code="request_too_large",
+        )
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise _bad(_("The request body is not valid JSON: %(why)s") % {"why": error}, code="invalid_json") from error
+    if not isinstance(body, dict):
+        raise _bad(_("The request body must be a JSON object."), code="invalid_json")
+    return body
+
+
+def check_parameters(endpoint: str, body: dict) -> None:
+    """Refuse what the gateway does not pass on, naming the parameter."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise _bad(_("Name a model in 'model': GET /v1/models lists them."), "model")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise _bad(_("'stream' must be true or false."), "stream")
+    if stream and endpoint not in STREAMABLE:
+        raise _bad(_("This endpoint does not stream."), "stream")
+    if "n" in body and body["n"] != 1:
+        raise _bad(
+            _("Unsupported parameter '%(name)s': one answer per request; send several requests instead.")
+            % {"name": "n"},
+            "n",
+        )
+    for name in REFUSED_PARAMETERS:
+        if name in body:
+            raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": name}, name)
+    if body.get("echo"):
+        raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": "echo"}, "echo")
+    check_request(endpoint, body)
 
 
 def allowed_fields(endpoint: str) -> set[str]:

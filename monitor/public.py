@@ -53,7 +53,7 @@ __all__ = [
 def conversation_profile(profile_id: int | None) -> ServerProfile:
     """The profile a conversation picked, when people may still use it; else the default one."""
     if profile_id:
-        profile = user_profiles().filter(pk=profile_id).first()
+        profile = user_profiles(ServerProfile.Kind.CHAT).filter(pk=profile_id).first()
         if profile is not None:
             return profile
     return find_profile(None)

@@ -320,6 +320,7 @@ METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
 # OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
 API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)
+API_RERANK_MAX_DOCUMENTS = env_int("QWENWEB_API_RERANK_MAX_DOCUMENTS", 1000)  # documents one /v1/rerank may rank
 API_MAX_TOKENS = env_int("QWENWEB_API_MAX_TOKENS", 4096)  # max_tokens above it is refused; absent, it is sent
 API_KEY_RPM = env_int("QWENWEB_API_KEY_RPM", 120)  # requests per key in any 60 seconds
 MAX_API_KEYS_PER_USER = env_int("QWENWEB_MAX_API_KEYS_PER_USER", 10)  # keys not revoked

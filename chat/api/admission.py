@@ -15,12 +15,20 @@ from django.utils.translation import ngettext
 
 from chat.accounts.quotas import AccountDisabled, QuotaExceeded, check_quota
 from chat.api import keys
-from chat.api.calls import ApiCall
+from chat.api.calls import KINDS, ApiCall
 from chat.api.errors import ApiError, from_llama, not_found
 from chat.api.keys import CallerKey
 from chat.api.limits import KeyLimiter, OverLimit, TooManyRequests, get_limiter
 from chat.api.request_fields import parse_request
-from monitor.public import LlamaError, LoadFailed, ProfileUnavailable, ServerProfile, find_profile, serving_pool
+from monitor.public import (
+    LlamaError,
+    LoadFailed,
+    ProfileUnavailable,
+    ServerProfile,
+    find_profile,
+    serving_pool,
+    user_profiles,
+)
 
 
 async def admit(authorization: str | None, *, limiter: KeyLimiter | None = None) -> CallerKey:
@@ -61,7 +69,9 @@ async def open_call(
     key, body, profile = await sync_to_async(_open_call)(
         keys.bearer_key(authorization), endpoint, read_body, limiter or get_limiter()
     )
-    return key, ApiCall(endpoint=endpoint, body=body, pool=await _pool(body["model"], profile))
+    returns_documents = bool(body.pop("return_documents", False))
+    pool = await _pool(body["model"], profile)
+    return key, ApiCall(endpoint=endpoint, body=body, pool=pool, returns_documents=returns_documents)
 
 
 def _open_call(
@@ -77,9 +87,24 @@ def _open_call(
         raise ApiError(401, str(error), code="account_disabled") from error
     body = parse_request(endpoint, read_body())
     try:
-        return key, body, find_profile(body["model"], for_users=True)
+        profile = find_profile(body["model"], for_users=True)
     except ProfileUnavailable as error:
         raise not_found(body["model"]) from error
+    if profile.kind != KINDS[endpoint]:
+        raise _wrong_kind(endpoint, body["model"])
+    return key, body, profile
+
+
+def _wrong_kind(endpoint: str, model: str) -> ApiError:
+    """400 naming the models that do answer this endpoint."""
+    names = list(user_profiles(KINDS[endpoint]).order_by("name").values_list("name", flat=True)[:20])
+    return ApiError(
+        400,
+        _("The model '%(model)s' does not answer /v1/%(endpoint)s. Models that do: %(names)s.")
+        % {"model": model[:100], "endpoint": endpoint, "names": ", ".join(names) or _("none on this server")},
+        param="model",
+        code="model_not_supported",
+    )
 
 
 async def _pool(model: str, profile: ServerProfile):

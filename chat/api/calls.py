@@ -15,7 +15,10 @@ ENDPOINTS = {
     "chat/completions": "/v1/chat/completions",
     "completions": "/v1/completions",
     "embeddings": "/v1/embeddings",
+    "rerank": "/v1/rerank",
 }
+# What kind of profile (``ServerProfile.Kind``) answers each endpoint.
+KINDS = {"chat/completions": "chat", "completions": "chat", "embeddings": "embedding", "rerank": "rerank"}
 
 
 @dataclass
@@ -23,6 +26,7 @@ class ApiCall:
     endpoint: str
     body: dict
     pool: ServingPool
+    returns_documents: bool = False
 
     @property
     def path(self) -> str:
@@ -35,6 +39,16 @@ class ApiCall:
     @property
     def profile(self) -> str:
         return self.pool.profile.name
+
+    def finish(self, answer: dict) -> None:
+        """What the API answers beyond llama-server's answer: a rerank's documents, when asked for (Jina's and
+        Cohere's ``return_documents``; llama-server returns indexes and scores only)."""
+        if self.endpoint == "rerank" and self.returns_documents:
+            texts = self.body["documents"]
+            for result in answer.get("results") or []:
+                index = result.get("index") if isinstance(result, dict) else None
+                if isinstance(index, int) and 0 <= index < len(texts):
+                    result["document"] = {"text": texts[index]}
 
     def affinity(self) -> tuple[str, str]:
         """(the conversation this call continues, the one it makes): the call before this one sent every

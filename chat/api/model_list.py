@@ -9,13 +9,14 @@ from monitor.public import user_profiles
 
 
 async def list_models() -> dict:
-    """OpenAI's model list (id: the profile's name)."""
-    rows = await sync_to_async(list)(user_profiles().values_list("name", "updated_at"))
+    """OpenAI's model list (id: the profile's name), each with what it answers (``kind``: chat, embedding or
+    rerank: /v1/chat/completions and /v1/completions, /v1/embeddings, /v1/rerank)."""
+    rows = await sync_to_async(list)(user_profiles().values_list("name", "updated_at", "kind"))
     return {
         "object": "list",
         "data": [
-            {"id": name, "object": "model", "created": int(updated.timestamp()), "owned_by": "qwenweb"}
-            for name, updated in rows
+            {"id": name, "object": "model", "created": int(updated.timestamp()), "owned_by": "qwenweb", "kind": kind}
+            for name, updated, kind in rows
         ],
     }
 

@@ -44,7 +44,7 @@ async def complete(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None 
         usage, figures = (0, 0), {}
         try:
             content = await slot.post_raw(call.path, call.body)
-            content, usage, figures = _read_answer(content)
+            content, usage, figures = _read_answer(call, content)
         except LlamaError as error:
             raise from_llama(error) from error
         finally:
@@ -53,12 +53,13 @@ async def complete(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None 
     return content
 
 
-def _read_answer(content: bytes) -> tuple[bytes, tuple[int, int], dict]:
+def _read_answer(call: ApiCall, content: bytes) -> tuple[bytes, tuple[int, int], dict]:
     """(the body to relay, its usage, its figures); a body that is not an answer is relayed as it came."""
     try:
         answer = orjson.loads(content)
         usage, figures = usage_of(answer), timings_of(answer)
-        if drop_cache_figures(answer):
+        call.finish(answer)
+        if drop_cache_figures(answer) or call.returns_documents:
             content = orjson.dumps(answer)
     except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
         return content, (0, 0), {}

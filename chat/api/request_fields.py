@@ -15,6 +15,7 @@ import re
 import orjson
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.api.errors import ApiError
 
@@ -33,8 +34,11 @@ OPENAI_FIELDS = {
         "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "seed", "user", "echo",
         "best_of", "suffix",  # refused with their own message below
     },
-    "embeddings": {"model", "input", "encoding_format", "user"},
+    "embeddings": {"model", "input", "encoding_format", "dimensions", "user"},
+    # Jina's and Cohere's shape, which llama-server speaks and Dify and FastGPT send.
+    "rerank": {"model", "query", "documents", "top_n", "return_documents", "user"},
 }  # fmt: skip
+GENERATING = {"chat/completions", "completions"}
 # The short, documented set of llama.cpp extras a caller may send for generation.
 LLAMA_EXTRAS = {
     "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", "mirostat", "mirostat_tau", "mirostat_eta",
@@ -103,7 +107,7 @@ def check_parameters(endpoint: str, body: dict) -> None:
 
 
 def allowed_fields(endpoint: str) -> set[str]:
-    return OPENAI_FIELDS[endpoint] | (LLAMA_EXTRAS if endpoint != "embeddings" else set())
+    return OPENAI_FIELDS[endpoint] | (LLAMA_EXTRAS if endpoint in GENERATING else set())
 
 
 def check_fields(endpoint: str, body: dict) -> None:
@@ -121,7 +125,7 @@ def check_fields(endpoint: str, body: dict) -> None:
 
 def cap_output(endpoint: str, body: dict) -> None:
     """Refuse an output length over ``API_MAX_TOKENS`` (naming it); set the cap when none is given."""
-    if endpoint == "embeddings":
+    if endpoint not in GENERATING:
         return
     cap = settings.API_MAX_TOKENS
     given = [name for name in OUTPUT_CAPS if name in body and body[name] is not None]
@@ -227,6 +231,50 @@ def check_request(endpoint: str, body: dict) -> None:
         check_messages(body.get("messages"))
     elif endpoint == "completions":
         check_inputs(body.get("prompt"), "prompt")
-    else:
+    elif endpoint == "embeddings":
         check_inputs(body.get("input"), "input")
+        check_embedding_options(body)
+    else:
+        check_rerank(body)
     cap_output(endpoint, body)
+
+
+def check_embedding_options(body: dict) -> None:
+    if body.get("encoding_format", "float") not in ("float", "base64"):
+        raise _bad(_("'encoding_format' must be float or base64."), "encoding_format")
+    if "dimensions" in body:  # llama-server answers a model's own size only
+        raise _bad(
+            _("Unsupported parameter '%(name)s': vectors come in the model's own size.") % {"name": "dimensions"},
+            "dimensions",
+        )
+
+
+def check_rerank(body: dict) -> None:
+    """A query, the documents to rank (text, or Cohere's ``{"text": ...}``; made text for llama-server), and
+    ``top_n`` within them. ``return_documents`` is answered here (llama-server never returns them)."""
+    if not isinstance(body.get("query"), str) or not body["query"].strip():
+        raise _bad(_("'query' must be a non-empty text."), "query")
+    documents = body.get("documents")
+    if not isinstance(documents, list) or not documents:
+        raise _bad(_("'documents' must be a non-empty list of texts."), "documents")
+    limit = settings.API_RERANK_MAX_DOCUMENTS
+    if len(documents) > limit:
+        raise _bad(
+            ngettext(
+                "At most %(limit)d document can be ranked in one request.",
+                "At most %(limit)d documents can be ranked in one request.",
+                limit,
+            )
+            % {"limit": limit},
+            "documents",
+            code="too_many_documents",
+        )
+    texts = [item.get("text") if isinstance(item, dict) and set(item) == {"text"} else item for item in documents]
+    if not all(isinstance(text, str) for text in texts):
+        raise _bad(_("'documents' must be a non-empty list of texts."), "documents")
+    body["documents"] = texts
+    top_n = body.get("top_n", len(texts))
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise _bad(_("'top_n' must be a whole number of 1 or more."), "top_n")
+    if not isinstance(body.get("return_documents", False), bool):
+        raise _bad(_("'return_documents' must be true or false."), "return_documents")

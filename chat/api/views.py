@@ -65,6 +65,11 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
 
 
 @csrf_exempt
+async def rerank(request: HttpRequest) -> HttpResponse:
+    return await _relay(request, "rerank")
+
+
+@csrf_exempt
 async def models(request: HttpRequest, name: str | None = None) -> HttpResponse:
     if request.method != "GET":
         return _method_not_allowed("GET")

@@ -95,7 +95,7 @@ def get_message_image(user, message_id: int) -> tuple[bytes, str]:
 def profile_choices() -> list[dict[str, Any]]:
     """What a user picks from: each available profile with its context per answer and image support."""
     choices = []
-    for profile in user_profiles():
+    for profile in user_profiles(ServerProfile.Kind.CHAT):
         choices.append(
             {
                 "name": profile.name,

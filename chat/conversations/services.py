@@ -149,6 +149,10 @@ def choose_profile(conversation: Conversation, profile_name: str) -> None:
         profile = find_profile(profile_name, for_users=True)
     except ProfileUnavailable as error:
         raise ChatError(_("The server profile %(name)s is not available.") % {"name": profile_name[:64]}) from error
+    if not profile.is_chat:
+        raise ChatError(
+            _("The server profile %(name)s makes embeddings or rankings; pick a chat profile.") % {"name": profile.name}
+        )
     if conversation.profile_id != profile.pk:
         conversation.profile = profile
         conversation.save(update_fields=["profile", "updated_at"])

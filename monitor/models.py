@@ -65,6 +65,22 @@ class ServerProfile(models.Model):
         ON = "on", _("on")
         OFF = "off", _("off")
 
+    class Kind(models.TextChoices):
+        """What the profile serves: chat (generation), embeddings (``--embeddings``) or reranking (``--reranking``)."""
+
+        CHAT = "chat", _("chat")
+        EMBEDDING = "embedding", _("embeddings")
+        RERANK = "rerank", _("reranking")
+
+    class Pooling(models.TextChoices):
+        """llama-server's ``--pooling`` choices: how an embedding profile makes one vector of a text's tokens."""
+
+        MEAN = "mean", _("mean of the tokens")
+        CLS = "cls", _("first token (CLS)")
+        LAST = "last", _("last token")
+        NONE = "none", _("none (a vector per token)")
+        RANK = "rank", _("rank (rerankers)")
+
     class ScanReader(models.TextChoices):
         """Who reads a document's scanned pages (pages with no text layer) for this profile."""
 
@@ -75,6 +91,20 @@ class ServerProfile(models.Model):
     description = models.CharField(_("description"), max_length=200, blank=True)
     available_to_users = models.BooleanField(_("available to users"), default=True)
     is_default = models.BooleanField(_("default profile"), default=False)
+    kind = models.CharField(
+        _("kind"),
+        max_length=16,
+        choices=Kind.choices,
+        default=Kind.CHAT,
+        help_text=_("Embeddings and reranking profiles serve /v1/embeddings and /v1/rerank, not chat."),
+    )
+    pooling = models.CharField(
+        _("pooling"),
+        max_length=8,
+        choices=Pooling.choices,
+        default=Pooling.MEAN,
+        help_text=_("How an embeddings profile pools a text's tokens into one vector (llama-server --pooling)."),
+    )
     model_file = models.CharField(_("model file"), max_length=255, blank=True)
     # A remote profile talks to an existing llama-server elsewhere instead of a local model file.
     remote_url = models.URLField(_("remote llama-server URL"), blank=True, help_text=_("leave empty for a local model"))
@@ -142,6 +172,10 @@ class ServerProfile(models.Model):
     @property
     def is_remote(self) -> bool:
         return bool(self.remote_url)
+
+    @property
+    def is_chat(self) -> bool:
+        return self.kind == self.Kind.CHAT
 
     def save(self, *args, **kwargs) -> None:
         super().save(*args, **kwargs)

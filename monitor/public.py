@@ -1,14 +1,15 @@
 """What ``monitor`` publishes for ``chat``: the one module chat may import from monitor.
 
 Chat needs a serving slot for a profile (the one way to reach a model: ``serving_pool`` and its
-``slot``, or ``serving_slot``), the profiles people may use, the errors to tell them about, Redis
-clients, and a hook into the dashboard (request figures). Everything else of monitor is private to
-it; ``make lint`` checks that.
+``slot``; the pool's client only counts tokens, ``PromptCounter``), the profiles people may use, the
+errors to tell them about, Redis clients, waiting on work while it is alive, and a hook into the
+dashboard (request figures). Nothing here reaches a model without the fair queue. Everything else of
+monitor is private to it; ``make lint`` checks that.
 """
 
 from __future__ import annotations
 
-from monitor.llama.client import LlamaClient
+from monitor.awaiting import await_while_alive
 from monitor.llama.errors import LlamaError, LlamaHung, LlamaRejected, LlamaStreamBroken, LlamaUnavailable
 from monitor.llama.serving import ServingInfo
 from monitor.models import ServerProfile
@@ -17,12 +18,11 @@ from monitor.profiles.selectors import find_profile, user_profiles
 from monitor.redis_clients import REDIS_DOWN, LoopRedis, close_loop_clients
 from monitor.redis_clients import sync_client as sync_redis
 from monitor.serving.queue import Priority, QueueUnavailable
-from monitor.serving.slot import ServingPool, ServingSlot, serving_pool, serving_slot
+from monitor.serving.slot import PromptCounter, ServingPool, ServingSlot, serving_pool
 from monitor.telemetry.dashboard import percentile, register_request_figures
 
 __all__ = [
     "REDIS_DOWN",
-    "LlamaClient",
     "LlamaError",
     "LlamaHung",
     "LlamaRejected",
@@ -31,19 +31,20 @@ __all__ = [
     "LoadFailed",
     "LoopRedis",
     "Priority",
+    "PromptCounter",
     "ProfileUnavailable",
     "QueueUnavailable",
     "ServerProfile",
     "ServingInfo",
     "ServingPool",
     "ServingSlot",
+    "await_while_alive",
     "close_loop_clients",
     "conversation_profile",
     "find_profile",
     "percentile",
     "register_request_figures",
     "serving_pool",
-    "serving_slot",
     "sync_redis",
     "user_profiles",
 ]
@@ -52,7 +53,7 @@ __all__ = [
 def conversation_profile(profile_id: int | None) -> ServerProfile:
     """The profile a conversation picked, when people may still use it; else the default one."""
     if profile_id:
-        profile = user_profiles().filter(pk=profile_id).first()
+        profile = user_profiles(ServerProfile.Kind.CHAT).filter(pk=profile_id).first()
         if profile is not None:
             return profile
     return find_profile(None)

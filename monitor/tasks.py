@@ -99,6 +99,12 @@ def unload_profile(name: str) -> dict:
     return {"ok": True, "node": settings.NODE_NAME}
 
 
+def load_on(profile: ServerProfile, names: list[str]) -> None:
+    """Have each named node load the profile (a job on its own queue, after what was sent there before)."""
+    for name in names:
+        load_profile.apply_async((profile.pk,), queue=node_queue(name))
+
+
 def on_nodes(task, profile: ServerProfile) -> list[str]:
     """Send ``task`` for the profile (its id; its name for an unload) to every node that serves it, each to
     its own queue; their names."""

@@ -227,6 +227,8 @@ DEFAULT_MODEL_FILE = os.environ.get("QWENWEB_DEFAULT_MODEL", "gemma-3-270m-q4_k_
 # --threads for profiles left at -1 (llama-server's own choice, measured fastest: bench/cpu_bench.py threads_<n>_tps=).
 LLAMA_DEFAULT_THREADS = env_int("QWENWEB_LLAMA_THREADS", -1)
 LLAMA_MODELS_MAX = env_int("QWENWEB_MODELS_MAX", 1)
+# Embeddings and reranking profiles kept loaded at once per node, beside (not counted in) the chat ones.
+LLAMA_EMBED_MODELS_MAX = env_int("QWENWEB_EMBED_MODELS_MAX", 2)
 LLAMA_STOP_TIMEOUT_S = env_int("QWENWEB_STOP_TIMEOUT_S", 10)
 PROFILE_LOAD_TIMEOUT_S = env_int("QWENWEB_PROFILE_LOAD_TIMEOUT_S", 600)
 # After a change goes live, answers still being written by the old revision get this long to finish.
@@ -255,9 +257,8 @@ CHAT_TURNS_PER_MINUTE = env_int("QWENWEB_TURNS_PER_MINUTE", 20)
 # Daily quotas (what counts; figures per person and group: docs/accounts.md), reset at midnight (TIME_ZONE); 0: none.
 QUOTA_TURNS_PER_DAY = env_int("QWENWEB_TURNS_PER_DAY", 0)
 QUOTA_TOKENS_PER_DAY = env_int("QWENWEB_TOKENS_PER_DAY", 0)
-# Sign-up (its mode is set by staff on the users page): attempts per address an hour, invite links' life.
-SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)
-INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)
+SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)  # sign-up attempts per address (mode: the users page)
+INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)  # an invite link's life
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  # stored text <= 1 s behind
 # Text reaching a page goes at most once per this many ms (20 pictures a second), and llama-server's
 # stream is read on the same clock (monitor/llama/wire.py); the first text and every other event go at
@@ -318,6 +319,7 @@ METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
 # OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
 API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)
+API_RERANK_MAX_DOCUMENTS = env_int("QWENWEB_API_RERANK_MAX_DOCUMENTS", 1000)  # documents one /v1/rerank may rank
 API_MAX_TOKENS = env_int("QWENWEB_API_MAX_TOKENS", 4096)  # max_tokens above it is refused; absent, it is sent
 API_KEY_RPM = env_int("QWENWEB_API_KEY_RPM", 120)  # requests per key in any 60 seconds
 MAX_API_KEYS_PER_USER = env_int("QWENWEB_MAX_API_KEYS_PER_USER", 10)  # keys not revoked

@@ -23,12 +23,13 @@ class ProfileRefused(ChatError):
     """The profile exists but is open only to groups the person is not in."""
 
 
-def profiles_for(user_id: int) -> QuerySet[ServerProfile]:
-    """The profiles this person may pick for a conversation or name as an API model."""
+def profiles_for(user_id: int, kind: str | None = None) -> QuerySet[ServerProfile]:
+    """The profiles this person may pick for a conversation or name as an API model; of one kind
+    (``ServerProfile.Kind``) when given: a conversation's are ``chat``."""
     tied = _TIES.objects.filter(serverprofile_id=OuterRef("pk"))
     member = tied.filter(grouppolicy__group__user=user_id)
     staff = get_user_model().objects.filter(pk=user_id, is_staff=True)
-    return user_profiles().filter(~Exists(tied) | Exists(member) | Q(Exists(staff)))
+    return user_profiles(kind).filter(~Exists(tied) | Exists(member) | Q(Exists(staff)))
 
 
 def refusal_message(name: str) -> str:
@@ -39,16 +40,16 @@ def refusal_message(name: str) -> str:
 
 
 def profile_for(user_id: int, name: str | None = None) -> ServerProfile:
-    """The profile ``name`` (or this person's default: the default profile when they may use it, else
-    the first they may). ProfileRefused when it is open only to other groups; ProfileUnavailable
-    when there is no such profile (or none at all) for people."""
-    profiles = profiles_for(user_id)
+    """The profile ``name``, of any kind (or this person's default chat profile: the default profile
+    when they may use it, else the first chat profile they may). ProfileRefused when it is open only
+    to other groups; ProfileUnavailable when there is no such profile (or none at all) for people."""
     if name:
-        profile = profiles.filter(name=name).first()
+        profile = profiles_for(user_id).filter(name=name).first()
         if profile is None and user_profiles().filter(name=name).exists():
             raise ProfileRefused(refusal_message(name))
     else:
-        profile = profiles.filter(is_default=True).first() or profiles.first()
+        chat = profiles_for(user_id, ServerProfile.Kind.CHAT)  # the default answers chats
+        profile = chat.filter(is_default=True).first() or chat.first()
     if profile is None:
         raise ProfileUnavailable(_("No server profile named %(name)s is available.") % {"name": name or "default"})
     return profile
@@ -57,7 +58,7 @@ def profile_for(user_id: int, name: str | None = None) -> ServerProfile:
 def conversation_profile_for(user_id: int, profile_id: int | None) -> ServerProfile:
     """The profile a conversation picked while its owner may still use it; else their default one."""
     if profile_id:
-        profile = profiles_for(user_id).filter(pk=profile_id).first()
+        profile = profiles_for(user_id, ServerProfile.Kind.CHAT).filter(pk=profile_id).first()
         if profile is not None:
             return profile
     return profile_for(user_id)

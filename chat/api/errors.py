@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import orjson
+from django.utils.translation import gettext as _
 
-from monitor.public import LlamaRejected
+from monitor.public import LlamaError, LlamaRejected, LlamaUnavailable
 
 
 class ApiError(Exception):
@@ -44,3 +45,38 @@ class ApiError(Exception):
         return cls(
             status, str(rejection), type="server_error" if status >= 500 else "invalid_request_error", payload=payload
         )
+
+
+def unavailable() -> ApiError:
+    return ApiError(503, _("The model server is not reachable right now."), type="server_error", code="unavailable")
+
+
+def broken() -> ApiError:
+    return ApiError(
+        502, _("The model server stopped in the middle of the answer."), type="server_error", code="stream_broken"
+    )
+
+
+def queue_unavailable() -> ApiError:
+    return ApiError(
+        503, _("The request queue is not reachable right now; retry shortly."), type="server_error", code="unavailable"
+    )
+
+
+def from_llama(error: LlamaError) -> ApiError:
+    """What an API client is told of a failed request (the node was already reported by its slot)."""
+    if isinstance(error, LlamaRejected):
+        return ApiError.from_upstream(error)
+    if isinstance(error, LlamaUnavailable):
+        return unavailable()
+    return broken()
+
+
+def not_found(model: str) -> ApiError:
+    return ApiError(
+        404,
+        _("The model '%(model)s' does not exist or is not available: GET /v1/models lists them.")
+        % {"model": model[:100]},
+        code="model_not_found",
+        param="model",
+    )

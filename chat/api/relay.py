@@ -1,124 +1,111 @@
-"""What the gateway relays: llama-server's answers, as they came, less what tells how much of a
-prompt was cached, and the usage they report. Streams are watched as bytes (``StreamTally``),
-never decoded per token."""
+"""The relay: an admitted call takes the key's place and its owner's turn in the fair queue (in line with
+their chats), is sent to the node the queue gives, and llama-server's answer goes back as it came, its
+usage counted once. Streams are relayed as llama-server's own SSE bytes, never decoded per token: a
+``StreamTally`` only looks for the end and the last event with figures.
+
+A failed request's node is reported by its serving slot; here the error only becomes the API's answer.
+"""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import aclosing, asynccontextmanager
+
 import orjson
+from django.conf import settings
+
+from chat.api import keys
+from chat.api.admission import key_place
+from chat.api.calls import ApiCall
+from chat.api.errors import broken, from_llama, queue_unavailable
+from chat.api.keys import CallerKey
+from chat.api.limits import KeyLimiter
+from chat.api.tally import StreamTally, drop_cache_figures, timings_of, usage_of
+from monitor.public import LlamaError, QueueUnavailable, ServingSlot
 
 
-def usage_of(answer: dict) -> tuple[int, int]:
-    """(prompt, output) tokens from an answer's ``usage``, else its llama.cpp ``timings``."""
-    usage = answer.get("usage")
-    if isinstance(usage, dict):
-        return int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
-    timings = answer.get("timings")
-    if isinstance(timings, dict):
-        prompt = int(timings.get("prompt_n") or 0) + int(timings.get("cache_n") or 0)
-        return prompt, int(timings.get("predicted_n") or 0)
-    return 0, 0
-
-
-def timings_of(answer: dict) -> dict:
-    """What an answer's llama.cpp ``timings`` say of its prompt and output, as the serving slot
-    remembers them (the node now holding the conversation's cache, and what recomputing it costs)."""
-    timings = answer.get("timings")
-    if not isinstance(timings, dict):
-        return {}
-    return {
-        "prompt_tokens": timings.get("prompt_n"),
-        "cached_tokens": timings.get("cache_n"),
-        "output_tokens": timings.get("predicted_n"),
-        "prompt_per_second": timings.get("prompt_per_second"),
-    }
-
-
-def drop_cache_figures(answer: dict) -> bool:
-    """Remove what tells how much of the prompt was already cached (another caller's prefix may be
-    what was cached): llama-server's ``timings`` and ``tokens_cached``, and ``usage``'s
-    ``cached_tokens``. True when something was removed."""
-    removed = answer.pop("timings", None) is not None
-    removed |= answer.pop("tokens_cached", None) is not None
-    usage = answer.get("usage")
-    if isinstance(usage, dict):
-        removed |= usage.pop("prompt_tokens_details", None) is not None
-    return removed
-
-
-def without_cache_figures(event: bytes) -> bytes:
-    """An SSE event with its ``data:`` JSON's cache figures removed (unchanged when it has none or is not JSON)."""
-    lines = event.split(b"\n")
-    for index, line in enumerate(lines):
-        if line.startswith(b"data:"):
-            try:
-                chunk = orjson.loads(line[5:])
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(chunk, dict) and drop_cache_figures(chunk):
-                lines[index] = b"data: " + orjson.dumps(chunk)
-    return b"\n".join(lines)
-
-
-# What makes an event more than bytes to pass on: figures to strip and count, the end, an error.
-# A model's text cannot forge them: inside a JSON string its quotes are escaped.
-_MARKS = (b'"timings"', b'"usage"', b"[DONE]", b'"error"')
-
-
-class StreamTally:
-    """Watches relayed SSE bytes: whether ``[DONE]`` or an error event came, and the last event with figures.
-
-    Only splits events and searches bytes; the events with figures (the last ones) are decoded
-    and re-encoded without the cache figures (``drop_cache_figures``): the only per-event work
-    is one search.
-    """
-
-    def __init__(self) -> None:
-        self._partial = b""
-        self._figures = b""
-        self.events = 0
-        self.finished = False  # [DONE] or an error event from llama-server
-
-    def feed(self, data: bytes) -> bytes:
-        """The whole events completed by ``data``, ready to relay (a partial event waits for its end)."""
-        if not self._partial and data.endswith(b"\n\n") and not any(mark in data for mark in _MARKS):
-            # The per-token read: whole events, nothing to rewrite or watch for. Relayed as it came.
-            self.events += data.count(b"\n\n")
-            return data
-        *events, self._partial = (self._partial + data).split(b"\n\n")
-        for index, event in enumerate(events):
-            self.events += 1
-            if b'"timings"' in event or b'"usage"' in event:
-                self._figures = event
-                events[index] = without_cache_figures(event)
-            elif event.startswith(b"data: [DONE]") or event.startswith(b'data: {"error"'):
-                self.finished = True
-        return b"".join(event + b"\n\n" for event in events)
-
-    def close(self) -> bytes:
-        """The last event when the stream ended without its blank line."""
-        return self.feed(b"\n\n") if self._partial.strip() else b""
-
-    def usage(self) -> tuple[int, int]:
-        """(prompt, output) tokens; when the stream was cut before its figures, output counts its events."""
-        figures = self._figures_event()
-        if figures is None:
-            return 0, self.events
+@asynccontextmanager
+async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter | None) -> AsyncIterator[ServingSlot]:
+    """The key's place, then the owner's serving slot, in line with their chats."""
+    continues, makes = call.affinity()
+    async with key_place(key, limiter):
         try:
-            return usage_of(figures)
-        except (TypeError, ValueError):
-            return 0, self.events
+            slot = call.pool.slot(str(key.owner_id), priority="person", affinity=continues, remember_as=makes)
+            async with slot as serving:
+                yield serving
+        except QueueUnavailable as error:
+            raise queue_unavailable() from error
 
-    def timings(self) -> dict:
-        """llama-server's figures of the answer (``timings_of``), when they came."""
-        figures = self._figures_event()
-        return timings_of(figures) if figures is not None else {}
 
-    def _figures_event(self) -> dict | None:
-        for line in self._figures.split(b"\n"):
-            if line.startswith(b"data:"):
-                try:
-                    chunk = orjson.loads(line[5:])
-                except orjson.JSONDecodeError:
-                    return None
-                return chunk if isinstance(chunk, dict) else None
-        return None
+async def complete(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None) -> bytes:
+    """A plain answer: llama-server's JSON body, relayed as is (less its cache figures)."""
+    async with _turn(call, key, limiter) as slot:
+        usage, figures = (0, 0), {}
+        try:
+            content = await slot.post_raw(call.path, call.body)
+            content, usage, figures = _read_answer(call, content)
+        except LlamaError as error:
+            raise from_llama(error) from error
+        finally:
+            await asyncio.shield(keys.record_usage(key, *usage))
+        await slot.remember(figures)
+    return content
+
+
+def _read_answer(call: ApiCall, content: bytes) -> tuple[bytes, tuple[int, int], dict]:
+    """(the body to relay, its usage, its figures); a body that is not an answer is relayed as it came."""
+    try:
+        answer = orjson.loads(content)
+        usage, figures = usage_of(answer), timings_of(answer)
+        call.finish(answer)
+        if drop_cache_figures(answer) or call.returns_documents:
+            content = orjson.dumps(answer)
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
+        return content, (0, 0), {}
+    return content, usage, figures
+
+
+async def stream(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None) -> AsyncIterator[bytes | None]:
+    """A streamed answer. Yields ``None`` first, once llama-server has begun answering (anything that
+    fails before that raises ApiError, for a plain error response), then its SSE bytes as they come. A
+    failure after that ends the stream with an OpenAI-shaped error event.
+
+    Closing the iteration early (the client went away) closes the upstream request, which frees
+    llama-server's slot, and gives back the serving slot and the key's place."""
+    tally = StreamTally()
+    async with _turn(call, key, limiter) as slot:
+        upstream = slot.stream_raw(call.path, call.body, pace_s=settings.API_FRAME_S)
+        try:
+            async with aclosing(_relayed(upstream, tally)) as relayed:
+                async for data in relayed:
+                    yield data
+        finally:
+            await asyncio.shield(keys.record_usage(key, *tally.usage()))
+        if tally.finished:
+            await slot.remember(tally.timings())
+    if tally.end:
+        yield tally.end  # [DONE], once the usage is counted and the slot given back
+
+
+async def _relayed(upstream: AsyncIterator[bytes], tally: StreamTally) -> AsyncIterator[bytes | None]:
+    begun = False
+    try:
+        async with aclosing(upstream):
+            async for data in upstream:
+                if not begun:
+                    begun = True
+                    yield None
+                if relayed := tally.feed(data):
+                    yield relayed
+    except LlamaError as error:
+        if not begun:
+            raise from_llama(error) from error
+        yield from_llama(error).sse_event()  # a half event is dropped: it cannot be read
+        return
+    if not begun:
+        raise broken()
+    if tail := tally.close():
+        yield tail
+    if not tally.finished:
+        yield broken().sse_event()

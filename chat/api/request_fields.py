@@ -1,5 +1,6 @@
-"""What an API request may contain: an allowlist of fields per endpoint, the shape of
-``messages`` (or ``prompt`` / ``input``), media only as inline data, and the output cap.
+"""What an API request may contain, checked at the border (``parse_request``): a JSON object within
+the size limit, an allowlist of fields per endpoint, the shape of ``messages`` (or ``prompt`` /
+``input``), media only as inline data, and the output cap.
 
 Anything not listed here is refused with a 400 naming the field, so a llama-server
 parameter the gateway never reviewed (``id_slot``, ``n_probs``, ``lora``,
@@ -11,11 +12,16 @@ from __future__ import annotations
 
 import re
 
+import orjson
 from django.conf import settings
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from chat.api.errors import ApiError
 
+STREAMABLE = {"chat/completions", "completions"}
+# OpenAI parameters llama-server does not do (it fails on them with a bare server error).
+REFUSED_PARAMETERS = ("best_of", "suffix")
 # OpenAI's own fields of each endpoint that llama-server implements.
 OPENAI_FIELDS = {
     "chat/completions": {
@@ -28,8 +34,11 @@ OPENAI_FIELDS = {
         "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "seed", "user", "echo",
         "best_of", "suffix",  # refused with their own message below
     },
-    "embeddings": {"model", "input", "encoding_format", "user"},
+    "embeddings": {"model", "input", "encoding_format", "dimensions", "user"},
+    # Jina's and Cohere's shape, which llama-server speaks and Dify and FastGPT send.
+    "rerank": {"model", "query", "documents", "top_n", "return_documents", "user"},
 }  # fmt: skip
+GENERATING = {"chat/completions", "completions"}
 # The short, documented set of llama.cpp extras a caller may send for generation.
 LLAMA_EXTRAS = {
     "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", "mirostat", "mirostat_tau", "mirostat_eta",
@@ -51,8 +60,54 @@ def _bad(message: str, param: str | None = None, code: str | None = None) -> Api
     return ApiError(400, message, param=param, code=code)
 
 
+def parse_request(endpoint: str, raw: bytes) -> dict:
+    """The request's body, parsed and checked; ApiError 400 naming what is wrong."""
+    body = parse_body(raw)
+    check_parameters(endpoint, body)
+    return body
+
+
+def parse_body(raw: bytes) -> dict:
+    if len(raw) > settings.API_MAX_BODY_BYTES:
+        raise _bad(
+            _("The request is too large: the limit is %(mb)d MB.") % {"mb": settings.API_MAX_BODY_BYTES // 1_048_576},
+            code="request_too_large",
+        )
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise _bad(_("The request body is not valid JSON: %(why)s") % {"why": error}, code="invalid_json") from error
+    if not isinstance(body, dict):
+        raise _bad(_("The request body must be a JSON object."), code="invalid_json")
+    return body
+
+
+def check_parameters(endpoint: str, body: dict) -> None:
+    """Refuse what the gateway does not pass on, naming the parameter."""
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise _bad(_("Name a model in 'model': GET /v1/models lists them."), "model")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise _bad(_("'stream' must be true or false."), "stream")
+    if stream and endpoint not in STREAMABLE:
+        raise _bad(_("This endpoint does not stream."), "stream")
+    if "n" in body and body["n"] != 1:
+        raise _bad(
+            _("Unsupported parameter '%(name)s': one answer per request; send several requests instead.")
+            % {"name": "n"},
+            "n",
+        )
+    for name in REFUSED_PARAMETERS:
+        if name in body:
+            raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": name}, name)
+    if body.get("echo"):
+        raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": "echo"}, "echo")
+    check_request(endpoint, body)
+
+
 def allowed_fields(endpoint: str) -> set[str]:
-    return OPENAI_FIELDS[endpoint] | (LLAMA_EXTRAS if endpoint != "embeddings" else set())
+    return OPENAI_FIELDS[endpoint] | (LLAMA_EXTRAS if endpoint in GENERATING else set())
 
 
 def check_fields(endpoint: str, body: dict) -> None:
@@ -70,7 +125,7 @@ def check_fields(endpoint: str, body: dict) -> None:
 
 def cap_output(endpoint: str, body: dict) -> None:
     """Refuse an output length over ``API_MAX_TOKENS`` (naming it); set the cap when none is given."""
-    if endpoint == "embeddings":
+    if endpoint not in GENERATING:
         return
     cap = settings.API_MAX_TOKENS
     given = [name for name in OUTPUT_CAPS if name in body and body[name] is not None]
@@ -176,6 +231,50 @@ def check_request(endpoint: str, body: dict) -> None:
         check_messages(body.get("messages"))
     elif endpoint == "completions":
         check_inputs(body.get("prompt"), "prompt")
-    else:
+    elif endpoint == "embeddings":
         check_inputs(body.get("input"), "input")
+        check_embedding_options(body)
+    else:
+        check_rerank(body)
     cap_output(endpoint, body)
+
+
+def check_embedding_options(body: dict) -> None:
+    if body.get("encoding_format", "float") not in ("float", "base64"):
+        raise _bad(_("'encoding_format' must be float or base64."), "encoding_format")
+    if "dimensions" in body:  # llama-server answers a model's own size only
+        raise _bad(
+            _("Unsupported parameter '%(name)s': vectors come in the model's own size.") % {"name": "dimensions"},
+            "dimensions",
+        )
+
+
+def check_rerank(body: dict) -> None:
+    """A query, the documents to rank (text, or Cohere's ``{"text": ...}``; made text for llama-server), and
+    ``top_n`` within them. ``return_documents`` is answered here (llama-server never returns them)."""
+    if not isinstance(body.get("query"), str) or not body["query"].strip():
+        raise _bad(_("'query' must be a non-empty text."), "query")
+    documents = body.get("documents")
+    if not isinstance(documents, list) or not documents:
+        raise _bad(_("'documents' must be a non-empty list of texts."), "documents")
+    limit = settings.API_RERANK_MAX_DOCUMENTS
+    if len(documents) > limit:
+        raise _bad(
+            ngettext(
+                "At most %(limit)d document can be ranked in one request.",
+                "At most %(limit)d documents can be ranked in one request.",
+                limit,
+            )
+            % {"limit": limit},
+            "documents",
+            code="too_many_documents",
+        )
+    texts = [item.get("text") if isinstance(item, dict) and set(item) == {"text"} else item for item in documents]
+    if not all(isinstance(text, str) for text in texts):
+        raise _bad(_("'documents' must be a non-empty list of texts."), "documents")
+    body["documents"] = texts
+    top_n = body.get("top_n", len(texts))
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise _bad(_("'top_n' must be a whole number of 1 or more."), "top_n")
+    if not isinstance(body.get("return_documents", False), bool):
+        raise _bad(_("'return_documents' must be true or false."), "return_documents")

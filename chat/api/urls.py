@@ -10,5 +10,6 @@ urlpatterns = [
     path("chat/completions", views.chat_completions, name="chat-completions"),
     path("completions", views.completions, name="completions"),
     path("embeddings", views.embeddings, name="embeddings"),
+    path("rerank", views.rerank, name="rerank"),
     re_path(r"^.*$", views.unknown),
 ]

@@ -1,5 +1,6 @@
-"""The /v1/ endpoints: thin async views over chat.api.gateway. Authenticated only by
-``Authorization: Bearer <key>`` (no session, no CSRF); every error in OpenAI's shape."""
+"""The /v1/ endpoints: thin async views over the API's admission (``chat.api.admission``), relay
+(``chat.api.relay``) and model list. Authenticated only by ``Authorization: Bearer <key>`` (no session,
+no CSRF); every error in OpenAI's shape."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 
-from chat.api import gateway
+from chat.api import admission, model_list, relay
 from chat.api.errors import ApiError
 
 
@@ -33,12 +34,12 @@ async def _relay(request: HttpRequest, endpoint: str) -> HttpResponse:
     try:
         # One byte over the limit is enough to refuse; the body is already spooled by the server,
         # and is read only for a caller whose key, rate and quota pass.
-        key, call = await gateway.open_call(
+        key, call = await admission.open_call(
             request.headers.get("Authorization"), endpoint, lambda: request.read(settings.API_MAX_BODY_BYTES + 1)
         )
         if not call.stream:
-            return HttpResponse(await gateway.complete(call, key), content_type="application/json")
-        events = gateway.stream(call, key)
+            return HttpResponse(await relay.complete(call, key), content_type="application/json")
+        events = relay.stream(call, key)
         await anext(events)  # waits for the queue and llama-server's first bytes; errors raise here
     except ApiError as error:
         return _error(error)
@@ -64,12 +65,17 @@ async def embeddings(request: HttpRequest) -> HttpResponse:
 
 
 @csrf_exempt
+async def rerank(request: HttpRequest) -> HttpResponse:
+    return await _relay(request, "rerank")
+
+
+@csrf_exempt
 async def models(request: HttpRequest, name: str | None = None) -> HttpResponse:
     if request.method != "GET":
         return _method_not_allowed("GET")
     try:
-        await gateway.admit(request.headers.get("Authorization"))
-        return JsonResponse(await gateway.list_models() if name is None else await gateway.get_model(name))
+        await admission.admit(request.headers.get("Authorization"))
+        return JsonResponse(await model_list.list_models() if name is None else await model_list.get_model(name))
     except ApiError as error:
         return _error(error)
 

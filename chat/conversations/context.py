@@ -16,7 +16,7 @@ from django.conf import settings
 from django.utils.translation import ngettext
 
 from chat.errors import ChatError
-from monitor.public import LlamaClient
+from monitor.public import PromptCounter
 
 # What one image costs at most in prompt tokens (Gemma 3: 256; Qwen-VL at 512 px: ~330).
 IMAGE_TOKENS = 768
@@ -43,7 +43,7 @@ def _image_count(messages: list[dict]) -> int:
 _template_bytes: dict[tuple[str, str], tuple[int, int]] = {}
 
 
-async def _template_overhead(client: LlamaClient, template_key: str) -> tuple[int, int]:
+async def _template_overhead(client: PromptCounter, template_key: str) -> tuple[int, int]:
     """(fixed bytes, bytes per message) that the chat template adds around the content."""
     key = (client.base_url, template_key)
     if key not in _template_bytes:
@@ -72,7 +72,9 @@ def _content_bytes(messages: list[dict]) -> int:
     return total
 
 
-async def _prompt_tokens(client: LlamaClient, messages: list[dict], budget: int, template_key: str) -> tuple[int, bool]:
+async def _prompt_tokens(
+    client: PromptCounter, messages: list[dict], budget: int, template_key: str
+) -> tuple[int, bool]:
     """(tokens or an upper bound, exact?)"""
     fixed, per_message = await _template_overhead(client, template_key)
     images = _image_count(messages) * IMAGE_TOKENS
@@ -109,7 +111,7 @@ def documents_budget(n_ctx: int) -> int:
     return (n_ctx - answer_reserve(n_ctx)) // 2
 
 
-async def fit_messages(client: LlamaClient, messages: list[dict], n_ctx: int, template_key: str = "") -> FittedPrompt:
+async def fit_messages(client: PromptCounter, messages: list[dict], n_ctx: int, template_key: str = "") -> FittedPrompt:
     """``messages``: an optional system message, then turns, the last one the user's."""
     reserve = answer_reserve(n_ctx)
     budget = n_ctx - reserve

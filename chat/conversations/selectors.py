@@ -96,7 +96,7 @@ def get_message_image(user, message_id: int) -> tuple[bytes, str]:
 def profile_choices(user_id: int) -> list[dict[str, Any]]:
     """What a person picks from: each profile they may use with its context per answer and image support."""
     choices = []
-    for profile in profiles_for(user_id):
+    for profile in profiles_for(user_id, ServerProfile.Kind.CHAT):
         choices.append(
             {
                 "name": profile.name,

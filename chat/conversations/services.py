@@ -151,6 +151,10 @@ def choose_profile(conversation: Conversation, profile_name: str) -> None:
         profile = profile_for(conversation.owner_id, profile_name)
     except ProfileUnavailable as error:
         raise ChatError(_("The server profile %(name)s is not available.") % {"name": profile_name[:64]}) from error
+    if not profile.is_chat:
+        raise ChatError(
+            _("The server profile %(name)s makes embeddings or rankings; pick a chat profile.") % {"name": profile.name}
+        )
     if conversation.profile_id != profile.pk:
         conversation.profile = profile
         conversation.save(update_fields=["profile", "updated_at"])

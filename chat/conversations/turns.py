@@ -29,12 +29,12 @@ from chat.documents.retrieval import answer_citation_checker, document_system_me
 from chat.errors import ChatError
 from chat.models import Conversation, Message
 from monitor.public import (
-    LlamaClient,
     LlamaError,
     LlamaHung,
     LlamaStreamBroken,
     LlamaUnavailable,
     LoadFailed,
+    PromptCounter,
     QueueUnavailable,
     ServingPool,
     ServingSlot,
@@ -187,7 +187,12 @@ class TurnRunner:
                 Message.Status.ERROR,
                 _("The server profile for this chat could not be loaded. An admin can see why on its page."),
             )
-        except (LlamaError, ChatError, QueueUnavailable) as error:
+        except QueueUnavailable:
+            await self._finish(
+                Message.Status.ERROR,
+                _("The request queue is not reachable right now. Your message is saved; send again shortly."),
+            )
+        except (LlamaError, ChatError) as error:
             await self._finish(Message.Status.ERROR, str(error))
         except Exception:
             log.exception("turn %s failed", self.assistant_id)
@@ -246,7 +251,7 @@ class TurnRunner:
                 payload[key] = self.options[key]
         return payload, notice
 
-    async def _with_documents(self, client: LlamaClient, messages: list[dict], n_ctx: int) -> list[dict]:
+    async def _with_documents(self, client: PromptCounter, messages: list[dict], n_ctx: int) -> list[dict]:
         """Questions in a conversation with documents get their summary and matching passages."""
         content = messages[-1]["content"]
         question = content if isinstance(content, str) else " ".join(p.get("text", "") for p in content)

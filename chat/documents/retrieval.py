@@ -19,7 +19,7 @@ from rank_bm25 import BM25Okapi
 
 from chat.documents.citations import CitationChecker
 from chat.models import Document, DocumentPage
-from monitor.public import LlamaClient
+from monitor.public import PromptCounter
 
 PASSAGE_CHARS = 700
 MAX_EXACT_COUNTS = 4
@@ -110,7 +110,7 @@ def _attached(conversation_id) -> list[tuple[Document, list[tuple[int, str]]]]:
     return result
 
 
-async def _fits(client: LlamaClient, text: str, budget: int, exact_left: list[int]) -> bool:
+async def _fits(client: PromptCounter, text: str, budget: int, exact_left: list[int]) -> bool:
     # A token is never shorter than a byte: under the budget in bytes surely fits.
     if len(text.encode()) <= budget:
         return True
@@ -120,7 +120,7 @@ async def _fits(client: LlamaClient, text: str, budget: int, exact_left: list[in
     return await client.count_tokens(text) <= budget
 
 
-async def document_system_message(client: LlamaClient, conversation_id, question: str, budget: int) -> str | None:
+async def document_system_message(client: PromptCounter, conversation_id, question: str, budget: int) -> str | None:
     """The system message for a question in a conversation with documents (at most ``budget`` tokens),
     or None without any."""
     attached = await sync_to_async(_attached)(conversation_id)

@@ -16,7 +16,7 @@ import asyncio
 import base64
 import io
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from monitor.public import (
     LlamaError,
     ServerProfile,
     ServingPool,
+    await_while_alive,
     close_loop_clients,
     find_profile,
     serving_pool,
@@ -113,7 +114,12 @@ async def _with_model(
             return done, _("the server it runs on does not accept images")
         for number, file in scans:
             try:
-                text = await _while_alive(_transcribe(pool, f"owner:{owner_id}", file.read_bytes()), alive)
+                text = await await_while_alive(
+                    _transcribe(pool, f"owner:{owner_id}", file.read_bytes()),
+                    sync_to_async(alive),
+                    ALIVE_POLL_S,
+                    Cancelled,
+                )
             except LlamaError as error:
                 return done, str(error)
             if not await sync_to_async(store)(number, text):
@@ -122,23 +128,6 @@ async def _with_model(
         return done, ""
     finally:
         await close_loop_clients()
-
-
-async def _while_alive(work: Awaitable[str], alive: Alive) -> str:
-    """The work's result, the run's heartbeat kept meanwhile (a page may wait behind people for
-    long): the stall detector must not run the document again. Cancelled when the person stops."""
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _pending = await asyncio.wait({task}, timeout=ALIVE_POLL_S)
-            if done:
-                return task.result()
-            if not await sync_to_async(alive)():
-                raise Cancelled()
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _transcribe(pool: ServingPool, owner: str, png: bytes) -> str:

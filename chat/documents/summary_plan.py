@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from monitor.public import LlamaClient, ServingPool
+from monitor.public import PromptCounter, ServingPool
 
 COUNT_CONCURRENCY = 8
 SAFETY = 0.97  # per-piece counts summed may differ a little from the joined text's count
@@ -37,7 +37,7 @@ async def plan_budget(pool: ServingPool, system: str) -> Budget:
     return Budget(max(1, pool.slots), answer, room)
 
 
-async def count_all(client: LlamaClient, texts: list[str]) -> list[int]:
+async def count_all(client: PromptCounter, texts: list[str]) -> list[int]:
     gate = asyncio.Semaphore(COUNT_CONCURRENCY)
 
     async def one(text: str) -> int:
@@ -55,7 +55,7 @@ class Piece:
     tokens: int
 
 
-async def _split_piece(client: LlamaClient, piece: Piece, limit: int) -> list[Piece]:
+async def _split_piece(client: PromptCounter, piece: Piece, limit: int) -> list[Piece]:
     """A page longer than one chunk: cut it at line breaks into parts that fit."""
     parts = max(2, -(-piece.tokens // limit))
     lines = piece.text.split("\n")
@@ -81,7 +81,7 @@ async def _split_piece(client: LlamaClient, piece: Piece, limit: int) -> list[Pi
     return result
 
 
-async def pack(client: LlamaClient, pieces: list[Piece], limit: int) -> list[Piece]:
+async def pack(client: PromptCounter, pieces: list[Piece], limit: int) -> list[Piece]:
     """Consecutive pieces joined greedily into chunks of at most ``limit`` tokens."""
     chunks: list[Piece] = []
     current: Piece | None = None

@@ -25,6 +25,7 @@ from chat.documents.final_summary import compose
 from chat.documents.heartbeats import HeartbeatAndCancelCheck, claim
 from chat.documents.languages import language_name
 from chat.documents.model_calls import completion_text
+from chat.documents.sandbox import Cancelled
 from chat.documents.selectors import document_and_profile, page_texts_between, summary_chunks, text_pages
 from chat.documents.services import finish_summary, mark_chunk_done, mark_chunk_started, save_summary_plan, stop_summary
 from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
@@ -45,6 +46,7 @@ from monitor.public import (
     QueueUnavailable,
     ServerProfile,
     ServingPool,
+    await_while_alive,
     serving_pool,
 )
 
@@ -65,7 +67,6 @@ class SummaryRun:
         self.pool: ServingPool | None = None
         self.language = "English"
         self.budget: Budget | None = None
-        self.cancelled = False
         self.profile: ServerProfile | None = None
         self.owner_id = None
 
@@ -89,13 +90,10 @@ class SummaryRun:
             message = _("The summary could not start: %(reason)s") % {"reason": str(error)}
             await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
             return Document.Status.FAILED
-        work = asyncio.create_task(self._summarize(document))
-        ticker = asyncio.create_task(self._tick(work))
         try:
-            summary = await work
-        except asyncio.CancelledError:
-            if not self.cancelled:
-                raise
+            alive = sync_to_async(HeartbeatAndCancelCheck(self.document_id))
+            summary = await await_while_alive(self._summarize(document), alive, CANCEL_POLL_S, Cancelled)
+        except Cancelled:
             await sync_to_async(stop_summary)(self.document_id, Document.Status.CANCELLED)
             return Document.Status.CANCELLED
         except (LlamaError, QueueUnavailable) as error:
@@ -104,20 +102,8 @@ class SummaryRun:
             }
             await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
             return Document.Status.FAILED
-        finally:
-            ticker.cancel()
         await sync_to_async(finish_summary)(self.document_id, summary)
         return Document.Status.READY
-
-    async def _tick(self, work: asyncio.Task) -> None:
-        """Heartbeat for the stall detector; cancels the work when the user asks."""
-        alive = HeartbeatAndCancelCheck(self.document_id)
-        while not work.done():
-            if not await sync_to_async(alive)():
-                self.cancelled = True
-                work.cancel()
-                return
-            await asyncio.sleep(CANCEL_POLL_S)
 
     async def _summarize(self, document: Document) -> str:
         pages = await sync_to_async(text_pages)(document.id)

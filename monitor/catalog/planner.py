@@ -78,6 +78,9 @@ class PlanRequest:
     cache_ram_mib: int = DEFAULT_CACHE_RAM_MIB  # --cache-ram: the prompt cache's cap (-1: none, 0: off)
     ctx_checkpoints: int = DEFAULT_CTX_CHECKPOINTS  # --ctx-checkpoints, per slot
     vision: bool = False  # --mmproj: the model's vision projector is loaded too
+    # --embeddings / --reranking: every token of a micro-batch is an output (pooled into one vector a text),
+    # no logits, and no prompt cache (each request is answered on its own).
+    embeddings: bool = False
 
     def __post_init__(self):
         for name in (self.cache_type_k, self.cache_type_v):
@@ -327,11 +330,15 @@ def _plan_ram(model: ModelInfo, request: PlanRequest, cells: tuple[int, int], re
     vocab = model.vocab_size
     outputs = request.outputs
     result.output_cpu = vocab * 4 * outputs + (model.n_embd * 4 * outputs if request.mtp else 0)
+    if request.embeddings:
+        result.output_cpu = model.n_embd * 4 * request.ubatch
     if request.mtp and model.nextn_layers:
         result.output_cpu += vocab * 4 * request.parallel  # the draft context's own logits
     result.process_cpu = PROCESS_BASE_BYTES + VOCAB_BYTES_PER_TOKEN * vocab
     result.checkpoint_bytes = checkpoint_bytes(model, request, cells)
-    if request.cache_ram_mib > 0:
+    if request.embeddings:
+        result.prompt_cache = 0
+    elif request.cache_ram_mib > 0:
         result.prompt_cache = request.cache_ram_mib * MIB
     elif request.cache_ram_mib < 0:  # no byte cap: llama-server keeps up to n_ctx tokens of states
         result.prompt_cache = result.kv_total + result.recurrent_total
@@ -381,6 +388,8 @@ def plan_flags(request: PlanRequest) -> list[str]:
         flags.append("--swa-full")
     if request.mtp:
         flags += ["--spec-type", "draft-mtp", "--spec-draft-n-max", str(request.draft_max)]
+    if request.embeddings:
+        flags.append("--embeddings")
     if request.cache_ram_mib != DEFAULT_CACHE_RAM_MIB:
         flags += ["--cache-ram", str(request.cache_ram_mib)]
     if request.ctx_checkpoints != DEFAULT_CTX_CHECKPOINTS:

@@ -287,6 +287,22 @@ _REVIEWED: list[tuple[str, object]] = [
 
 ALLOWED: dict[str, object] = {name: kind for names, kind in _REVIEWED for name in names.split()}
 
+# Set by a profile's kind and pooling fields, never by hand: the kind is what the pages, the planner and
+# the API read.
+KIND_OPTIONS = frozenset("--embedding --embeddings --rerank --reranking --pooling".split())
+# What only a chat profile can use: a draft model, a vision projector, chat templates, reasoning.
+_CHAT_ONLY_PREFIXES = ("--spec-", "--draft-", "--mmproj", "--chat-template", "--reasoning", "--image-", "--video-")
+_CHAT_ONLY_NAMES = frozenset(
+    "-md --model-draft -mm -mmdev -rea --jinja --no-jinja --no-mmproj --no-mmproj-auto --prefill-assistant "
+    "--no-prefill-assistant --skip-chat-parsing --no-skip-chat-parsing --mtmd-batch-max-tokens "
+    "-td -tbd -Cd -Cbd -Crd -otd -cmoed -ncmoed -devd -ngld -ctkd -ctvd".split()
+)
+
+
+def chat_only(option: str) -> bool:
+    """Whether an allowed option means something only to a chat profile (drafts, vision, templates, reasoning)."""
+    return option in _CHAT_ONLY_NAMES or option.startswith(_CHAT_ONLY_PREFIXES) or option.endswith("-draft")
+
 
 def value_problem(option: str, value: str | None) -> str | None:
     """Why ``value`` does not suit an allowed ``option`` (None when it does)."""

@@ -228,13 +228,31 @@ async def unload_profile(name: str, client: LlamaClient | None = None) -> None:
     await record(Event.Kind.PROFILE_UNLOADED, message, profile=name, node=settings.NODE_NAME)
 
 
+@sync_to_async
+def _embedder_names() -> frozenset[str]:
+    """The embeddings and reranking profiles' names."""
+    return frozenset(ServerProfile.objects.exclude(kind=ServerProfile.Kind.CHAT).values_list("name", flat=True))
+
+
+def _is_chat(model_id: str, embedders: frozenset[str]) -> bool:
+    """Whether a served id is a chat profile's (an id of no profile, e.g. a deleted one's, counts as chat)."""
+    parsed = parse_served_id(model_id)
+    return parsed is None or parsed[0] not in embedders
+
+
 async def trim(client: LlamaClient, *, keep: str) -> list[str]:
-    """Unload instances beyond LLAMA_MODELS_MAX, keeping ``keep``; returns what was unloaded."""
+    """Unload instances beyond the limit of ``keep``'s kind, keeping ``keep``; returns what was unloaded.
+
+    Chat profiles count against LLAMA_MODELS_MAX, embeddings and reranking profiles against
+    LLAMA_EMBED_MODELS_MAX: a document's indexing never unloads the chat, nor a chat the embedder."""
     statuses = await router_status(client, fresh=True)
+    embedders = await _embedder_names()
+    chat = _is_chat(keep, embedders)
+    limit = settings.LLAMA_MODELS_MAX if chat else settings.LLAMA_EMBED_MODELS_MAX
     loaded = [model_id for model_id, status in statuses.items() if status.get("value") in ("loaded", "sleeping")]
-    extra = [model_id for model_id in loaded if model_id != keep]
+    extra = [model_id for model_id in loaded if model_id != keep and _is_chat(model_id, embedders) == chat]
     unloaded = []
-    while len(extra) + 1 > settings.LLAMA_MODELS_MAX and extra:
+    while len(extra) + 1 > limit and extra:
         model_id = extra.pop(0)
         if await _busy(client, model_id):
             continue  # answering someone: left loaded, for the next load's trim

@@ -38,6 +38,12 @@ def threads_for(profile: ServerProfile) -> int:
     return profile.threads if profile.threads > 0 else settings.LLAMA_DEFAULT_THREADS
 
 
+# llama.cpp's AMX matrix multiply (ggml-cpu's repacked weights) crashes with SIGSEGV when a context
+# outputs every token, as embeddings and reranking do (pinned build, on this project's Sapphire Rapids
+# test box); without repacking they run. An admin may put ``--repack`` back in the extra arguments.
+EMBEDDING_SAFETY: list[Option] = [("--no-repack", None)]
+
+
 def profile_options(profile: ServerProfile) -> list[Option]:
     """A local profile's llama-server options, in order; the one source for argv and presets."""
     options: list[Option] = [
@@ -51,6 +57,24 @@ def profile_options(profile: ServerProfile) -> list[Option]:
         ("--cache-type-v", profile.cache_type_v),
         ("--flash-attn", profile.flash_attn),
         ("--parallel", str(profile.parallel)),
+    ]
+    if profile.kind == ServerProfile.Kind.EMBEDDING:
+        options += [("--embeddings", None), ("--pooling", profile.pooling), *EMBEDDING_SAFETY]
+    elif profile.kind == ServerProfile.Kind.RERANK:
+        options += [("--reranking", None), *EMBEDDING_SAFETY]  # llama-server sets its pooling to rank
+    else:
+        options += _chat_options(profile)
+    if profile.n_cpu_moe:
+        options.append(("--n-cpu-moe", str(profile.n_cpu_moe)))
+    if profile.is_chat:
+        options += _chat_files(profile)
+    # Files named in extra arguments are names in the models (or templates) folder; llama-server gets their paths.
+    return options + [(name, absolute_value(name, value)) for name, value in split_options(profile.extra_args)]
+
+
+def _chat_options(profile: ServerProfile) -> list[Option]:
+    """Reasoning and sampling: a chat profile's alone (an embedding or reranking model generates nothing)."""
+    return [
         ("--reasoning", profile.reasoning),
         ("--reasoning-budget", str(profile.reasoning_budget)),
         ("--temp", str(profile.temperature)),
@@ -59,8 +83,11 @@ def profile_options(profile: ServerProfile) -> list[Option]:
         ("--min-p", str(profile.min_p)),
         ("--repeat-penalty", str(profile.repeat_penalty)),
     ]
-    if profile.n_cpu_moe:
-        options.append(("--n-cpu-moe", str(profile.n_cpu_moe)))
+
+
+def _chat_files(profile: ServerProfile) -> list[Option]:
+    """The draft model, the vision projector and the chat template, after the MoE option as before kinds."""
+    options: list[Option] = []
     if profile.draft_model_file:
         options += [
             ("--model-draft", str(model_path(profile.draft_model_file))),
@@ -74,8 +101,7 @@ def profile_options(profile: ServerProfile) -> list[Option]:
     elif profile.chat_template:
         # A name is only read as a built-in template when Jinja is off (with Jinja on it is literal Jinja).
         options += [("--no-jinja", None), ("--chat-template", profile.chat_template)]
-    # Files named in extra arguments are names in the models (or templates) folder; llama-server gets their paths.
-    return options + [(name, absolute_value(name, value)) for name, value in split_options(profile.extra_args)]
+    return options
 
 
 def split_options(extra_args: str) -> list[Option]:
@@ -120,7 +146,7 @@ def command_line(profile: ServerProfile) -> str:
 
 
 def write_template(profile: ServerProfile) -> None:
-    if profile.chat_template_jinja.strip():
+    if profile.is_chat and profile.chat_template_jinja.strip():
         path = template_file(profile)
         if path.exists():
             return  # named by its content: an instance may be reading it, and it is already right

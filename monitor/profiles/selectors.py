@@ -10,9 +10,11 @@ from monitor.nodes.registry import placements_here
 from monitor.profiles.errors import ProfileUnavailable
 
 
-def user_profiles() -> QuerySet[ServerProfile]:
-    """The profiles people may pick for a conversation or name as an API model."""
-    return ServerProfile.objects.filter(available_to_users=True)
+def user_profiles(kind: str | None = None) -> QuerySet[ServerProfile]:
+    """The profiles people may pick for a conversation or name as an API model; of one kind
+    (``ServerProfile.Kind``) when given: a conversation's are ``chat``."""
+    profiles = ServerProfile.objects.filter(available_to_users=True)
+    return profiles if kind is None else profiles.filter(kind=kind)
 
 
 def find_profile(name: str | None = None, *, for_users: bool = False) -> ServerProfile:
@@ -21,7 +23,8 @@ def find_profile(name: str | None = None, *, for_users: bool = False) -> ServerP
     if name:
         profile = profiles.filter(name=name).first()
     else:
-        profile = profiles.filter(is_default=True).first() or profiles.first()
+        chat = profiles.filter(kind=ServerProfile.Kind.CHAT)  # the default answers chats
+        profile = chat.filter(is_default=True).first() or chat.first()
     if profile is None:
         raise ProfileUnavailable(_("No server profile named %(name)s is available.") % {"name": name or "default"})
     return profile

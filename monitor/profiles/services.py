@@ -170,6 +170,12 @@ def serves_anywhere(profile: ServerProfile) -> bool:
     return bool(names) and bool(async_to_sync(readiness.served_on)(names, profile.name))
 
 
+def loads_where_placed(profile: ServerProfile, *, was_serving: bool) -> bool:
+    """Whether a node the profile is newly placed on loads it at once: it was serving somewhere (its pool
+    grows), or it is always loaded (the default profile, a load-on-start one)."""
+    return was_serving or profile.is_default or profile.load_on_startup
+
+
 def withdraw(profile: ServerProfile) -> None:
     """No new request goes to the profile on any node (its instances are about to be unloaded)."""
     for node in nodes_serving(profile):

@@ -21,7 +21,7 @@ from monitor.llama.binary import llama_server_binary
 from monitor.llama.client import run_with_client
 from monitor.llama.errors import LlamaRejected, LlamaUnavailable
 from monitor.models import ServerProfile
-from monitor.profiles.allowed_options import ALLOWED, value_problem
+from monitor.profiles.allowed_options import ALLOWED, KIND_OPTIONS, chat_only, value_problem
 from monitor.profiles.options import model_path, split_options
 
 # Built-in templates llama-server names in its --help (tools/server/README.md of the pinned version).
@@ -113,19 +113,50 @@ def _check_file(errors: dict, field: str, name: str):
         return None
 
 
-def extra_args_problem(extra_args: str, known: frozenset[str] | None) -> str | None:
-    """The first problem of the extra arguments: an option not allowed, unknown to llama-server, or a bad value."""
+def extra_args_problem(extra_args: str, known: frozenset[str] | None, *, chat: bool = True) -> str | None:
+    """The first problem of the extra arguments: an option not allowed, unknown to llama-server, or a bad value;
+    one the profile's kind sets; one that means something only to a chat profile (``chat`` False)."""
     for option, value in split_options(extra_args):
         if not option.startswith("-"):
             return _("%(value)s is not an option; give each option at most one value.") % {"value": option[:60]}
         if option not in ALLOWED:
             return _("llama-server option %(option)s is not allowed in a profile.") % {"option": option[:60]}
+        if option in KIND_OPTIONS:
+            return _("%(option)s comes from the profile's kind and pooling: choose them there.") % {"option": option}
+        if not chat and chat_only(option):
+            return _("%(option)s is for chat profiles only.") % {"option": option}
         if known is not None and option not in known:
             return _("llama-server has no option %(option)s.") % {"option": option}
         problem = value_problem(option, value)
         if problem:
             return _("%(option)s %(problem)s.") % {"option": option, "problem": problem}
     return None
+
+
+def kind_problems(profile: ServerProfile) -> dict[str, str]:
+    """What an embeddings or reranking profile cannot have: chat's own settings, and poolings /v1/embeddings
+    cannot answer with (one message per field)."""
+    errors: dict[str, str] = {}
+    if profile.kind not in ServerProfile.Kind.values:
+        return {"kind": _("Choose chat, embeddings or reranking.")}
+    only_chat = _("An embeddings or reranking profile cannot have this: it is for chat profiles only.")
+    for field in ("draft_model_file", "mmproj_file", "chat_template", "chat_template_jinja"):
+        if str(getattr(profile, field) or "").strip():
+            errors[field] = only_chat
+    if profile.reasoning == ServerProfile.Switch.ON:
+        errors["reasoning"] = only_chat
+    if profile.scan_reader == ServerProfile.ScanReader.MODEL:
+        errors["scan_reader"] = only_chat
+    if profile.is_default:
+        errors["is_default"] = _("The default profile answers chats: it must be a chat profile.")
+    if profile.kind == ServerProfile.Kind.EMBEDDING:
+        if profile.pooling == ServerProfile.Pooling.RANK:
+            errors["pooling"] = _("Rank pooling is a reranker's: choose the kind reranking instead.")
+        elif profile.pooling == ServerProfile.Pooling.NONE:
+            errors["pooling"] = _("/v1/embeddings needs one vector per text: choose mean, CLS or last token pooling.")
+        elif profile.pooling not in ServerProfile.Pooling.values:
+            errors["pooling"] = _("Choose one of llama-server's poolings: mean, CLS or last token.")
+    return errors
 
 
 def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> None:
@@ -159,6 +190,8 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
         errors["scan_reader"] = _(
             "Only a profile with a vision projector can read scanned pages itself: choose one, or Tesseract."
         )
+    if not profile.is_chat:
+        errors.update(kind_problems(profile))
     if profile.is_remote:
         if profile.model_file:
             errors["model_file"] = _("A remote profile has no local model file.")
@@ -200,7 +233,9 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
             errors["extra_args"] = _(
                 "llama-server cannot be asked for its options right now, so extra arguments cannot be checked."
             )
-        problem = None if "extra_args" in errors else extra_args_problem(profile.extra_args, known)
+        problem = (
+            None if "extra_args" in errors else extra_args_problem(profile.extra_args, known, chat=profile.is_chat)
+        )
         if problem:
             errors["extra_args"] = problem
     if errors:

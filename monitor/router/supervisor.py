@@ -75,8 +75,9 @@ def router_argv(binary: str) -> list[str]:
     return [
         binary,
         "--models-preset", str(preset_path()),
-        # One instance to spare: a changed profile loads before the one it replaces is unloaded.
-        "--models-max", str(settings.LLAMA_MODELS_MAX + 1),
+        # One instance to spare: a changed profile loads before the one it replaces is unloaded. Embeddings
+        # and reranking profiles have their own limit beside the chat ones (``loading.trim``).
+        "--models-max", str(settings.LLAMA_MODELS_MAX + settings.LLAMA_EMBED_MODELS_MAX + 1),
         "--no-models-autoload",  # every load goes through qwenweb, which records it and keeps the limit
         "--host", url.hostname or "127.0.0.1",
         "--port", str(url.port or 8081),

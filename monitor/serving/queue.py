@@ -58,7 +58,7 @@ class QueueUnavailable(Exception):
     """Redis did not come back within QWENWEB_QUEUE_REDIS_WAIT_S while a request needed the queue."""
 
     def __init__(self) -> None:
-        super().__init__(_("The request queue is not reachable right now. Your message is saved; send again shortly."))
+        super().__init__(_("The request queue is not reachable right now."))
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from asgiref.sync import sync_to_async
 from celery import current_app
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from monitor.awaiting import await_while_alive
 from monitor.llama.client import LlamaClient
 from monitor.llama.errors import LlamaError, LlamaHung, LlamaInstanceGone, LlamaStreamBroken, LlamaUnavailable
 from monitor.llama.serving import ServingInfo, forget_serving_info, serving_info
@@ -52,6 +54,7 @@ from monitor.serving.members import Members, Served, forget_members, members_now
 from monitor.serving.queue import FairQueue, Grant, PositionCallback, Priority
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 AFFINITY_TTL_S = 3600
 STILL_WORKING_TIMEOUT_S = 3.0
 LoadingCallback = Callable[[str], Awaitable[None]]
@@ -101,29 +104,35 @@ class ServingSlot:
     _failed: bool = False
 
     # The requests of a slot, watched for a frozen server: nothing for the profile's hang limit, and no
-    # answer to a check either (``still_working``), is LlamaHung (the slot's block hands it to the node).
+    # answer to a check either (``still_working``), is LlamaHung. A request that fails reports its node
+    # itself (``_report``), whatever its caller turns the error into: the slot decides, never the caller.
 
     def stream_chat(self, payload: dict, *, pace_s: float = 0.0) -> AsyncIterator[list[dict]]:
-        return self.client.stream_chat(payload, pace_s=pace_s, **self._watch())
+        return self._reported(self.client.stream_chat(payload, pace_s=pace_s, **self._watch()))
 
     def stream_raw(self, path: str, payload: dict, *, pace_s: float = 0.0) -> AsyncIterator[bytes]:
-        return self.client.stream_raw(path, payload, pace_s=pace_s, **self._watch())
+        return self._reported(self.client.stream_raw(path, payload, pace_s=pace_s, **self._watch()))
 
     async def post_raw(self, path: str, payload: dict) -> bytes:
         """A plain request's answer (its body comes at the end): the server is checked every hang limit
         while it is being written."""
-        request = asyncio.ensure_future(self.client.post_raw(path, payload))
         try:
-            while True:
-                done, _pending = await asyncio.wait({request}, timeout=self.profile.hang_limit_s)
-                if done:
-                    return request.result()
-                if not await self.still_working():
-                    raise LlamaHung()
+            return await await_while_alive(
+                self.client.post_raw(path, payload), self.still_working, self.profile.hang_limit_s, LlamaHung
+            )
+        except LlamaError as error:
+            await self._report(error)
+            raise
+
+    async def _reported(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+        try:
+            async for item in stream:
+                yield item
+        except LlamaError as error:
+            await self._report(error)
+            raise
         finally:
-            if not request.done():
-                request.cancel()
-                await asyncio.gather(request, return_exceptions=True)
+            await stream.aclose()
 
     def _watch(self) -> dict:
         return {"stall_s": float(self.profile.hang_limit_s), "on_stall": self.still_working}
@@ -137,10 +146,9 @@ class ServingSlot:
             return False
         return True
 
-    async def failed(self, error: LlamaError) -> None:
+    async def _report(self, error: LlamaError) -> None:
         """The request failed on this node: a node (or instance) that failed gets no more slots until its
-        heartbeat says it serves again; a frozen one is restarted by its node. For a caller that turns
-        the error into its own answer (the slot sees an error that leaves its block by itself)."""
+        heartbeat says it serves again; a frozen one is restarted by its node. Once per slot."""
         if not self._failed:
             self._failed = True
             await _take_out(self.profile.name, self.grant, error)
@@ -176,6 +184,15 @@ async def _preference(pool: str, affinity: str) -> tuple[str, float]:
     node, tokens, speed = value.decode().split(" ")
     recompute_s = int(tokens) / float(speed) if float(speed) > 0 else 0.0
     return node, min(recompute_s, settings.POOL_AFFINITY_MAX_WAIT_S)
+
+
+class PromptCounter(Protocol):
+    """What a request may ask a pool's client before it waits in line: its prompt's template and token
+    counts (cheap, no generation). Everything that generates goes through a slot."""
+
+    async def apply_template(self, messages: list[dict], **kwargs: Any) -> str: ...
+
+    async def count_tokens(self, text: str) -> int: ...
 
 
 @dataclass
@@ -228,9 +245,9 @@ class ServingPool:
             remembered = affinity if remember_as is None else remember_as
             serving = ServingSlot(self.profile, grant.node, client, info, grant, remembered)
             yield serving
-        except LlamaError as error:
+        except LlamaError as error:  # one the slot's own requests did not see (a client call by the caller)
             if serving is not None:
-                await serving.failed(error)
+                await serving._report(error)
             else:
                 await _take_out(self.profile.name, grant, error)
             raise
@@ -330,18 +347,3 @@ def _outcomes(jobs: list) -> list[dict]:
             result = job.result
             outcomes.append(result if isinstance(result, dict) else {"ok": False, "error": str(result)})
     return outcomes
-
-
-@asynccontextmanager
-async def serving_slot(
-    profile: ServerProfile | str | None,
-    owner: str,
-    *,
-    priority: Priority = "person",
-    on_position: PositionCallback | None = None,
-    affinity: str = "",
-) -> AsyncIterator[ServingSlot]:
-    """``serving_pool(profile)`` and its ``slot(...)`` in one: for a caller that prepares nothing first."""
-    pool = await serving_pool(profile)
-    async with pool.slot(owner, priority=priority, on_position=on_position, affinity=affinity) as slot:
-        yield slot

@@ -34,12 +34,17 @@ def _figures() -> dict:
 @require_GET
 def dashboard_page(request):
     gpus, gpu_problem = detect_gpus()
+    profiles = list(ServerProfile.objects.all())
     return render(
         request,
         "monitor/dashboard.html",
         {
             "gpu_problem": "" if gpus else (gpu_problem or _("NVML found no GPU")),
-            "profiles": ServerProfile.objects.all(),
+            "profiles": profiles,
+            # The kind of each embeddings or reranking profile, shown beside it where a node serves it.
+            "profile_kinds": {
+                profile.name: str(profile.get_kind_display()) for profile in profiles if not profile.is_chat
+            },
             "live_points": live_points(),
             "node_down_after_s": READY_TTL_S,
             "initial": _figures(),

@@ -61,6 +61,9 @@ class PlannerForm(forms.Form):
     vision = forms.BooleanField(
         label=_("Load the vision projector (--mmproj), when the model has one"), required=False, initial=True
     )
+    embeddings = forms.BooleanField(
+        label=_("An embeddings or reranking model (--embeddings: no logits, no prompt cache)"), required=False
+    )
     cache_ram_mib = forms.IntegerField(
         label=_("Prompt cache cap (MiB, --cache-ram; -1: no cap, 0: off)"),
         min_value=-1,
@@ -112,6 +115,7 @@ class PlannerForm(forms.Form):
             ubatch=data["ubatch"],
             mtp=data["mtp"],
             vision=data["vision"],
+            embeddings=data["embeddings"],
             cache_ram_mib=DEFAULT_CACHE_RAM_MIB if data["cache_ram_mib"] is None else data["cache_ram_mib"],
             ctx_checkpoints=DEFAULT_CTX_CHECKPOINTS if data["ctx_checkpoints"] is None else data["ctx_checkpoints"],
         )
@@ -140,6 +144,7 @@ def planner_data(profile: ServerProfile, model: ModelInfo, free_vram_gib: float)
         "gpu_layers": int(layers) if layers.isdigit() else model.n_layer + 1, "cpu_moe_layers": profile.n_cpu_moe,
         "ubatch": profile.ubatch_size, "free_vram_gib": free_vram_gib, "margin_gib": 1,
         **({"vision": "on"} if profile.mmproj_file else {}),
+        **({"embeddings": "on"} if not profile.is_chat else {}),
     }  # fmt: skip
 
 
@@ -149,7 +154,7 @@ class ServerProfileForm(forms.ModelForm):
     class Meta:
         model = ServerProfile
         fields = [
-            "name", "description", "available_to_users", "is_default", "load_on_startup",
+            "name", "description", "kind", "pooling", "available_to_users", "is_default", "load_on_startup",
             "model_file", "remote_url", "remote_api_key", "remote_model",
             "ctx_size", "gpu_layers", "n_cpu_moe", "cache_type_k", "cache_type_v", "flash_attn", "parallel",
             "batch_size", "ubatch_size", "threads",
@@ -193,11 +198,16 @@ class ServerProfileForm(forms.ModelForm):
         if self.instance.model_file:  # which nodes hold the saved model file (their registered files)
             self.fields["nodes"].label_from_instance = lambda node: node_label(node, self.instance.model_file)
 
-    def save_placements(self, profile: ServerProfile) -> list[Node]:
-        """Place the saved profile on the chosen nodes; returns those it left (their revisions are unloaded)."""
+    def save_placements(self, profile: ServerProfile) -> tuple[list[Node], list[Node]]:
+        """Place the saved profile on the chosen nodes; returns those it left (their revisions are unloaded)
+        and those it joined (where it loads when it serves: ``services.loads_where_placed``)."""
         if profile.is_remote:
-            return []
-        return place_on(profile, list(self.cleaned_data.get("nodes") or ()))
+            return [], []
+        before = set(profile.placements.values_list("node_id", flat=True))
+        left = place_on(profile, list(self.cleaned_data.get("nodes") or ()))
+        return left, [
+            placement.node for placement in profile.placements.select_related("node") if placement.node_id not in before
+        ]
 
     def clean_remote_api_key(self) -> str:
         return self.cleaned_data.get("remote_api_key") or self._stored_key

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from monitor import tasks
 from monitor.catalog import download_jobs
 from monitor.catalog.advice import decode_speed, ram_advice, recommend
+from monitor.catalog.known_models import KNOWN_MODELS
 from monitor.catalog.planner import GIB, MIB, plan, plan_flags
 from monitor.catalog.projection import ProjectionError, use_llama_compute
 from monitor.catalog.registry import scan_models
@@ -71,7 +72,10 @@ def models_page(request):
         (model, [node.name for node in others if str(model.path.relative_to(folder)) in node.registered_models])
         for model in models
     ]
-    context = {"rows": rows, "others": others, "skipped": skipped, "form": DownloadForm(), "jobs": job_payloads()}
+    context = {
+        "rows": rows, "others": others, "skipped": skipped, "form": DownloadForm(), "jobs": job_payloads(),
+        "known_models": [(known, known.file in {model.path.name for model in models}) for known in KNOWN_MODELS],
+    }  # fmt: skip
     return render(request, "monitor/models.html", context)
 
 

@@ -118,16 +118,29 @@ def profile_edit(request, profile_id: int | None = None):
         serving = bool(profile.pk) and services.serves_anywhere(profile)
         with transaction.atomic():
             changed = services.save_profile(profile)
-            left = form.save_placements(profile)
+            left, joined = form.save_placements(profile)
         for node in left:  # the nodes it no longer serves on unload it
             tasks.unload_profile.apply_async((profile.name,), queue=node_queue(node.name))
         loads = changed and serving  # its new revision loads where it serves
-        if start_on_nodes(request, profile, tasks.apply_profile, "load" if loads else None) and loads:
+        # The nodes it joined load it, when it serves elsewhere or is always loaded (after their apply).
+        placed = joined if services.loads_where_placed(profile, was_serving=serving) else []
+        started = start_on_nodes(request, profile, tasks.apply_profile, "load" if loads or placed else None)
+        tasks.load_on(profile, [node.name for node in placed])
+        if started and loads:
             flash.info(request, loading_new_settings_message(profile))
+        elif placed:
+            flash.info(request, placed_message(profile, placed))
         else:
             flash.success(request, _("Saved."))
         return redirect("monitor:profile", profile_id=profile.pk)
     return render(request, "monitor/profile_form.html", {"form": form, "profile": profile})
+
+
+def placed_message(profile: ServerProfile, nodes: list) -> str:
+    return _("Saved. %(name)s loads on %(nodes)s.") % {
+        "name": profile.name,
+        "nodes": ", ".join(node.name for node in nodes),
+    }
 
 
 def loading_new_settings_message(profile: ServerProfile) -> str:

@@ -5,6 +5,7 @@
   "use strict";
   const root = document.getElementById("dashboard");
   const initial = Qw.readJson("dashboard-data");
+  const kinds = Qw.readJson("profile-kinds");  // embeddings and reranking profiles: their kind, shown
   // As many samples as the socket's history holds: MONITOR_LIVE_SECONDS / MONITOR_SAMPLE_INTERVAL_S.
   const LIVE_POINTS = Qw.dataNumber(root, "livePoints");
   let live = [];            // samples, oldest first
@@ -115,7 +116,9 @@
     const server = (n.servers || []).find((s) => s.ok && s.profile === served.profile);
     const row = el("div", "served");
     row.dataset.profile = served.profile;
-    row.append(el("div", null, served.profile + " · " + served.model));
+    const kind = Object.hasOwn(kinds, served.profile) ? kinds[served.profile] : "";
+    row.dataset.kind = kind ? "embedder" : "chat";
+    row.append(el("div", null, served.profile + (kind ? " (" + kind + ")" : "") + " · " + served.model));
     const busy = server ? server.slots_busy : null;
     const total = server && server.slots_total ? server.slots_total : served.slots;
     row.append(figure(gettext("slots busy / free"), busy == null ? "— / " + total : busy + " / " + (total - busy)));

@@ -3,7 +3,7 @@
 import orjson
 import pytest
 
-from chat.api import gateway, relay
+from chat.api import request_fields, tally
 from chat.api.errors import ApiError
 from chat.api.keys import KEY_PREFIX, create_key
 from chat.models import ApiKey
@@ -13,13 +13,13 @@ from tests.support.client import make_user
 
 def refusal(endpoint: str, body: dict) -> ApiError:
     with pytest.raises(ApiError) as refused:
-        gateway.check_parameters(endpoint, body)
+        request_fields.check_parameters(endpoint, body)
     assert refused.value.status == 400
     return refused.value
 
 
 def test_parse_body_refuses_bad_json_and_size(settings):
-    assert gateway.parse_body(b'{"model": "x"}') == {"model": "x"}
+    assert request_fields.parse_body(b'{"model": "x"}') == {"model": "x"}
     assert refusal_of(b"{nope").body()["error"]["code"] == "invalid_json"
     assert "JSON object" in str(refusal_of(b'"text"'))
     settings.API_MAX_BODY_BYTES = 1_048_576
@@ -29,7 +29,7 @@ def test_parse_body_refuses_bad_json_and_size(settings):
 
 def refusal_of(raw: bytes) -> ApiError:
     with pytest.raises(ApiError) as refused:
-        gateway.parse_body(raw)
+        request_fields.parse_body(raw)
     return refused.value
 
 
@@ -44,8 +44,10 @@ def settings():
 
 def test_checks_name_the_parameter():
     ok = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-    gateway.check_parameters("chat/completions", ok)
-    gateway.check_parameters("chat/completions", {**ok, "n": 1, "stream": True, "tools": [], "response_format": {}})
+    request_fields.check_parameters("chat/completions", ok)
+    request_fields.check_parameters(
+        "chat/completions", {**ok, "n": 1, "stream": True, "tools": [], "response_format": {}}
+    )
     assert refusal("chat/completions", {**ok, "n": 3}).param == "n"
     assert refusal("completions", {"model": "m", "prompt": "x", "suffix": "y"}).param == "suffix"
     assert refusal("completions", {"model": "m", "prompt": "x", "echo": True}).param == "echo"
@@ -56,7 +58,9 @@ def test_checks_name_the_parameter():
     error = refusal("chat/completions", {"model": "m", "messages": [{"role": "user", "content": [remote]}]})
     assert error.param == "image_url" and "data: URL" in str(error)
     inline = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
-    gateway.check_parameters("chat/completions", {"model": "m", "messages": [{"role": "user", "content": [inline]}]})
+    request_fields.check_parameters(
+        "chat/completions", {"model": "m", "messages": [{"role": "user", "content": [inline]}]}
+    )
     local = {"type": "input_audio", "input_audio": {"url": "file:///etc/passwd"}}
     assert refusal("embeddings", {"model": "m", "input": [{"content": [local]}]}).param == "input_audio"
 
@@ -71,43 +75,48 @@ def test_stream_tally_finds_the_end_and_the_figures_across_reads():
         + event({"choices": [{"delta": {}, "finish_reason": "stop"}], "timings": {"prompt_n": 7, "cache_n": 3, "predicted_n": 2}})
         + b"data: [DONE]\n\n"
     )  # fmt: skip
-    tally = relay.StreamTally()
+    counter = tally.StreamTally()
     for start in range(0, len(stream), 5):  # split at awkward places
-        tally.feed(stream[start : start + 5])
-    assert tally.finished and tally.events == 3
-    assert tally.usage() == (10, 2)
+        counter.feed(stream[start : start + 5])
+    assert counter.finished and counter.events == 3
+    assert counter.usage() == (10, 2)
 
     usage_chunk = event({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 4}})
-    tally = relay.StreamTally()
-    tally.feed(usage_chunk + b"data: [DONE]\n\n")
-    assert tally.usage() == (11, 4)
+    counter = tally.StreamTally()
+    counter.feed(usage_chunk + b"data: [DONE]\n\n")
+    assert counter.usage() == (11, 4)
 
 
 def test_stream_tally_cut_short_counts_events_and_is_unfinished():
-    tally = relay.StreamTally()
-    tally.feed(event({"choices": [{"delta": {"content": "a"}}]}) * 3 + b"data: {")
-    assert not tally.finished and tally.usage() == (0, 3)
-    tally.feed(b'"error": {"message": "boom"}}\n\n')
-    assert tally.finished  # llama-server's own error event ends the stream; nothing is added
+    counter = tally.StreamTally()
+    counter.feed(event({"choices": [{"delta": {"content": "a"}}]}) * 3 + b"data: {")
+    assert not counter.finished and counter.usage() == (0, 3)
+    counter.feed(b'"error": {"message": "boom"}}\n\n')
+    assert counter.finished  # llama-server's own error event ends the stream; nothing is added
 
 
 def test_stream_tally_relays_token_reads_as_they_came_and_rewrites_only_the_figures():
     tokens = [event({"choices": [{"delta": {"content": text}}]}) for text in ("a", ' "[DONE]', ' "error"')]
-    tally = relay.StreamTally()
+    counter = tally.StreamTally()
     for read in (tokens[0], tokens[2]):
-        assert tally.feed(read) is read  # the same bytes object: no copy, no re-encoding
-    assert tally.feed(tokens[1]) == tokens[1] and not tally.finished  # a text saying [DONE] ends nothing
+        assert counter.feed(read) is read  # the same bytes object: no copy, no re-encoding
+    assert counter.feed(tokens[1]) == tokens[1] and not counter.finished  # a text saying [DONE] ends nothing
     last = event({"choices": [], "timings": {"prompt_n": 5, "cache_n": 9, "predicted_n": 3}, "tokens_cached": 9})
-    relayed = tally.feed(last + b"data: [DONE]\n\n")
-    assert b"cache_n" not in relayed and b"tokens_cached" not in relayed and relayed.endswith(b"data: [DONE]\n\n")
-    assert tally.finished and tally.events == 5 and tally.usage() == (14, 3)
+    relayed = counter.feed(last + b"data: [DONE]\n\n")
+    assert (
+        b"cache_n" not in relayed
+        and b"tokens_cached" not in relayed
+        and counter.end == b"data: [DONE]\n\n"
+        and b"[DONE]" not in relayed
+    )
+    assert counter.finished and counter.events == 5 and counter.usage() == (14, 3)
 
 
 def test_stream_tally_fast_path_never_relays_half_an_event():
-    tally = relay.StreamTally()
-    assert tally.feed(b'data: {"choices": []}\n\ndata: {"cho') == b'data: {"choices": []}\n\n'
-    assert tally.feed(b'ices": []}\n\n') == b'data: {"choices": []}\n\n'
-    assert tally.events == 2
+    counter = tally.StreamTally()
+    assert counter.feed(b'data: {"choices": []}\n\ndata: {"cho') == b'data: {"choices": []}\n\n'
+    assert counter.feed(b'ices": []}\n\n') == b'data: {"choices": []}\n\n'
+    assert counter.events == 2
 
 
 def test_upstream_errors_keep_llama_servers_body_and_status():

@@ -4,7 +4,7 @@ import orjson
 import pytest
 from django.conf import settings
 
-from chat.api import gateway, relay
+from chat.api import request_fields, tally
 from chat.api.errors import ApiError
 
 OK = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -12,7 +12,7 @@ OK = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 def refusal(endpoint: str, body: dict) -> ApiError:
     with pytest.raises(ApiError) as refused:
-        gateway.check_parameters(endpoint, body)
+        request_fields.check_parameters(endpoint, body)
     assert refused.value.status == 400
     return refused.value
 
@@ -30,13 +30,13 @@ def test_openai_fields_and_the_documented_llama_extras_pass():
         "cache_prompt": True, "typical_p": 1.0, "mirostat": 0, "reasoning_format": "none", "stop": ["x"],
         "tools": [], "tool_choice": "auto", "response_format": {"type": "json_object"}, "seed": 1, "logprobs": False,
     }  # fmt: skip
-    gateway.check_parameters("chat/completions", {**OK, **extras})
-    gateway.check_parameters("embeddings", {"model": "m", "input": ["a", "b"], "encoding_format": "float"})
+    request_fields.check_parameters("chat/completions", {**OK, **extras})
+    request_fields.check_parameters("embeddings", {"model": "m", "input": ["a", "b"], "encoding_format": "float"})
     assert refusal("embeddings", {"model": "m", "input": "a", "top_k": 3}).param == "top_k"
 
 
 def test_top_logprobs_is_held_to_openais_range():
-    gateway.check_parameters("chat/completions", {**OK, "logprobs": True, "top_logprobs": 20})
+    request_fields.check_parameters("chat/completions", {**OK, "logprobs": True, "top_logprobs": 20})
     for value in (21, -1, 1000, "5", True):
         assert refusal("chat/completions", {**OK, "logprobs": True, "top_logprobs": value}).param == "top_logprobs"
 
@@ -44,15 +44,15 @@ def test_top_logprobs_is_held_to_openais_range():
 def test_output_length_is_capped_and_sent_when_absent():
     cap = settings.API_MAX_TOKENS
     body = dict(OK)
-    gateway.check_parameters("chat/completions", body)
+    request_fields.check_parameters("chat/completions", body)
     assert body["max_tokens"] == cap  # llama-server never runs unbounded
-    gateway.check_parameters("chat/completions", {**OK, "max_tokens": cap})
+    request_fields.check_parameters("chat/completions", {**OK, "max_tokens": cap})
     for field in ("max_tokens", "max_completion_tokens"):
         for value in (cap + 1, -1, 0, 1_000_000_000, "12", True, 1.5):
             error = refusal("chat/completions", {**OK, field: value})
             assert error.param == field and str(cap) in str(error), (field, value)
     body = {**OK, "max_completion_tokens": 5}
-    gateway.check_parameters("chat/completions", body)
+    request_fields.check_parameters("chat/completions", body)
     assert "max_tokens" not in body
 
 
@@ -76,7 +76,7 @@ def test_malformed_messages_are_refused(messages, param):
 
 def test_assistant_tool_call_turn_without_content_passes():
     tool_turn = {"role": "assistant", "content": None, "tool_calls": []}
-    gateway.check_parameters("chat/completions", {"model": "m", "messages": [OK["messages"][0], tool_turn]})
+    request_fields.check_parameters("chat/completions", {"model": "m", "messages": [OK["messages"][0], tool_turn]})
 
 
 def user(*parts) -> dict:
@@ -105,7 +105,7 @@ def test_every_media_part_must_be_inline(part, param):
 
 
 def test_inline_media_passes():
-    gateway.check_parameters(
+    request_fields.check_parameters(
         "chat/completions",
         user(
             {"type": "text", "text": "look"},
@@ -117,8 +117,8 @@ def test_inline_media_passes():
 
 
 def test_prompt_and_input_shapes():
-    gateway.check_parameters("completions", {"model": "m", "prompt": [1, 2, 3]})
-    gateway.check_parameters("embeddings", {"model": "m", "input": [[1, 2], [3]]})
+    request_fields.check_parameters("completions", {"model": "m", "prompt": [1, 2, 3]})
+    request_fields.check_parameters("embeddings", {"model": "m", "input": [[1, 2], [3]]})
     remote = {"type": "image_url", "image_url": {"url": "http://x/y.png"}}
     assert refusal("embeddings", {"model": "m", "input": [{"content": [remote]}]}).param == "image_url"
     assert refusal("completions", {"model": "m", "prompt": [{"multimodal_data": ["x"]}]}).param == "prompt"
@@ -141,16 +141,16 @@ def test_streamed_timings_are_removed_and_still_counted():
         "usage": {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 3}},
     }
     stream = text + event(final) + event(usage) + b"data: [DONE]\n\n"
-    tally = relay.StreamTally()
-    relayed = b"".join(tally.feed(stream[start : start + 7]) for start in range(0, len(stream), 7))
+    counter = tally.StreamTally()
+    relayed = b"".join(counter.feed(stream[start : start + 7]) for start in range(0, len(stream), 7))
     assert relayed.startswith(text)  # events without figures pass through byte for byte
     assert b"cache_n" not in relayed and b'"timings"' not in relayed.replace(text, b"")
     assert b"cached_tokens" not in relayed and b'"completion_tokens":2' in relayed
-    assert relayed.endswith(b"data: [DONE]\n\n") and b'"finish_reason":"stop"' in relayed
-    assert tally.usage() == (10, 2)
+    assert counter.end == b"data: [DONE]\n\n" and b"[DONE]" not in relayed and b'"finish_reason":"stop"' in relayed
+    assert counter.usage() == (10, 2)
 
 
 def test_a_stream_that_ends_without_its_blank_line_is_still_relayed():
-    tally = relay.StreamTally()
-    assert tally.feed(b"data: [DONE]") == b""
-    assert tally.close() == b"data: [DONE]\n\n" and tally.finished
+    counter = tally.StreamTally()
+    assert counter.feed(b"data: [DONE]") == b""
+    assert counter.close() == b"" and counter.finished and counter.end == b"data: [DONE]\n\n"

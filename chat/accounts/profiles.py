@@ -26,7 +26,8 @@ class ProfileRefused(ChatError):
 
 def profiles_for(user_id: int, kind: str | None = None) -> QuerySet[ServerProfile]:
     """The profiles this person may pick for a conversation or name as an API model; of one kind
-    (``ServerProfile.Kind``) when given: a conversation's are ``chat``."""
+    (``ServerProfile.Kind``) when given: a conversation's are ``chat``. Reads the database at once
+    (``hidden_profile_ids``): call it on a database thread, not on the event loop."""
     hidden = hidden_profile_ids(user_id)
     profiles = user_profiles(kind)
     return profiles.exclude(pk__in=hidden) if hidden else profiles

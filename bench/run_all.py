@@ -13,6 +13,7 @@ BENCHES = [
     "mtp_bench.py",
     "download_bench.py",
     "api_bench.py",
+    "embed_bench.py",
     "cpu_bench.py",
     "relay_floor_bench.py",
     "patches_bench.py",

@@ -4,7 +4,8 @@ alike), SSE parsing, errors as our own types.
 Everything that talks to llama-server goes through ``LlamaClient``; it knows the base URL,
 API key and CA file from settings, so no other module does. Each request has a connection of
 its own (nothing is pooled, so nothing is bound to an event loop), and the one retry policy is
-``wire``'s.
+``wire``'s. ``local_client()`` is this node's own llama-server; ``client_at`` keeps one client per
+address (a bounded cache, least recently used dropped first).
 """
 
 from __future__ import annotations

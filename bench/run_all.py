@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 BENCHES = [
+    "product_lines.py",
     "queue_bench.py",
     "pool_bench.py",
     "stream_bench.py",

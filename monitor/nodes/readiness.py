@@ -26,10 +26,7 @@ from redis.commands.core import Script
 
 from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
 
-# Issue 29: a node that stops answering is out of its pools within 5 s. A frozen router is found by the
-# next beat's request, within HEARTBEAT_S + its limit (``heartbeat.ROUTER_TIMEOUT_S``): 3.5 s; a node whose
-# processes died, by its keys running out: READY_TTL_S. A beat every 2 s with a 1.5 s limit keeps that bound
-# and costs about a fifth less CPU than every 1.5 s with 2 s (docs/serving.md).
+# A node leaves its pools within 5 s (issue 29): HEARTBEAT_S + heartbeat.ROUTER_TIMEOUT_S, or READY_TTL_S.
 HEARTBEAT_S = 2.0
 READY_TTL_S = 4
 # A remote profile's server has no heartbeat: what the app last read of it counts this long.

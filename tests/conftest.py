@@ -53,7 +53,7 @@ def fresh_state():
     from monitor.llama.serving import forget_serving_info
     from monitor.models import Event, ServerProfile
     from monitor.profiles.status import forget_status
-    from monitor.serving.slot import forget_queues
+    from tests.support.serving_state import forget_queues
 
     forget_serving_info()
     forget_status()

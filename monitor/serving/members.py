@@ -102,8 +102,3 @@ async def pool_now(profile: ServerProfile) -> tuple[Members, Served]:
     else:
         members = await members_now(profile)
     return members, await readiness.served_on(list(members), profile.name)
-
-
-def forget_members() -> None:
-    """Drop the kept members (tests: a fresh set per test)."""
-    _members.clear()

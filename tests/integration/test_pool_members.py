@@ -17,9 +17,10 @@ from django.conf import settings
 
 from monitor.models import Node, Placement, ServerProfile
 from monitor.nodes import readiness
-from monitor.serving import members, slot
+from monitor.serving import members
 from monitor.serving.slot import serving_pool
 from tests.support.loops import run
+from tests.support.serving_state import forget_queues
 from tests.support.stand_in_node import StandInNode
 
 pytestmark = pytest.mark.usefixtures("redis_server")
@@ -65,7 +66,7 @@ def test_while_no_placement_changes_the_members_are_read_from_the_database_once(
     reads = []
     read = members.pool_members
     monkeypatch.setattr(members, "pool_members", lambda profile: reads.append(profile.name) or read(profile))
-    slot.forget_queues()
+    forget_queues()
     for _ in range(4):
         assert run(serving_pool(default_pool)).nodes == [settings.NODE_NAME]
     assert reads == [default_pool.name]

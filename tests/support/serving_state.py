@@ -1,0 +1,11 @@
+"""The serving layer's per-process objects made anew between tests (each test starts from what it makes)."""
+
+from __future__ import annotations
+
+from monitor.serving import members, slot
+
+
+def forget_queues() -> None:
+    """Drop this process's fair-queue objects and the pools' kept members."""
+    slot._queues.clear()
+    members._members.clear()

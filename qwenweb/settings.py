@@ -211,8 +211,7 @@ DEFAULT_MODEL_FILE = os.environ.get("QWENWEB_DEFAULT_MODEL", "gemma-3-270m-q4_k_
 # --threads for profiles left at -1 (llama-server's own choice, measured fastest: bench/cpu_bench.py threads_<n>_tps=).
 LLAMA_DEFAULT_THREADS = env_int("QWENWEB_LLAMA_THREADS", -1)
 LLAMA_MODELS_MAX = env_int("QWENWEB_MODELS_MAX", 1)
-# Embeddings and reranking profiles kept loaded at once per node, beside (not counted in) the chat ones.
-LLAMA_EMBED_MODELS_MAX = env_int("QWENWEB_EMBED_MODELS_MAX", 2)
+LLAMA_EMBED_MODELS_MAX = env_int("QWENWEB_EMBED_MODELS_MAX", 2)  # embedders/rerankers loaded at once, beside chat's
 LLAMA_STOP_TIMEOUT_S = env_int("QWENWEB_STOP_TIMEOUT_S", 10)
 PROFILE_LOAD_TIMEOUT_S = env_int("QWENWEB_PROFILE_LOAD_TIMEOUT_S", 600)
 # After a change goes live, answers still being written by the old revision get this long to finish.

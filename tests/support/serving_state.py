@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from monitor.serving import members, slot
+from monitor.serving import slot
 
 
 def forget_queues() -> None:
-    """Drop this process's fair-queue objects and the pools' kept members."""
+    """Drop this process's fair-queue objects."""
     slot._queues.clear()
-    members._members.clear()

@@ -108,7 +108,7 @@ def test_the_default_model_without_a_classification_head_is_still_served_with_re
     assert sorted(result["index"] for result in answer["results"]) == [0, 1]
 
 
-def test_the_staff_form_makes_an_embeddings_profile_and_refuses_chat_settings(web_server):
+def test_the_staff_pages_make_an_embeddings_profile_refuse_chat_settings_and_show_the_kind(web_server):
     from monitor.web.forms import ServerProfileForm
 
     seeded = ServerProfile.objects.get(name="embed-2k")
@@ -127,5 +127,9 @@ def test_the_staff_form_makes_an_embeddings_profile_and_refuses_chat_settings(we
         assert "--embeddings --pooling cls" in saved.text  # the command line shown
         listed = http.get("/monitor/profiles/").text
         assert 'data-kind="embedding">embeddings · cls' in listed
+        assert '"embed-form": "embeddings"' in http.get("/monitor/").text  # the node cards' kinds
+        models = http.get("/monitor/models/").text  # the well-known embedders and rerankers, to download
+        for file in ("Qwen3-Embedding-0.6B-Q8_0.gguf", "bge-m3-Q8_0.gguf", "bge-reranker-v2-m3-Q8_0.gguf"):
+            assert f'data-file="{file}"' in models and f"/resolve/main/{file}" in models
     finally:
         ServerProfile.objects.filter(name="embed-form").delete()

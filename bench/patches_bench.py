@@ -58,12 +58,11 @@ SERVERS = {
     "on": [],
     "control": [],
     "direct_writes": ["direct_writes"],
-    "lazy_debug_args": ["lazy_debug_args"],
     "api_handler": ["api_handler"],
 }
 # The paths each patch is measured on: {measure: servers}.
 PATHS = {
-    "ws_us_per_frame": ["on", "control", "direct_writes", "lazy_debug_args"],
+    "ws_us_per_frame": ["on", "control", "direct_writes"],
     "sse_us_per_frame": ["on", "control", "direct_writes"],
     "api_us_per_call": ["on", "control", "api_handler"],
     "api_ms_per_call": [],  # measured with api_us_per_call

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 BENCHES = [
+    "product_lines.py",
     "queue_bench.py",
     "pool_bench.py",
     "stream_bench.py",
@@ -13,6 +14,7 @@ BENCHES = [
     "mtp_bench.py",
     "download_bench.py",
     "api_bench.py",
+    "embed_bench.py",
     "cpu_bench.py",
     "relay_floor_bench.py",
     "patches_bench.py",

@@ -6,7 +6,7 @@ from qwenweb import patches
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
 django_asgi_app = get_asgi_application()
-# The web process's patches into Daphne, Twisted, autobahn, Channels and Django (qwenweb/patches/),
+# The web process's patches into Daphne, Twisted and Django (qwenweb/patches/),
 # checked against the installed versions: a mismatch refuses to start, naming the library.
 patches.install("web")
 

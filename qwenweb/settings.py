@@ -11,27 +11,12 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
+from qwenweb.env import VAR_DIR, env_bool, env_int, env_list
 from qwenweb.ldap_settings import ldap_settings
 from qwenweb.network import lan_addresses, node_name_from_host, served_hosts
 from qwenweb.secrets import file_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("QWENWEB_VAR_DIR", BASE_DIR / "var")).resolve()
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in ("1", "true", "yes", "on")
-
-
-def env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
-
-
-def env_list(name: str, default: str) -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or file_secret(VAR_DIR / "secret_key", nbytes=48)
@@ -124,8 +109,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Login throttling (django-axes): LOGIN_FAILURE_LIMIT wrong passwords for one username from one address lock
-# that pair for LOGIN_COOLOFF_MINUTES. The address is the socket's peer (REMOTE_ADDR): no forwarded header trusted.
+# Login throttling (django-axes): after LOGIN_FAILURE_LIMIT wrong passwords for one username from
+# one address, that pair is locked for LOGIN_COOLOFF_MINUTES. The address is the socket's peer
+# (REMOTE_ADDR): no forwarded header is trusted, as the app is not behind a proxy.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 LOGIN_FAILURE_LIMIT = env_int("QWENWEB_LOGIN_FAILURE_LIMIT", 5)
 LOGIN_COOLOFF_MINUTES = env_int("QWENWEB_LOGIN_COOLOFF_MINUTES", 15)
@@ -134,7 +120,9 @@ AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_COOLOFF_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "chat.web.login_views.locked_out"
-globals().update(_DIRECTORY := ldap_settings(os.environ, AUTHENTICATION_BACKENDS))  # LDAP/AD login: docs/accounts.md
+# Directory login (LDAP / Active Directory, django-auth-ldap), off while QWENWEB_LDAP_URL is empty: every
+# QWENWEB_LDAP_* is read in qwenweb/ldap_settings.py (docs/accounts.md), which adds its backend after the local one.
+globals().update(_DIRECTORY := ldap_settings(os.environ, AUTHENTICATION_BACKENDS))
 
 ROOT_URLCONF = "qwenweb.urls"
 ASGI_APPLICATION = "qwenweb.asgi.application"
@@ -227,8 +215,7 @@ DEFAULT_MODEL_FILE = os.environ.get("QWENWEB_DEFAULT_MODEL", "gemma-3-270m-q4_k_
 # --threads for profiles left at -1 (llama-server's own choice, measured fastest: bench/cpu_bench.py threads_<n>_tps=).
 LLAMA_DEFAULT_THREADS = env_int("QWENWEB_LLAMA_THREADS", -1)
 LLAMA_MODELS_MAX = env_int("QWENWEB_MODELS_MAX", 1)
-# Embeddings and reranking profiles kept loaded at once per node, beside (not counted in) the chat ones.
-LLAMA_EMBED_MODELS_MAX = env_int("QWENWEB_EMBED_MODELS_MAX", 2)
+LLAMA_EMBED_MODELS_MAX = env_int("QWENWEB_EMBED_MODELS_MAX", 2)  # embedders/rerankers loaded at once, beside chat's
 LLAMA_STOP_TIMEOUT_S = env_int("QWENWEB_STOP_TIMEOUT_S", 10)
 PROFILE_LOAD_TIMEOUT_S = env_int("QWENWEB_PROFILE_LOAD_TIMEOUT_S", 600)
 # After a change goes live, answers still being written by the old revision get this long to finish.
@@ -254,11 +241,13 @@ WEBSOCKET_MAX_MESSAGE_BYTES = env_int("QWENWEB_WEBSOCKET_MAX_MESSAGE_BYTES", 2 *
 # Answers a person may have being written or queued at once, and may start a minute.
 CHAT_TURNS_IN_FLIGHT = env_int("QWENWEB_TURNS_IN_FLIGHT", 2)
 CHAT_TURNS_PER_MINUTE = env_int("QWENWEB_TURNS_PER_MINUTE", 20)
-# Daily quotas (what counts; figures per person and group: docs/accounts.md), reset at midnight (TIME_ZONE); 0: none.
+# Daily quotas per person (chat answers and API requests are turns; tokens are prompt + output),
+# reset at midnight server time (TIME_ZONE). 0: no limit. Staff may set other figures per person or group.
 QUOTA_TURNS_PER_DAY = env_int("QWENWEB_TURNS_PER_DAY", 0)
 QUOTA_TOKENS_PER_DAY = env_int("QWENWEB_TOKENS_PER_DAY", 0)
-SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)  # sign-up attempts per address (mode: the users page)
-INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)  # an invite link's life
+# Sign-up (its mode is set by staff on the users page): attempts per address an hour, invite links' life.
+SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)
+INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  # stored text <= 1 s behind
 # Text reaching a page goes at most once per this many ms (20 pictures a second), and llama-server's
 # stream is read on the same clock (monitor/llama/wire.py); the first text and every other event go at
@@ -320,6 +309,7 @@ METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
 API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)
 API_RERANK_MAX_DOCUMENTS = env_int("QWENWEB_API_RERANK_MAX_DOCUMENTS", 1000)  # documents one /v1/rerank may rank
+API_RERANK_MAX_DOCUMENTS = env_int("QWENWEB_API_RERANK_MAX_DOCUMENTS", 1000)  # documents one /v1/rerank may rank
 API_MAX_TOKENS = env_int("QWENWEB_API_MAX_TOKENS", 4096)  # max_tokens above it is refused; absent, it is sent
 API_KEY_RPM = env_int("QWENWEB_API_KEY_RPM", 120)  # requests per key in any 60 seconds
 MAX_API_KEYS_PER_USER = env_int("QWENWEB_MAX_API_KEYS_PER_USER", 10)  # keys not revoked
@@ -329,36 +319,8 @@ MAX_API_KEYS_PER_USER = env_int("QWENWEB_MAX_API_KEYS_PER_USER", 10)  # keys not
 HTTP_MAX_BODY_BYTES = env_int("QWENWEB_HTTP_MAX_BODY_BYTES", 1024 * 1024)
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
 
-# Documents: uploads, extraction and whole-document summaries.
-DOCUMENT_DIR = Path(os.environ.get("QWENWEB_DOCUMENT_DIR", VAR_DIR / "documents"))
-DOCUMENT_MAX_BYTES = env_int("QWENWEB_DOCUMENT_MAX_BYTES", 50 * 1024 * 1024)
-DOCUMENT_MAX_PAGES = env_int("QWENWEB_DOCUMENT_MAX_PAGES", 2000)
-DOCUMENT_SUMMARY_TOKENS = env_int("QWENWEB_DOCUMENT_SUMMARY_TOKENS", 512)  # each partial summary at most
-DOCUMENT_CHUNK_TOKENS = env_int("QWENWEB_DOCUMENT_CHUNK_TOKENS", 0)  # 0: as much as one slot's context holds
-# A document whose worker is silent this long is run again, up to DOCUMENT_MAX_ATTEMPTS runs, then failed.
-DOCUMENT_STALL_S = env_int("QWENWEB_DOCUMENT_STALL_S", 60)
-DOCUMENT_MAX_ATTEMPTS = env_int("QWENWEB_DOCUMENT_MAX_ATTEMPTS", 3)
-# The extraction child's limits; no new page for STALL_S: it hangs, ended.
-DOCUMENT_EXTRACT_CPU_S = env_int("QWENWEB_DOCUMENT_EXTRACT_CPU_S", 300)
-DOCUMENT_EXTRACT_MEMORY_MB = env_int("QWENWEB_DOCUMENT_EXTRACT_MEMORY_MB", 2048)
-DOCUMENT_EXTRACT_STALL_S = env_int("QWENWEB_DOCUMENT_EXTRACT_STALL_S", 60)
-# Processes reading text layers (pdftotext) and scanned pages (OCR) at once.
-DOCUMENT_EXTRACT_PROCESSES = env_int("QWENWEB_DOCUMENT_EXTRACT_PROCESSES", min(4, os.cpu_count() or 1))
-# Poppler's pdftotext reads PDF text layers; missing (or ""): PDFium, more slowly.
-DOCUMENT_PDFTOTEXT_BINARY = os.environ.get("QWENWEB_DOCUMENT_PDFTOTEXT_BINARY", "pdftotext")
-DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES = env_int(  # a DOCX (a zip) unpacking to more is refused
-    "QWENWEB_DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES", 100 * 1024 * 1024
-)
-# Text recognition (OCR) of scanned pages: Tesseract's CLI, its languages ("+"-joined), the render resolution.
-DOCUMENT_OCR = env_bool("QWENWEB_DOCUMENT_OCR", True)
-DOCUMENT_OCR_BINARY = os.environ.get("QWENWEB_DOCUMENT_OCR_BINARY", "tesseract")
-DOCUMENT_OCR_LANGUAGES = os.environ.get("QWENWEB_DOCUMENT_OCR_LANGUAGES", "eng+chi_sim+chi_tra")
-DOCUMENT_OCR_DPI = env_int("QWENWEB_DOCUMENT_OCR_DPI", 300)
-DOCUMENT_OCR_PAGE_S = env_int("QWENWEB_DOCUMENT_OCR_PAGE_S", 45)  # a page's OCR, then left out (< EXTRACT_STALL_S)
-# Scanned pages read by the model itself: a PNG this long on its long edge; its text cut at these characters and tokens.
-DOCUMENT_VISION_MAX_EDGE = env_int("QWENWEB_DOCUMENT_VISION_MAX_EDGE", 1280)
-DOCUMENT_VISION_PAGE_CHARS = env_int("QWENWEB_DOCUMENT_VISION_PAGE_CHARS", 12000)
-DOCUMENT_VISION_MAX_TOKENS = env_int("QWENWEB_DOCUMENT_VISION_MAX_TOKENS", 2048)
+from qwenweb.document_settings import *  # noqa: E402, F403  (uploads, extraction, summaries)
+
 HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))  # each part's, in the health checks
 
 # Backups (manage.py backup): where; "HH:MM" (server time) for a nightly one by beat (empty: none); how many kept.

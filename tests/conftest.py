@@ -49,18 +49,18 @@ def fresh_state():
     reloaded the server they describe; the fair queues' objects are made anew. The timeline is emptied too, so a check on its events
     reads only the events this test caused.
     """
-    from chat.conversations.context import forget_template_overheads
+    from chat.conversations import context
     from monitor.llama.serving import forget_serving_info
     from monitor.models import Event, ServerProfile
     from monitor.profiles.status import forget_status
-    from monitor.serving.slot import forget_queues
+    from tests.support.serving_state import forget_queues
 
     forget_serving_info()
     forget_status()
     forget_queues()
     # Remote profiles made for a fake upstream (tests/support/turns.py) point at servers gone with their test.
     ServerProfile.objects.filter(name__startswith="upstream-").delete()
-    forget_template_overheads()
+    context._template_bytes.clear()  # each chat template measured again at its next use
     Event.objects.all().delete()
     yield
 

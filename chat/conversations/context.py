@@ -56,11 +56,6 @@ async def _template_overhead(client: PromptCounter, template_key: str) -> tuple[
     return _template_bytes[key]
 
 
-def forget_template_overheads() -> None:
-    """Measure each chat template again at its next use (a test starts without an earlier one's measures)."""
-    _template_bytes.clear()
-
-
 def _content_bytes(messages: list[dict]) -> int:
     total = 0
     for message in messages:

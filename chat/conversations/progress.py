@@ -1,15 +1,10 @@
 """Running answers' text so far, written to the database by one thread of the web process.
 
 A streaming answer's stored text follows what its pages show at most CHAT_SAVE_INTERVAL_S behind
-(a web process that dies keeps that much). Handing each save to Django's database thread
-(``database_sync_to_async``) cost about 1.5 ms of CPU on a 2-core host for a 0.3 ms UPDATE: the
-hop itself (asgiref's executor, the context copied, the old connections closed on both sides, a
-task and a future for each). A save every 0.6 s of every answer made it the largest per-second
-cost of a stream (docs/performance.md). Here the event loop only puts the newest text in a dict
-(a lock held for that alone, never during a write) and the process's one writer thread takes it
-from there, nothing for the loop to wait on. The save itself is one UPDATE whose SQL is built once
-(``services.save_progress``): the writer thread spent about 0.45 ms of CPU a save while the model
-streamed on a 2-core host, against about 1 ms when the ORM built the statement for each save.
+(a web process that dies keeps that much). The event loop only puts the newest text in a dict (a
+lock held for that alone, never during a write) and the process's one writer thread saves it
+(``services.save_progress``): a hop to Django's database thread for each save cost more CPU than
+the save itself (docs/performance.md).
 
 ``settle(message_id)``, called just before an answer's final write (in a database thread), drops
 a save not yet written and waits for one being written, so text so far never lands after the

@@ -199,11 +199,3 @@ _running_answers = RunningAnswers()
 def running_answers() -> RunningAnswers:
     """The web process's running answers."""
     return _running_answers
-
-
-def reset_running_answers(frame_s: float | None = None) -> RunningAnswers:
-    """A fresh, empty registry in place of the process's one (a test's own; answers running in the
-    one replaced are not stopped)."""
-    global _running_answers
-    _running_answers = RunningAnswers(frame_s)
-    return _running_answers

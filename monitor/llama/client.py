@@ -4,13 +4,16 @@ alike), SSE parsing, errors as our own types.
 Everything that talks to llama-server goes through ``LlamaClient``; it knows the base URL,
 API key and CA file from settings, so no other module does. Each request has a connection of
 its own (nothing is pooled, so nothing is bound to an event loop), and the one retry policy is
-``wire``'s.
+``wire``'s. ``local_client()`` is this node's own llama-server; ``client_at`` keeps one client per
+address (a bounded cache, least recently used dropped first).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlencode
@@ -40,9 +43,6 @@ class LlamaClient:
         self._read_timeout = timeout or settings.LLAMA_REQUEST_TIMEOUT_S
         self._upstream = wire.Upstream.parse(self.base_url, settings.LLAMA_CA_FILE if ca_file is None else ca_file)
         self._headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-
-    async def aclose(self) -> None:
-        """Nothing to close: every request's connection closes with it (kept for callers)."""
 
     async def _request(
         self,
@@ -181,29 +181,40 @@ class LlamaClient:
         return len(body["tokens"])
 
 
-_default_client: LlamaClient | None = None
+# The kept clients, by (URL, key, model, CA file): the most recently used KEPT_CLIENTS of them.
+KEPT_CLIENTS = 32
+_kept: OrderedDict[tuple[str, str, str | None, str], LlamaClient] = OrderedDict()
+_kept_lock = threading.Lock()
 
 
-def get_client() -> LlamaClient:
-    """The process-wide client for the configured llama-server."""
-    global _default_client
-    if _default_client is None:
-        _default_client = LlamaClient()
-    return _default_client
+def client_at(base_url: str, api_key: str, model: str | None = None) -> LlamaClient:
+    """The kept client for the llama-server at ``base_url`` with ``api_key``, naming ``model`` (or none).
+
+    Kept per (URL, key, model, ``LLAMA_CA_FILE``), so a changed setting or node address is a new
+    client; the least recently used is dropped once more than KEPT_CLIENTS are kept (a client holds
+    no connection: one dropped while in use finishes its requests)."""
+    key = (base_url.rstrip("/"), api_key, model, settings.LLAMA_CA_FILE)
+    with _kept_lock:
+        client = _kept.get(key)
+        if client is None:
+            client = _kept[key] = LlamaClient(base_url=key[0], api_key=api_key, model=model)
+            if len(_kept) > KEPT_CLIENTS:
+                _kept.popitem(last=False)
+        else:
+            _kept.move_to_end(key)
+        return client
+
+
+def local_client(model: str | None = None) -> LlamaClient:
+    """This node's own llama-server (its router, for ``model``, or the router itself when None)."""
+    return client_at(settings.LLAMA_SERVER_URL, settings.LLAMA_API_KEY, model)
 
 
 T = TypeVar("T")
 
 
 def run_with_client(work: Callable[[LlamaClient], Awaitable[T]], **client_options: Any) -> T:
-    """Run ``work(client)`` to completion from synchronous code (a task, a thread, a form check),
-    with a client made for this run."""
-
-    async def main() -> T:
-        client = LlamaClient(**client_options)
-        try:
-            return await work(client)
-        finally:
-            await client.aclose()
-
-    return asyncio.run(main())
+    """Run ``work(client)`` to completion from synchronous code (a task, a thread, a form check), with
+    this node's client, or one made with ``client_options``."""
+    client = LlamaClient(**client_options) if client_options else local_client()
+    return asyncio.run(work(client))

@@ -9,8 +9,8 @@ Everything read off the socket is decrypted at once, so the SSL object never hol
 text between two reads; only a record's first part may wait in it for the rest.
 
 Certificates are verified by default against the system's CA bundle, loaded only for an
-``https://`` server, once per process (about 20 ms of CPU); ``LLAMA_CA_FILE`` adds a CA (a LAN
-server's self-signed certificate).
+``https://`` server, once per process (its cost: docs/performance.md); ``LLAMA_CA_FILE`` adds a CA
+(a LAN server's self-signed certificate).
 """
 
 from __future__ import annotations

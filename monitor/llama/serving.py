@@ -6,18 +6,21 @@ revision (``save_profile``), so a reloaded profile is a new key in every process
 worker) at once, with no message between them. A minute's cache saves a chat's follow-ups
 the /props round trip (bench/cpu_bench.py: props_round_trip_ms=); a server that went away
 or broke a stream is forgotten at once (``forget_serving_info``), and a remote server's
-change is seen within the minute.
+change is seen within the minute. At most CACHE_ENTRIES are kept: past that, the oldest read goes
+first (revisions come and go, so old ids would otherwise stay for the process's life).
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 import time
 from dataclasses import dataclass
 
-from monitor.llama.client import LlamaClient, get_client
+from monitor.llama.client import LlamaClient, local_client
 
 CACHE_SECONDS = 60.0
+CACHE_ENTRIES = 64
 
 
 @dataclass(frozen=True)
@@ -40,21 +43,27 @@ class ServingInfo:
         )
 
 
-_cache: dict[tuple[str, str | None], tuple[float, ServingInfo]] = {}
+_cache: dict[tuple[str, str | None], tuple[float, ServingInfo]] = {}  # oldest read first
+_cache_lock = threading.Lock()
 
 
 async def serving_info(client: LlamaClient | None = None, *, fresh: bool = False) -> ServingInfo:
     """Raises LlamaUnavailable when the server is down, so callers can say so."""
-    client = client or get_client()
+    client = client or local_client()
     key = (client.base_url, client.model)
     now = time.monotonic()
     cached = _cache.get(key)
     if not fresh and cached and now - cached[0] < CACHE_SECONDS:
         return cached[1]
     info = ServingInfo.from_props(await client.props())
-    _cache[key] = (now, info)
+    with _cache_lock:
+        _cache.pop(key, None)
+        _cache[key] = (now, info)
+        while len(_cache) > CACHE_ENTRIES:
+            del _cache[next(iter(_cache))]
     return info
 
 
 def forget_serving_info() -> None:
-    _cache.clear()
+    with _cache_lock:
+        _cache.clear()

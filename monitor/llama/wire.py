@@ -5,11 +5,8 @@ comes, on a frame clock.
 
 Two maintained parsers, one for each direction: h11 writes and checks the request; llhttp reads
 the answer (informational 1xx answers passed over, duplicate headers, chunked, Content-Length
-and read-until-close bodies, protocol errors) at a fraction of h11's CPU per chunk. llama-server
-writes one chunk per token, and h11's reader costs about 0.1 ms of CPU per frame of a few
-tokens on a busy 2-core box (its state machine runs for every chunk), which put the reader at
-1.5 times the hand-written parser it replaced; llhttp's costs less than that parser did
-(docs/llama-transport.md).
+and read-until-close bodies, protocol errors), since llama-server writes one chunk per token and
+h11's reader runs its state machine for every chunk (figures: docs/llama-transport.md).
 
 A streamed answer is the app's hot path: llama-server writes one event per token, and every
 wake-up of the web process costs CPU the model needs on a small box. So a stream is read on
@@ -326,12 +323,8 @@ class Exchange:
 async def fetch(exchange: Exchange, *, deadline_s: float | None = None) -> bytes:
     """A plain request's answer body, on a connection of its own (an error status raises LlamaRejected;
     an answer cut or stalled before its end, or not whole within ``deadline_s``, LlamaUnavailable, as
-    for a server that did not answer).
-
-    The small requests every part of the app makes (the router's ``/models``, ``/metrics``,
-    ``/slots``) cost about 0.2 ms of CPU this way against 1-3 ms through httpx's pool, whose kept
-    connections llama-server drops after 5 idle seconds: the sampler asks every 10 s while no
-    dashboard is open, the gateway before each answer."""
+    for a server that did not answer). No pool: llama-server drops an idle kept connection after 5 s,
+    and the app's small requests come seldom (docs/llama-transport.md)."""
     try:
         async with asyncio.timeout(deadline_s):
             await exchange.open()

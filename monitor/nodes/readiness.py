@@ -6,11 +6,6 @@ and the profile's instance is loaded, so a node that stops (killed, frozen, cut 
 every pool by itself within ``READY_TTL_S``. A request that sees a node fail takes it out at once
 (``mark_failed``); its heartbeat puts it back when it serves again. A loader that just brought a
 revision live writes it at once (``mark_ready``), not at the next beat.
-
-``qwenweb:placements:token`` changes (a new random value) each time a pool's members may have: a
-placement made or removed, a node's name or address changed (``placements_changed``, on commit). A
-process keeps a pool's members (read from the database) while the token is the one they were read at,
-and reads the token in the same round trip as the readiness of those members (``served_and_token``).
 """
 
 from __future__ import annotations
@@ -18,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import time
-import uuid
 
 import orjson
 import redis
@@ -26,15 +20,11 @@ from redis.commands.core import Script
 
 from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
 
-# Issue 29: a node that stops answering is out of its pools within 5 s. A frozen router is found by the
-# next beat's request, within HEARTBEAT_S + its limit (``heartbeat.ROUTER_TIMEOUT_S``): 3.5 s; a node whose
-# processes died, by its keys running out: READY_TTL_S. A beat every 2 s with a 1.5 s limit keeps that bound
-# and costs about a fifth less CPU than every 1.5 s with 2 s (docs/serving.md).
+# A node leaves its pools within 5 s (issue 29): HEARTBEAT_S + heartbeat.ROUTER_TIMEOUT_S, or READY_TTL_S.
 HEARTBEAT_S = 2.0
 READY_TTL_S = 4
 # A remote profile's server has no heartbeat: what the app last read of it counts this long.
 REMOTE_READY_TTL_S = 60
-PLACEMENTS_TOKEN_KEY = "qwenweb:placements:token"
 _redis = LoopRedis()
 log = logging.getLogger(__name__)
 
@@ -65,43 +55,14 @@ def parse_served(value: bytes | str | None) -> tuple[int, str] | None:
 async def served_on(nodes: list[str], pool: str) -> dict[str, tuple[int, str]]:
     """The nodes of ``nodes`` that serve ``pool`` now: node -> (slots, model id). With Redis away
     (restarting), none is known: the caller finds out for itself, and the fair queue waits for Redis."""
-    return (await served_and_token(nodes, pool))[0]
-
-
-async def served_and_token(nodes: list[str], pool: str) -> tuple[dict[str, tuple[int, str]], str | None]:
-    """``served_on`` and the placements' token, in one round trip (the token: "" when none was set
-    since Redis started, None with Redis away)."""
     try:
         async with _redis.get().pipeline(transaction=False) as pipe:
             for node in nodes:
                 pipe.hget(ready_key(node), pool)
-            pipe.get(PLACEMENTS_TOKEN_KEY)
-            *values, token = await pipe.execute()
+            values = await pipe.execute()
     except REDIS_DOWN:
-        return {}, None
-    served = {node: parse_served(value) for node, value in zip(nodes, values, strict=True) if value is not None}
-    return served, _token(token)
-
-
-async def placements_token() -> str | None:
-    """The placements' token alone (None with Redis away)."""
-    try:
-        return _token(await _redis.get().get(PLACEMENTS_TOKEN_KEY))
-    except REDIS_DOWN:
-        return None
-
-
-def _token(value: bytes | None) -> str:
-    return value.decode() if value else ""
-
-
-def placements_changed() -> None:
-    """A pool's members may have changed: every process reads them again at its next request. With
-    Redis away the change is seen when the members' cache runs out instead."""
-    try:
-        sync_client().set(PLACEMENTS_TOKEN_KEY, uuid.uuid4().hex)
-    except REDIS_DOWN:
-        log.warning("Redis is not answering: a placement change is seen when the pools' members are read again")
+        return {}
+    return {node: parse_served(value) for node, value in zip(nodes, values, strict=True) if value is not None}
 
 
 async def mark_ready(node: str, pool: str, slots: int, model: str, *, ttl_s: int = READY_TTL_S) -> None:

@@ -8,15 +8,11 @@ at ``LLAMA_SERVER_URL`` with ``LLAMA_API_KEY``; every other node at the address 
 from __future__ import annotations
 
 from django.conf import settings
-from django.db import connection, transaction
 from django.db.models import QuerySet
-from django.db.models.signals import post_delete, post_save
 
 from monitor.models import Node, Placement, ServerProfile
-from monitor.nodes import readiness
 
 # A node's fields that say where the pools' members are reached (a save of others changes no pool).
-ADDRESS_FIELDS = frozenset({"name", "url", "api_key"})
 
 
 def local_node() -> Node:
@@ -49,23 +45,10 @@ def placements_here() -> QuerySet[Placement]:
     )
 
 
-_placed_sql: tuple[str, tuple] | None = None
-
-
 def placed_revisions_here() -> list[tuple[str, int, int | None]]:
-    """(profile name, its current revision, its live revision here) of each local profile placed on this node.
-
-    The node's heartbeat reads this every beat. Building the query through the ORM each time was most of
-    the beat's CPU (the supervisor's 2.7 ms a second, about half of it in Django's SQL compiler), so its
-    SQL is compiled once per process and run as it is."""
-    global _placed_sql
-    if _placed_sql is None:
-        query = placements_here().values_list("profile__name", "profile__revision", "live_revision").query
-        _placed_sql = query.get_compiler(connection=connection).as_sql()
-    sql, params = _placed_sql
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    """(profile name, its current revision, its live revision here) of each local profile placed on this
+    node; the heartbeat reads it every beat."""
+    return list(placements_here().values_list("profile__name", "profile__revision", "live_revision"))
 
 
 def placement_here(profile: ServerProfile) -> Placement | None:
@@ -105,22 +88,3 @@ def place_on(profile: ServerProfile, nodes: list[Node]) -> list[Node]:
     for node in wanted.values():
         Placement.objects.get_or_create(profile=profile, node=node)
     return left
-
-
-def _placements_changed(sender: type, instance: object, **kwargs) -> None:
-    """A placement made or removed, a node added, removed, renamed or moved: a new placements' token
-    once the change is committed (``readiness.placements_changed``)."""
-    if kwargs.get("signal") is post_save:
-        if sender is Placement and not kwargs.get("created"):
-            return
-        fields = kwargs.get("update_fields")
-        if sender is Node and fields is not None and not ADDRESS_FIELDS & set(fields):
-            return
-    transaction.on_commit(readiness.placements_changed, robust=True)
-
-
-def watch_placements() -> None:
-    """Connect ``_placements_changed`` (the monitor app, once it is ready)."""
-    for model in (Placement, Node):
-        post_save.connect(_placements_changed, sender=model, dispatch_uid=f"placements-{model.__name__}-saved")
-        post_delete.connect(_placements_changed, sender=model, dispatch_uid=f"placements-{model.__name__}-deleted")

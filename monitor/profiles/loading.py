@@ -16,7 +16,7 @@ from django.conf import settings
 from django.utils.translation import gettext as _
 
 from monitor import timeline
-from monitor.llama.client import LlamaClient, get_client
+from monitor.llama.client import LlamaClient, local_client
 from monitor.llama.errors import LlamaError, LlamaRejected
 from monitor.llama.logs import instance_log_tail
 from monitor.models import Event, Placement, ServerProfile
@@ -150,7 +150,7 @@ async def _record_failed(profile: ServerProfile, placement: Placement, error: Lo
 async def reload_presets(client: LlamaClient | None = None) -> None:
     """Write the presets from the profiles and have the router read them again."""
     await publish_preset()
-    await (client or get_client()).list_models(reload=True)
+    await (client or local_client()).list_models(reload=True)
     forget_status()
 
 
@@ -160,7 +160,7 @@ async def load_profile(profile: ServerProfile, client: LlamaClient | None = None
     Returns the load time. On failure records why and raises LoadFailed; the live
     revision (if any) keeps serving.
     """
-    client = client or get_client()
+    client = client or local_client()
     profile, placement = await _here(profile)
     target = served_id(profile.name, profile.revision)
     await reload_presets(client)
@@ -193,7 +193,7 @@ async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = No
     """Make sure the profile's live revision on this node is loaded (loading it if needed); returns its id."""
     if profile.is_remote:
         return profile.remote_model
-    client = client or get_client()
+    client = client or local_client()
     profile, placement = await _here(profile)
     model_id = live_id(profile, placement)
     # Asked afresh: the caller found it not serving (a moment-old status may still say "loaded" of an
@@ -216,7 +216,7 @@ async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = No
 
 async def unload_profile(name: str, client: LlamaClient | None = None) -> None:
     """Unload every served revision of the profile named ``name`` on this node."""
-    client = client or get_client()
+    client = client or local_client()
     await readiness.mark_failed(settings.NODE_NAME, name)  # no more requests sent there
     statuses = await router_status(client, fresh=True)
     for model_id, status in statuses.items():

@@ -38,12 +38,6 @@ def threads_for(profile: ServerProfile) -> int:
     return profile.threads if profile.threads > 0 else settings.LLAMA_DEFAULT_THREADS
 
 
-# llama.cpp's AMX matrix multiply (ggml-cpu's repacked weights) crashes with SIGSEGV when a context
-# outputs every token, as embeddings and reranking do (pinned build, on this project's Sapphire Rapids
-# test box); without repacking they run. An admin may put ``--repack`` back in the extra arguments.
-EMBEDDING_SAFETY: list[Option] = [("--no-repack", None)]
-
-
 def profile_options(profile: ServerProfile) -> list[Option]:
     """A local profile's llama-server options, in order; the one source for argv and presets."""
     options: list[Option] = [
@@ -59,9 +53,9 @@ def profile_options(profile: ServerProfile) -> list[Option]:
         ("--parallel", str(profile.parallel)),
     ]
     if profile.kind == ServerProfile.Kind.EMBEDDING:
-        options += [("--embeddings", None), ("--pooling", profile.pooling), *EMBEDDING_SAFETY]
+        options += [("--embeddings", None), ("--pooling", profile.pooling)]
     elif profile.kind == ServerProfile.Kind.RERANK:
-        options += [("--reranking", None), *EMBEDDING_SAFETY]  # llama-server sets its pooling to rank
+        options.append(("--reranking", None))  # llama-server sets its pooling to rank
     else:
         options += _chat_options(profile)
     if profile.n_cpu_moe:

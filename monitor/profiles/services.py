@@ -79,17 +79,6 @@ def _publish_presets() -> None:
         log.warning("presets written, but llama-server did not reload them: %s", error)
 
 
-def save_and_apply(profile: ServerProfile) -> bool:
-    """Save an edited, validated profile and apply the change on this node (``apply_here``).
-
-    Returns True when it serves here and must load its new revision: the caller queues that load,
-    beside the live one. (The staff pages save, then have every node that serves it apply.)
-    """
-    with transaction.atomic():
-        save_profile(profile)
-    return apply_here(profile)
-
-
 def apply_here(profile: ServerProfile) -> bool:
     """A saved change, applied on this node. True when the profile serves here on an older revision:
     the new one must load beside it (the caller queues the load). Otherwise there is no live revision

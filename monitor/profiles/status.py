@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from monitor.llama.client import LlamaClient, get_client
+from monitor.llama.client import LlamaClient, local_client
 from monitor.models import Placement, ServerProfile
 from monitor.profiles.presets import live_id, served_id
 
@@ -29,7 +29,7 @@ async def router_status(
     """Model id -> a router's status object (this node's, unless ``client`` names another); raises
     LlamaUnavailable when it is down. The router's last answer (fresh ones included) serves callers that
     do not ask for a fresh one while it is younger than ``max_age_s`` (a chat turn, a page's poll)."""
-    client = client or get_client()
+    client = client or local_client()
     now = time.monotonic()
     cached = _status_cache.get(client.base_url)
     if not fresh and cached and now - cached[0] < max_age_s:

@@ -198,9 +198,8 @@ class RouterSupervisor:
         self.stopping = False
         self.restart_requested = False
         self.removed = False
-        # The main thread sleeps on this pipe, which a handled signal (``set_wakeup_fd``) and the heartbeat
-        # (``_nudge``) write to. The handlers only set flags: one runs between any two bytecodes, also inside
-        # a lock the main thread holds, and an ``Event.set()`` there deadlocked the supervisor (seen once).
+        # The main thread sleeps on this pipe, written by a handled signal (``set_wakeup_fd``) and the heartbeat
+        # (``_nudge``); the handlers only set flags: one may run inside a lock the main thread holds.
         self._wake_r, self._wake_w = os.pipe()
         for end in (self._wake_r, self._wake_w):
             os.set_blocking(end, False)

@@ -50,7 +50,7 @@ from monitor.profiles.presets import live_id
 from monitor.profiles.selectors import find_profile
 from monitor.profiles.status import router_status
 from monitor.redis_clients import LoopRedis
-from monitor.serving.members import Members, Served, forget_members, members_now, pool_now
+from monitor.serving.members import Members, Served, members_now, pool_now
 from monitor.serving.queue import FairQueue, Grant, PositionCallback, Priority
 
 log = logging.getLogger(__name__)
@@ -69,12 +69,6 @@ def pool_queue(name: str) -> FairQueue:
     if queue is None:
         queue = _queues[name] = FairQueue(name)
     return queue
-
-
-def forget_queues() -> None:
-    """Drop the cached queues and pool members (tests: a fresh set per test)."""
-    _queues.clear()
-    forget_members()
 
 
 async def _needs_loading(profile: ServerProfile) -> bool:

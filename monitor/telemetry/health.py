@@ -35,9 +35,9 @@ from django.db import connection
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from monitor.llama.client import local_client
 from monitor.models import Placement
 from monitor.nodes.registry import placements_here
-from monitor.profiles.clients import local_server_client
 from monitor.profiles.presets import live_id
 from monitor.telemetry.live import live_key
 from monitor.telemetry.node_status import Beat, add_live_reads, live_from, main_node, node_rows, node_views
@@ -130,14 +130,6 @@ def check_sampler() -> list[Part]:
 def check_llama() -> list[Part]:
     """The main box's router answers its model list; which profiles it has loaded. Required where the
     main box serves a profile (a box that is only the front of other nodes need not)."""
-
-    async def listing() -> list[dict]:
-        client = local_server_client()
-        try:
-            return await client.list_models()
-        finally:
-            await client.aclose()
-
     try:
         required = Placement.objects.filter(node__name=main_node()).exists()
         local = list(placements_here())
@@ -146,7 +138,7 @@ def check_llama() -> list[Part]:
     wait_s = round(settings.HEALTH_TIMEOUT_S * 0.8, 2)  # within check_all's own limit: the part keeps `required`
     try:
         # Bounded here too: a hung router must not keep this thread for the client's long read timeout.
-        models = asyncio.run(asyncio.wait_for(listing(), wait_s))
+        models = asyncio.run(asyncio.wait_for(local_client().list_models(), wait_s))
     except TimeoutError:
         return [Part("llama-server", False, _("no answer within %(seconds)s s") % {"seconds": wait_s}, required)]
     except Exception as error:

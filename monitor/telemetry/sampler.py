@@ -25,11 +25,11 @@ import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from monitor.llama.client import LlamaClient, get_client
+from monitor.llama.client import LlamaClient, local_client
 from monitor.llama.errors import LlamaError
 from monitor.models import MetricMinute, Node, Placement, ServerProfile
 from monitor.nodes.registry import placements_here
-from monitor.profiles.clients import local_server_client, profile_client
+from monitor.profiles.clients import profile_client
 from monitor.profiles.presets import live_id
 from monitor.telemetry.figures import (
     LLAMA_COUNTERS,
@@ -93,9 +93,9 @@ async def find_targets(timeout_s: float, here: Here | None = None) -> list[Targe
     local, remote = here.local, here.remote or []
     targets = [Target(p.name, profile_client(p, None)) for p in remote]
     if not local:
-        return [Target("default", get_client()), *targets]
+        return [Target("default", local_client()), *targets]
     try:
-        listing = await asyncio.wait_for(local_server_client().get_json("/models"), timeout_s)
+        listing = await asyncio.wait_for(local_client().get_json("/models"), timeout_s)
         entries = listing.get("data") or []
     except (LlamaError, TimeoutError, ValueError, AttributeError):
         entries = []
@@ -205,7 +205,7 @@ class Sampler:
                 self._targets_at = mono
             except Exception as error:  # the database is busy or not migrated: keep the last list
                 log.warning("could not list the servers to sample: %s", error)
-                self._targets = self._targets or [Target("default", get_client())]
+                self._targets = self._targets or [Target("default", local_client())]
         gpus, gpu_reason = self.nvml.sample(mono)
         try:
             host = host_figures()

@@ -198,12 +198,12 @@ class ServerProfileForm(forms.ModelForm):
         if self.instance.model_file:  # which nodes hold the saved model file (their registered files)
             self.fields["nodes"].label_from_instance = lambda node: node_label(node, self.instance.model_file)
 
-    def save_placements(self, profile: ServerProfile) -> tuple[list[Node], list[Node]]:
+    def save_placements(self, profile: ServerProfile, before: set[int]) -> tuple[list[Node], list[Node]]:
         """Place the saved profile on the chosen nodes; returns those it left (their revisions are unloaded)
-        and those it joined (where it loads when it serves: ``services.loads_where_placed``)."""
+        and those it joined, of the nodes it had ``before`` its save (where it loads when it serves:
+        ``services.loads_where_placed``)."""
         if profile.is_remote:
             return [], []
-        before = set(profile.placements.values_list("node_id", flat=True))
         left = place_on(profile, list(self.cleaned_data.get("nodes") or ()))
         return left, [
             placement.node for placement in profile.placements.select_related("node") if placement.node_id not in before

@@ -116,9 +116,10 @@ def profile_edit(request, profile_id: int | None = None):
     if request.method == "POST" and form.is_valid():
         profile = form.save(commit=False)
         serving = bool(profile.pk) and services.serves_anywhere(profile)
+        before = set(profile.placements.values_list("node_id", flat=True)) if profile.pk else set()
         with transaction.atomic():
             changed = services.save_profile(profile)
-            left, joined = form.save_placements(profile)
+            left, joined = form.save_placements(profile, before)
         for node in left:  # the nodes it no longer serves on unload it
             tasks.unload_profile.apply_async((profile.name,), queue=node_queue(node.name))
         loads = changed and serving  # its new revision loads where it serves
@@ -128,16 +129,16 @@ def profile_edit(request, profile_id: int | None = None):
         tasks.load_on(profile, [node.name for node in placed])
         if started and loads:
             flash.info(request, loading_new_settings_message(profile))
-        elif placed:
-            flash.info(request, placed_message(profile, placed))
-        else:
+        elif not placed:
             flash.success(request, _("Saved."))
+        if placed:
+            flash.info(request, placed_message(profile, placed))
         return redirect("monitor:profile", profile_id=profile.pk)
     return render(request, "monitor/profile_form.html", {"form": form, "profile": profile})
 
 
 def placed_message(profile: ServerProfile, nodes: list) -> str:
-    return _("Saved. %(name)s loads on %(nodes)s.") % {
+    return _("%(name)s loads on %(nodes)s, where it is newly placed.") % {
         "name": profile.name,
         "nodes": ", ".join(node.name for node in nodes),
     }

@@ -9,7 +9,7 @@ installed version) when one does not match: a library upgraded under a patch sto
 at start-up, never on some later request.
 
 - the web process (`qwenweb.asgi`, which `qwenweb.serve` has Daphne load): ``daphne_body_cap``,
-  ``direct_writes``, ``lazy_debug_args``, ``api_handler``;
+  ``direct_writes``, ``api_handler``;
 - a Celery worker (`qwenweb.celery`): ``broker``.
 """
 
@@ -25,7 +25,7 @@ __all__ = ["PROCESSES", "Patch", "PatchRefused", "install", "patches_of"]
 # The patches each kind of process installs, by module name (imported only where needed: a worker
 # never loads Twisted).
 PROCESSES = {
-    "web": ("daphne_body_cap", "direct_writes", "lazy_debug_args", "api_handler"),
+    "web": ("daphne_body_cap", "direct_writes", "api_handler"),
     "worker": ("broker",),
 }
 

@@ -123,3 +123,54 @@ def test_rerank_and_embeddings_requests_are_checked_at_the_border(key):
         "encoding_format",
     )
     assert code("/v1/embeddings", {"model": EMBEDDER, "input": "a", "stream": True}) == (400, "stream")
+
+
+@pytest.fixture
+def reranker(llama):
+    """A reranking profile of a synthetic qwen3 reranker (a classification head, as Qwen3-Reranker's
+    conversion gives), served for real by the router with --reranking."""
+    import os
+    from pathlib import Path
+
+    from monitor.profiles.services import delete_profile, save_profile
+    from monitor.profiles.validation import validate_profile
+    from tests.support.synthetic_gguf import write_reranker
+
+    path = write_reranker(Path(os.environ["QWENWEB_MODELS_DIR"]) / "api-reranker.gguf")
+    profile = ServerProfile(
+        name="rerank-api", kind=ServerProfile.Kind.RERANK, model_file=path.name, ctx_size=2048, parallel=1,
+        batch_size=1024, ubatch_size=1024, threads=2,
+    )  # fmt: skip
+    validate_profile(profile)
+    save_profile(profile)
+    yield profile.name
+    delete_profile(profile)
+    path.unlink()
+
+
+def test_rerank_answers_dify_and_cohere_shaped_requests_best_first_and_counts_usage(key, reranker):
+    documents = ["The cat is on the mat.", "Revenue grew in March.", "Cats sleep a lot."]
+    # Dify's and FastGPT's request: texts, top_n; they read index and relevance_score.
+    answer = post(
+        "/v1/rerank", key, {"model": reranker, "query": "Where is the cat?", "documents": documents, "top_n": 2}
+    )
+    assert answer.status_code == 200, answer.text
+    results = answer.json()["results"]
+    assert len(results) == 2 and {result["index"] for result in results} <= {0, 1, 2}
+    scores = [result["relevance_score"] for result in results]
+    assert scores == sorted(scores, reverse=True) and "document" not in results[0]
+    assert answer.json()["usage"]["prompt_tokens"] > 0
+
+    # Cohere's shape: documents as objects, the texts asked back.
+    body = {
+        "model": reranker,
+        "query": "Where is the cat?",
+        "documents": [{"text": text} for text in documents],
+        "return_documents": True,
+    }
+    answer = post("/v1/rerank", key, body).json()
+    assert len(answer["results"]) == 3
+    assert all(result["document"]["text"] == documents[result["index"]] for result in answer["results"])
+
+    row = ApiKey.objects.get(prefix=key.split("_")[0].removeprefix("qw-"))
+    assert row.requests == 2 and row.prompt_tokens > 0

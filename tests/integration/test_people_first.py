@@ -16,10 +16,11 @@ import time
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import transaction
 
 from monitor.profiles.loading import load_profile
 from monitor.profiles.selectors import find_profile
-from monitor.profiles.services import save_and_apply
+from monitor.profiles.services import apply_here, save_profile
 from tests.integration.test_documents import long_report, wait_for
 from tests.support.client import chat_socket, events_until, login, make_user, send, upload_document
 from tests.support.hold import queue_slots_held, read_queue
@@ -107,7 +108,9 @@ def default_profile_slots(llama, slots: int):
     def switch(parallel: int) -> None:
         profile = find_profile(None)
         profile.parallel = parallel
-        if save_and_apply(profile):  # it serves and its options changed: the new revision loads
+        with transaction.atomic():
+            save_profile(profile)
+        if apply_here(profile):  # it serves and its options changed: the new revision loads
             async_to_sync(load_profile)(profile)
 
     before = find_profile(None).parallel

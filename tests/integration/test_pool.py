@@ -29,7 +29,7 @@ from monitor.profiles.validation import validate_profile
 from monitor.serving.members import pool_nodes
 from monitor.serving.queue import FairQueue
 from monitor.serving.slot import load_on_nodes
-from tests.support.client import chat_socket, events_until, login, make_user, send
+from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
 from tests.support.nodes import SecondNode
 from tests.support.stack import wait_until
 
@@ -208,3 +208,31 @@ def test_a_node_cut_off_gets_no_slots_and_comes_back_by_itself(pool, second_node
         if psutil.pid_exists(router):
             os.kill(router, signal.SIGCONT)
     wait_until(lambda: second_node.name in serving(pool), 180, "the node back in the pool")
+
+
+def save_on_page(staff, profile: ServerProfile, nodes: list[Node]):
+    """The profile's edit page submitted as it is, with ``nodes`` ticked under "served by"."""
+    from monitor.web.forms import ServerProfileForm
+
+    page = f"/monitor/profiles/{profile.pk}/edit/"
+    staff.get(page)
+    data = {field: getattr(profile, field) for field in ServerProfileForm.Meta.fields}
+    data = {key: value for key, value in data.items() if value is not False and value is not None}
+    data.update(remote_api_key="", nodes=[node.pk for node in nodes], csrfmiddlewaretoken=staff.cookies["csrftoken"])
+    return staff.post(page, data=data, headers={"Referer": base_url() + page})
+
+
+def test_ticking_a_second_node_for_the_default_profile_on_its_page_loads_it_there(llama, second_node):
+    """Issue 49: the default chat profile ticked for a second node on its edit page, nothing else pressed:
+    that node's own worker loads it (it stayed idle until Load was pressed)."""
+    profile = ServerProfile.objects.get(is_default=True)
+    staff = login(make_user(is_staff=True))
+    node_b = Node.objects.get(name=second_node.name)
+    try:
+        response = save_on_page(staff, profile, [local_node(), node_b])
+        assert f"{profile.name} loads on {node_b.name}, where it is newly placed." in response.text
+        on_b = lambda: asyncio.run(readiness.served_on([node_b.name], profile.name))  # noqa: E731
+        wait_until(on_b, 240, f"{profile.name} served by {node_b.name}, loaded by its worker")
+    finally:
+        save_on_page(staff, profile, [local_node()])  # node-b is left: its worker unloads it
+    wait_until(lambda: not asyncio.run(readiness.served_on([node_b.name], profile.name)), 120, "node-b left")

@@ -1,7 +1,5 @@
-"""A pool's members (the nodes a profile is placed on, and where each is reached) are read from the
-database once and kept while no placement changes: a placement made or removed, or a node moved, reaches
-the very next request, with no waiting for a cache to run out; while nothing changes, requests read them
-from Redis's placements' token alone, in the round trip that reads the nodes' readiness.
+"""A pool's members (the nodes a profile is placed on, and where each is reached): a placement made or
+removed, or a node moved, reaches the very next request, with no waiting for a cache to run out.
 
 The main box's node is the real one (the ``llama`` fixture's router serving the default profile); the
 second is a Node row reached at the same router, made to serve the pool by a stand-in heartbeat
@@ -17,7 +15,6 @@ from django.conf import settings
 
 from monitor.models import Node, Placement, ServerProfile
 from monitor.nodes import readiness
-from monitor.serving import members, slot
 from monitor.serving.slot import serving_pool
 from tests.support.loops import run
 from tests.support.stand_in_node import StandInNode
@@ -59,28 +56,3 @@ def test_a_placement_made_or_removed_or_a_node_moved_reaches_the_next_request(de
 
     Placement.objects.filter(profile=default_pool, node=other_node).delete()
     assert run(serving_pool(default_pool)).nodes == [settings.NODE_NAME]
-
-
-def test_while_no_placement_changes_the_members_are_read_from_the_database_once(default_pool, monkeypatch):
-    reads = []
-    read = members.pool_members
-    monkeypatch.setattr(members, "pool_members", lambda profile: reads.append(profile.name) or read(profile))
-    slot.forget_queues()
-    for _ in range(4):
-        assert run(serving_pool(default_pool)).nodes == [settings.NODE_NAME]
-    assert reads == [default_pool.name]
-
-    # A node's save that moves nothing (its facts) keeps them; a placement made or removed does not.
-    local = Node.objects.get(name=settings.NODE_NAME)
-    local.save(update_fields=["facts"])
-    run(serving_pool(default_pool))
-    assert len(reads) == 1
-    node = Node.objects.create(name=f"members-{uuid.uuid4().hex[:6]}")
-    try:
-        Placement.objects.create(profile=default_pool, node=node)
-        assert set(run(serving_pool(default_pool)).nodes) == {settings.NODE_NAME, node.name}
-        assert len(reads) == 2
-    finally:
-        node.delete()
-    assert run(serving_pool(default_pool)).nodes == [settings.NODE_NAME]
-    assert len(reads) == 3

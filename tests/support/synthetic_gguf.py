@@ -56,6 +56,8 @@ class Shape:
         None  # a tensor's data; None: zeros
     )
     tied_output: bool = False  # no output.weight: llama.cpp reuses token_embd
+    # A reranker's labels: a classification head (cls.output) and rank pooling in its metadata.
+    classifier: tuple[str, ...] = ()
 
     @property
     def block_count(self) -> int:
@@ -96,6 +98,9 @@ def _metadata(writer: GGUFWriter, s: Shape) -> None:
         writer.add_uint32(f"{a}.nextn_predict_layers", s.nextn)
     if a == "gemma3":
         writer.add_uint32(f"{a}.attention.sliding_window", s.sliding_window)
+    if s.classifier:
+        writer.add_uint32(f"{a}.pooling_type", 4)  # LLAMA_POOLING_TYPE_RANK
+        writer.add_array(f"{a}.classifier.output_labels", list(s.classifier))
     for key, value in s.extra.items():
         writer.add_uint32(f"{a}.{key}", value) if isinstance(value, int) else writer.add_array(f"{a}.{key}", value)
     if s.chat_template is not None:
@@ -182,6 +187,8 @@ def tensors(s: Shape) -> list[tuple[str, tuple[int, ...], GGMLQuantizationType]]
     out = [("token_embd.weight", (s.n_embd, n_vocab), s.weight_type), ("output_norm.weight", (s.n_embd,), F32)]
     if not s.tied_output:
         out.append(("output.weight", (s.n_embd, n_vocab), s.weight_type))
+    if s.classifier:
+        out.append(("cls.output.weight", (s.n_embd, len(s.classifier)), F32))
     for il in range(s.block_count):
         out += [
             (name, dims, s.weight_type if kind == F16 else kind) for name, dims, kind in _block(s, il, il >= s.n_layer)
@@ -321,3 +328,9 @@ def write_model(path: Path, shape: Shape, sparse: bool = False) -> Path:
         else:
             handle.write(b"\0" * (total - handle.tell()))
     return Path(path)
+
+
+def write_reranker(path: Path) -> Path:
+    """A small qwen3 reranker llama-server serves with ``--reranking``: small random weights, a
+    classification head over two labels (what Qwen3-Reranker's conversion gives) and rank pooling."""
+    return write_model(path, Shape(arch="qwen3", n_layer=2, classifier=("yes", "no"), fill=random_fill()))

@@ -11,8 +11,9 @@ from collections.abc import Callable
 import pytest
 from django.test import Client
 
+from chat.conversations import runs as answer_runs
 from chat.conversations.frames import SLACK_S, FrameSender, coalesce
-from chat.conversations.runs import RunningAnswers, reset_running_answers
+from chat.conversations.runs import RunningAnswers
 from chat.errors import ChatError
 from chat.models import Conversation
 from tests.support.client import make_user
@@ -250,10 +251,11 @@ def test_stop_from_any_page_of_the_owner_and_nobody_elses():
     asyncio.run(scenario())
 
 
-def test_deleting_conversations_stops_their_running_answers():
+def test_deleting_conversations_stops_their_running_answers(monkeypatch):
     """The delete views run in a thread of their own, not the answers's loop: the answers of the deleted
     conversations are stopped there (one delete, and delete-many), not left writing to their last token."""
-    answers = reset_running_answers()  # the views stop answers in the process's registry: a fresh one
+    answers = RunningAnswers()  # the views stop answers in the process's registry: a fresh one in its place
+    monkeypatch.setattr(answer_runs, "_running_answers", answers)
     user = make_user()
     conversations = [Conversation.objects.create(owner=user) for _ in range(2)]
     loop = asyncio.new_event_loop()

@@ -64,8 +64,8 @@ def test_every_page_the_readme_links_exists():
 
 def test_every_setting_is_documented():
     """Each environment variable the settings read is named in the README or a page of docs/."""
-    names = set(re.findall(r"""(?:environ\.get|env_int|env_bool|env_list)\(\s*["']([A-Z][A-Z0-9_]+)""",
-                           (ROOT / "qwenweb" / "settings.py").read_text()))  # fmt: skip
+    sources = "".join(path.read_text() for path in (ROOT / "qwenweb").glob("*settings.py"))
+    names = set(re.findall(r"""(?:environ\.get|env_int|env_bool|env_list)\(\s*["']([A-Z][A-Z0-9_]+)""", sources))
     documented = readme() + "".join(page.read_text() for page in (ROOT / "docs").glob("*.md"))
     missing = sorted(name for name in names if name not in documented)
     assert not missing, f"settings named nowhere in the README or docs/: {missing}"

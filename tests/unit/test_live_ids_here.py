@@ -1,5 +1,5 @@
-"""The heartbeat's read of what this node should serve (``live_ids_here``: one query compiled once per
-process) says what ``live_id`` says of each placement here: the live revision once one loaded, the
+"""The heartbeat's read of what this node should serve (``live_ids_here``, one query a beat)
+says what ``live_id`` says of each placement here: the live revision once one loaded, the
 current one before; remote profiles and other nodes' placements left out."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from monitor.profiles.allowed_options import ALLOWED
 from monitor.profiles.loading import _is_chat
 from monitor.profiles.options import options_argv, profile_options
 from monitor.profiles.validation import extra_args_problem, kind_problems
-from tests.support.synthetic_gguf import Shape, write_model
+from tests.support.synthetic_gguf import Shape, write_model, write_reranker
 
 Kind, Pooling = ServerProfile.Kind, ServerProfile.Pooling
 CHAT_ONLY = ("--temp", "--top-p", "--reasoning", "--reasoning-budget", "--repeat-penalty", "--chat-template-file")
@@ -24,7 +24,6 @@ def profile(**fields) -> ServerProfile:
 def test_a_chat_profile_s_options_are_those_of_before_kinds():
     argv = options_argv(profile_options(profile()))
     assert "--embeddings" not in argv and "--reranking" not in argv and "--pooling" not in argv
-    assert "--no-repack" not in argv
     assert all(option in argv for option in CHAT_ONLY)
     assert argv.index("--parallel") < argv.index("--reasoning") < argv.index("--chat-template-file")
 
@@ -32,25 +31,16 @@ def test_a_chat_profile_s_options_are_those_of_before_kinds():
 @pytest.mark.parametrize("pooling", ["mean", "cls", "last"])
 def test_an_embeddings_profile_runs_with_embeddings_and_its_pooling_and_nothing_of_chat(pooling):
     argv = options_argv(profile_options(profile(kind=Kind.EMBEDDING, pooling=pooling, draft_model_file="d.gguf")))
-    assert argv[argv.index("--embeddings") + 1 : argv.index("--embeddings") + 4] == [
-        "--pooling",
-        pooling,
-        "--no-repack",
-    ]
+    assert argv[argv.index("--embeddings") + 1 : argv.index("--embeddings") + 3] == ["--pooling", pooling]
     assert not any(option in argv for option in CHAT_ONLY) and "--model-draft" not in argv
     assert "--reranking" not in argv and argv[argv.index("--parallel") + 1] == "2"
 
 
 def test_a_reranking_profile_runs_with_reranking_its_pooling_set_by_llama_server():
     argv = options_argv(profile_options(profile(kind=Kind.RERANK, pooling=Pooling.MEAN, mmproj_file="p.gguf")))
-    assert "--reranking" in argv and "--no-repack" in argv
+    assert "--reranking" in argv
     assert "--pooling" not in argv and "--embeddings" not in argv and "--mmproj" not in argv
     assert not any(option in argv for option in CHAT_ONLY)
-
-
-def test_an_admin_may_put_repacking_back_after_the_kind_s_options():
-    argv = options_argv(profile_options(profile(kind=Kind.EMBEDDING, extra_args="--repack")))
-    assert argv.index("--no-repack") < argv.index("--repack")  # llama-server reads the last one
 
 
 @pytest.mark.parametrize(
@@ -128,3 +118,13 @@ def test_the_default_embeddings_profile_is_seeded_placed_here_and_valid_by_kind(
     assert seeded.ubatch_size == seeded.batch_size >= seeded.ctx_size // seeded.parallel  # a slot's text fits
     assert kind_problems(seeded) == {} and not seeded.is_default
     assert ServerProfile.objects.filter(is_default=True).get().is_chat
+
+
+def test_the_synthetic_reranker_carries_a_classification_head_and_rank_pooling(tmp_path):
+    from gguf import GGUFReader
+
+    reader = GGUFReader(write_reranker(tmp_path / "reranker.gguf"))
+    assert {"cls.output.weight": [128, 2]}.items() <= {t.name: list(t.shape) for t in reader.tensors}.items()
+    pooling = reader.fields["qwen3.pooling_type"]
+    assert int(pooling.parts[pooling.data[0]][0]) == 4  # LLAMA_POOLING_TYPE_RANK
+    assert read_model_info(tmp_path / "reranker.gguf").architecture == "qwen3"

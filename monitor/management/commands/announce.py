@@ -3,11 +3,33 @@
 supervisord runs it once (``autorestart=false``); its output goes to `make run`'s terminal.
 """
 
+import asyncio
 import time
 
 import httpx
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from monitor.llama.client import local_client
+from monitor.llama.errors import LlamaError
+
+
+def web_ready(port: int) -> bool:
+    try:
+        # Behind TLS the proxy's header is believed; without it Django redirects to https.
+        answer = httpx.get(f"http://127.0.0.1:{port}/login/", headers={"X-Forwarded-Proto": "https"}, timeout=2)
+    except httpx.HTTPError:
+        return False
+    return answer.status_code == 200
+
+
+def llama_ready() -> bool:
+    """This node's llama-server answers ``/health`` (through the one client: its key and CA file)."""
+    try:
+        asyncio.run(local_client().get_text("/health", timeout_s=2))
+    except LlamaError:
+        return False
+    return True
 
 
 class Command(BaseCommand):
@@ -15,24 +37,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         port = settings.QWENWEB_PORT
-        checks = {
-            "web": f"http://127.0.0.1:{port}/login/",
-            "llama-server": settings.LLAMA_SERVER_URL.rstrip("/") + "/health",
-        }
-        pending = dict(checks)
+        pending = {"web": lambda: web_ready(port), "llama-server": llama_ready}
         deadline = time.monotonic() + 600
         while pending and time.monotonic() < deadline:
-            for name, url in list(pending.items()):
-                try:
-                    # Behind TLS the proxy's header is believed; without it Django redirects to https.
-                    if httpx.get(url, headers={"X-Forwarded-Proto": "https"}, timeout=2).status_code == 200:
-                        pending.pop(name)
-                except httpx.HTTPError:
-                    pass
+            for name, ready in list(pending.items()):
+                if ready():
+                    pending.pop(name)
             time.sleep(0.5)
         if pending:
             raise CommandError(f"not ready after 10 minutes: {', '.join(pending)}")
-        else:
-            addresses = settings.QWENWEB_LAN_ADDRESSES or ["127.0.0.1"]
-            urls = [f"http://{address}:{port}/" for address in addresses]
-            self.stdout.write("qwenweb is ready. Open on this LAN:\n" + "\n".join(f"    {url}" for url in urls))
+        addresses = settings.QWENWEB_LAN_ADDRESSES or ["127.0.0.1"]
+        urls = [f"http://{address}:{port}/" for address in addresses]
+        self.stdout.write("qwenweb is ready. Open on this LAN:\n" + "\n".join(f"    {url}" for url in urls))

@@ -22,4 +22,4 @@ class Command(BaseCommand):
             self.stdout.write(f"# presets: {write_preset()}")
             self.stdout.write(" ".join(router_argv(binary)))
             return
-        RouterSupervisor(binary, out=self.stdout._out).run()
+        RouterSupervisor(binary, out=self.stdout).run()

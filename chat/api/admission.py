@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from chat.accounts.profiles import ProfileRefused, profile_for, profiles_for
 from chat.accounts.quotas import AccountDisabled, QuotaExceeded, check_quota
 from chat.api import keys
 from chat.api.calls import KINDS, ApiCall
@@ -25,9 +26,7 @@ from monitor.public import (
     LoadFailed,
     ProfileUnavailable,
     ServerProfile,
-    find_profile,
     serving_pool,
-    user_profiles,
 )
 
 
@@ -87,17 +86,19 @@ def _open_call(
         raise ApiError(401, str(error), code="account_disabled") from error
     body = parse_request(endpoint, read_body())
     try:
-        profile = find_profile(body["model"], for_users=True)
+        profile = profile_for(key.owner_id, body["model"])
+    except ProfileRefused as error:  # open only to groups the key's owner is not in
+        raise ApiError(403, str(error), param="model", code="model_not_permitted") from error
     except ProfileUnavailable as error:
         raise not_found(body["model"]) from error
     if profile.kind != KINDS[endpoint]:
-        raise _wrong_kind(endpoint, body["model"])
+        raise _wrong_kind(key.owner_id, endpoint, body["model"])
     return key, body, profile
 
 
-def _wrong_kind(endpoint: str, model: str) -> ApiError:
-    """400 naming the models that do answer this endpoint."""
-    names = list(user_profiles(KINDS[endpoint]).order_by("name").values_list("name", flat=True)[:20])
+def _wrong_kind(owner_id: int, endpoint: str, model: str) -> ApiError:
+    """400 naming the models that do answer this endpoint (those the key's owner may use)."""
+    names = list(profiles_for(owner_id, KINDS[endpoint]).order_by("name").values_list("name", flat=True)[:20])
     return ApiError(
         400,
         _("The model '%(model)s' does not answer /v1/%(endpoint)s. Models that do: %(names)s.")

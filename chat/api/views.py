@@ -74,8 +74,9 @@ async def models(request: HttpRequest, name: str | None = None) -> HttpResponse:
     if request.method != "GET":
         return _method_not_allowed("GET")
     try:
-        await admission.admit(request.headers.get("Authorization"))
-        return JsonResponse(await model_list.list_models() if name is None else await model_list.get_model(name))
+        owner = (await admission.admit(request.headers.get("Authorization"))).owner_id
+        models = await model_list.list_models(owner) if name is None else await model_list.get_model(owner, name)
+        return JsonResponse(models)
     except ApiError as error:
         return _error(error)
 

@@ -1,20 +1,23 @@
 """Group-limited profiles through the running app (Daphne, Redis, the real llama-server): the chat
 socket refuses a profile open only to other groups with a message the person reads, in their
-language, and counts no turn for it; a member of the group gets the answer started."""
+language, and counts no turn for it; a member of the group gets the answer started. The API lists
+and answers the same way."""
 
 from __future__ import annotations
 
 import uuid
 
+import httpx
 import pytest
 from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from chat.accounts import groups
 from chat.accounts.groups import GroupSettings
+from chat.api.keys import create_key
 from chat.models import DailyUsage
 from monitor.profiles.selectors import find_profile
-from tests.support.client import chat_socket, events_until, login, make_user, send
+from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
 from tests.support.hold import queue_slots_held
 
 pytestmark = pytest.mark.usefixtures("web_server")
@@ -56,3 +59,26 @@ def test_the_socket_refuses_a_profile_of_other_groups_and_lets_members_use_it(ll
         assert accepted["type"] == "accepted"
         send(ws, type="stop", conversation=accepted["conversation"])
         assert events_until(ws)[-1]["status"] == "stopped"
+
+
+def test_the_api_lists_and_answers_only_the_profiles_of_the_keys_owner(llama, default_tied_to_a_group):
+    profile, member = default_tied_to_a_group
+    outsider = make_user()
+    _row, outsider_key = create_key(outsider, "script")
+    _row, member_key = create_key(member, "script")
+
+    def call(key: str, method: str, path: str, **body) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}"}
+        return httpx.request(method, base_url() + path, headers=headers, json=body or None, timeout=120)
+
+    assert profile.name not in [model["id"] for model in call(outsider_key, "GET", "/v1/models").json()["data"]]
+    assert profile.name in [model["id"] for model in call(member_key, "GET", "/v1/models").json()["data"]]
+    assert call(outsider_key, "GET", f"/v1/models/{profile.name}").status_code == 404
+    question = {"model": profile.name, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    refused = call(outsider_key, "POST", "/v1/chat/completions", **question)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "model_not_permitted"
+    assert refused.json()["error"]["message"] == (
+        f"The server profile {profile.name} is open only to some groups, and you are in none of them. "
+        "Ask a staff member."
+    )
+    assert call(member_key, "POST", "/v1/chat/completions", **question).status_code == 200

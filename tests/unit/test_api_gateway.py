@@ -2,6 +2,7 @@
 
 import orjson
 import pytest
+from django.conf import settings
 
 from chat.api import request_fields, tally
 from chat.api.errors import ApiError
@@ -18,11 +19,11 @@ def refusal(endpoint: str, body: dict) -> ApiError:
     return refused.value
 
 
-def test_parse_body_refuses_bad_json_and_size(settings):
+def test_parse_body_refuses_bad_json_and_size(monkeypatch):
     assert request_fields.parse_body(b'{"model": "x"}') == {"model": "x"}
     assert refusal_of(b"{nope").body()["error"]["code"] == "invalid_json"
     assert "JSON object" in str(refusal_of(b'"text"'))
-    settings.API_MAX_BODY_BYTES = 1_048_576
+    monkeypatch.setattr(settings, "API_MAX_BODY_BYTES", 1_048_576)
     error = refusal_of(b" " * (1_048_576 + 1))
     assert error.body()["error"]["code"] == "request_too_large" and "1 MB" in str(error)
 
@@ -31,15 +32,6 @@ def refusal_of(raw: bytes) -> ApiError:
     with pytest.raises(ApiError) as refused:
         request_fields.parse_body(raw)
     return refused.value
-
-
-@pytest.fixture
-def settings():
-    from django.conf import settings as django_settings
-
-    before = django_settings.API_MAX_BODY_BYTES
-    yield django_settings
-    django_settings.API_MAX_BODY_BYTES = before
 
 
 def test_checks_name_the_parameter():

@@ -22,6 +22,7 @@ BENCHES = [
     "extract_bench.py",
     "restart_bench.py",
     "summary_contention_bench.py",
+    "soak_bench.py",
 ]
 
 failed = False

@@ -25,6 +25,7 @@ BENCHES = [
     "extract_bench.py",
     "restart_bench.py",
     "summary_contention_bench.py",
+    "soak_bench.py",
 ]
 
 failed = False

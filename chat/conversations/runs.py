@@ -27,6 +27,7 @@ from functools import partial
 from django.conf import settings
 from django.utils.translation import gettext as _
 
+from chat.conversations import heap
 from chat.conversations.frames import FrameSender
 from chat.conversations.selectors import TurnInputs
 from chat.conversations.turns import TurnRunner
@@ -36,6 +37,9 @@ from chat.models import Conversation, Message
 # The events that say where an answer stands before its text starts (waiting in the queue, a notice,
 # the prompt's progress): a run keeps the latest, which a page that opens late still needs.
 STATUS_EVENT_TYPES = frozenset({"queued", "notice", "progress"})
+# The conversations one socket watches: a page left open all day that starts conversation after
+# conversation would otherwise keep a watch on each of them until it closes (issue 52).
+WATCH_LIMIT = 8
 
 
 class Run:
@@ -77,14 +81,21 @@ class Run:
 
 
 class RunningAnswers:
-    """Running answers by conversation, and the pages watching each conversation."""
+    """Running answers by conversation, and the pages watching each conversation.
+
+    Bounds: a run is kept from its start to its end (``done``, or its task's end, whichever is
+    first); a page's watches from ``watch`` to ``unwatch`` (its socket closed), at most WATCH_LIMIT
+    conversations per page: a page that watches one more lets go of the one it watched longest ago
+    whose answer is not running (one that is running stays watched: its page asked for it, and
+    a person has at most CHAT_TURNS_IN_FLIGHT).
+    """
 
     def __init__(self, frame_s: float | None = None):
         self.frame_s = settings.CHAT_FRAME_S if frame_s is None else frame_s
         self._runs: dict[str, Run] = {}
         self._claimed: dict[str, object] = {}
         self._watchers: dict[str, set[FrameSender]] = {}
-        self._watching: dict[FrameSender, set[str]] = {}
+        self._watching: dict[FrameSender, dict[str, None]] = {}  # each page's watches, oldest first
 
     def sender(self, send, user_id: object) -> FrameSender:
         return FrameSender(send, self.frame_s, user_id)
@@ -122,7 +133,11 @@ class RunningAnswers:
             raise ChatError(_("This conversation does not exist."))
         key = str(conversation.id)
         self._watchers.setdefault(key, set()).add(sender)
-        self._watching.setdefault(sender, set()).add(key)
+        watching = self._watching.setdefault(sender, {})
+        watching.pop(key, None)
+        watching[key] = None  # the newest
+        if len(watching) > WATCH_LIMIT:
+            self._let_go(sender, watching)
         run = self._runs.get(key)
         if run is None:
             return [{"type": "idle", "conversation": key}]
@@ -131,10 +146,26 @@ class RunningAnswers:
     def unwatch(self, sender: FrameSender) -> None:
         """The page is gone: it watches nothing any more (the answers go on)."""
         for key in self._watching.pop(sender, ()):
-            watchers = self._watchers[key]
-            watchers.discard(sender)
-            if not watchers:
-                del self._watchers[key]
+            self._drop_watcher(key, sender)
+        heap.trimmer.ended()
+
+    def _let_go(self, sender: FrameSender, watching: dict[str, None]) -> None:
+        """The page's oldest watch whose answer is not running is let go (none: all are running)."""
+        for key in watching:
+            if key not in self._runs:
+                del watching[key]
+                self._drop_watcher(key, sender)
+                return
+
+    def _drop_watcher(self, key: str, sender: FrameSender) -> None:
+        watchers = self._watchers[key]
+        watchers.discard(sender)
+        if not watchers:
+            del self._watchers[key]
+
+    def watched(self, sender: FrameSender) -> list[str]:
+        """The conversations the page watches, oldest first."""
+        return list(self._watching.get(sender, ()))
 
     async def start(
         self,
@@ -190,6 +221,7 @@ class RunningAnswers:
     def _ended(self, run: Run, _task: asyncio.Task | None = None) -> None:
         if self._runs.get(run.conversation_id) is run:
             del self._runs[run.conversation_id]
+            heap.trimmer.ended()
 
 
 # One for the process: every socket and view of the web process sees the same running answers.

@@ -18,6 +18,7 @@ BENCHES = [
     "embed_bench.py",
     "cpu_bench.py",
     "relay_floor_bench.py",
+    "transport_bench.py",
     "patches_bench.py",
     "profile_bench.py",
     "sampler_bench.py",

@@ -6,6 +6,7 @@ from django.conf import settings
 
 from chat.conversations.services import mark_orphaned_streams
 from chat.documents import heartbeats, pipeline
+from chat.knowledge import indexing
 from chat.models import Document
 
 
@@ -41,3 +42,14 @@ def resume_stalled_documents(older_than_s: float | None = None) -> list[str]:
         elif status == Document.Status.SUMMARIZING:
             summarize_document.delay(document_id)
     return stalled
+
+
+@shared_task(name="chat.tasks.index_collection_document", acks_late=True)
+def index_collection_document(document_id: str) -> str:
+    """A collection's document: read, cut into passages, embedded (background work in the fair queue)."""
+    return indexing.index_document(document_id)
+
+
+def queue_indexing(document_id) -> None:
+    """On the documents worker's queue, like the documents' other work."""
+    index_collection_document.apply_async((str(document_id),), queue=settings.DOCUMENTS_QUEUE)

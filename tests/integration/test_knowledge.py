@@ -78,7 +78,7 @@ def test_a_collection_is_indexed_and_found_by_meaning_and_by_words(embed_2k):
 
 def test_deleting_a_document_removes_its_passages_words_and_vectors_at_once(embed_2k):
     owner = make_user()
-    long_text = "\n\n".join(f"Paragraph {n}: the archive keeps record {n} of the shipping ledger." for n in range(120))
+    long_text = "\n\n".join(f"Paragraph {n}: the archive keeps record {n} of the shipping ledger." for n in range(40))
     collection = filled_collection(owner, "ledger", {"ledger.txt": long_text.encode(), **files(NOTES)})
     ledger = KnowledgePassage.objects.filter(document__name="ledger.txt")
     assert ledger.count() > 2  # long enough to be cut into several overlapping passages

@@ -24,6 +24,7 @@ BENCHES = [
     "extract_bench.py",
     "restart_bench.py",
     "summary_contention_bench.py",
+    "kb_bench.py",
 ]
 
 failed = False

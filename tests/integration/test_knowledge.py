@@ -93,3 +93,21 @@ def test_deleting_a_document_removes_its_passages_words_and_vectors_at_once(embe
     kept = row_counts(collection=collection)
     assert kept["passages"] == kept["vectors"] == len(NOTES)
     assert "ledger.txt" not in documents_found(ask(owner, [collection], "shipping ledger archive record", k=20))
+
+
+def test_a_batch_of_vectors_is_read_whole_though_its_answer_comes_with_its_head(embed_2k):
+    """An indexing batch's answer (16 vectors: over 64 KiB of JSON) may come in the same read as its
+    head; the transport once took it for a head too long."""
+    from chat.knowledge.embedder import embed
+    from monitor.public import close_loop_clients, serving_pool
+
+    texts = [f"Note {n} about the office." for n in range(16)]
+
+    async def run() -> list[list[float]]:
+        try:
+            return await embed(await serving_pool(embed_2k), "test", texts, "background")
+        finally:
+            await close_loop_clients()
+
+    vectors = asyncio.run(run())
+    assert len(vectors) == 16 and {len(vector) for vector in vectors} == {640}

@@ -6,12 +6,15 @@ its reason; deleting one leaves no row behind in any table."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 
 from chat.knowledge.services import delete_document
 from chat.models import CollectionDocument, KnowledgePassage
-from monitor.models import ServerProfile
+from monitor.models import Node, ServerProfile
+from monitor.nodes.facts import sha256_of
 from monitor.profiles.loading import unload_profile
 from monitor.public import model_sha256
 from tests.support import pdfs
@@ -44,8 +47,19 @@ def files(notes: dict[str, str]) -> dict[str, bytes]:
     return {name: text.encode() for name, text in notes.items()}
 
 
+def registered_sha256(profile: ServerProfile) -> str:
+    """The model file's real SHA256, registered by this box's node as its start does."""
+    digest = sha256_of(Path(settings.MODELS_DIR) / profile.model_file)
+    node = Node.objects.get(is_local=True)
+    models = [item for item in node.facts.get("models", []) if item.get("name") != profile.model_file]
+    node.facts = {**node.facts, "models": [*models, {"name": profile.model_file, "sha256": digest}]}
+    node.save(update_fields=["facts"])
+    return digest
+
+
 def test_a_collection_is_indexed_and_found_by_meaning_and_by_words(embed_2k):
     owner = make_user()
+    digest = registered_sha256(embed_2k)
     # A scan with nothing on it: read by OCR, no text found: it fails, named, and blocks nothing.
     blank_scan = pdfs.image_text_pdf([[]])
     collection = filled_collection(owner, "office", {**files(NOTES), "blank.pdf": blank_scan})
@@ -62,7 +76,7 @@ def test_a_collection_is_indexed_and_found_by_meaning_and_by_words(embed_2k):
     assert counts["fts"] == KnowledgePassage.objects.count()  # the table holds every collection's
     collection.refresh_from_db()
     assert collection.embed_model_file == embed_2k.model_file and collection.embed_dimensions == 640
-    assert collection.embed_model_sha256 == model_sha256(embed_2k)
+    assert collection.embed_model_sha256 == digest == model_sha256(embed_2k)
 
     # By meaning: no word in common, the words find nothing, the vectors find the revenue note first.
     question = "How much did sales increase?"

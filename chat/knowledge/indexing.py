@@ -42,6 +42,8 @@ def index_document(document_id) -> str:
             return State.FAILED
         # A collection's document has no summary: read, it is ready (the stalled-runs sweep leaves it be).
         Document.objects.filter(pk=document.id).update(status=Document.Status.READY)
+    elif document.status == Document.Status.SUMMARIZING:  # read, then the run died before it said so
+        Document.objects.filter(pk=document.id).update(status=Document.Status.READY)
     elif document.status != Document.Status.READY:
         _mark(entry.pk, State.FAILED, document.error or _("The document could not be read."))
         return State.FAILED

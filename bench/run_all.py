@@ -27,6 +27,7 @@ BENCHES = [
     "restart_bench.py",
     "summary_contention_bench.py",
     "soak_bench.py",
+    "kb_bench.py",
 ]
 
 failed = False

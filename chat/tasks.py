@@ -7,6 +7,7 @@ from django.conf import settings
 from chat.accounts.directory_check import recheck_directory as recheck_directory_people
 from chat.conversations.services import mark_orphaned_streams
 from chat.documents import heartbeats, pipeline
+from chat.knowledge import indexing
 from chat.models import Document
 
 
@@ -49,3 +50,14 @@ def recheck_directory() -> dict:
     """People gone or disabled in the LDAP directory disabled here (their API keys with them)."""
     result = recheck_directory_people()
     return {"checked": result.checked, "disabled": result.disabled, "enabled": result.enabled, "failed": result.failed}
+
+
+@shared_task(name="chat.tasks.index_collection_document", acks_late=True)
+def index_collection_document(document_id: str) -> str:
+    """A collection's document: read, cut into passages, embedded (background work in the fair queue)."""
+    return indexing.index_document(document_id)
+
+
+def queue_indexing(document_id) -> None:
+    """On the documents worker's queue, like the documents' other work."""
+    index_collection_document.apply_async((str(document_id),), queue=settings.DOCUMENTS_QUEUE)

@@ -13,6 +13,7 @@ from monitor.awaiting import await_while_alive
 from monitor.llama.errors import LlamaError, LlamaHung, LlamaRejected, LlamaStreamBroken, LlamaUnavailable
 from monitor.llama.serving import ServingInfo
 from monitor.models import ServerProfile
+from monitor.nodes.registry import placements_of
 from monitor.profiles.errors import LoadFailed, ProfileUnavailable
 from monitor.profiles.selectors import find_profile, user_profiles
 from monitor.redis_clients import REDIS_DOWN, LoopRedis, close_loop_clients
@@ -42,6 +43,7 @@ __all__ = [
     "close_loop_clients",
     "conversation_profile",
     "find_profile",
+    "model_sha256",
     "percentile",
     "register_request_figures",
     "serving_pool",
@@ -57,3 +59,12 @@ def conversation_profile(profile_id: int | None) -> ServerProfile:
         if profile is not None:
             return profile
     return find_profile(None)
+
+
+def model_sha256(profile: ServerProfile) -> str:
+    """The SHA256 of the profile's model file as a node serving it registered it ("": none knows it)."""
+    for placement in placements_of(profile):
+        digest = placement.node.registered_models.get(profile.model_file)
+        if digest:
+            return digest
+    return ""

@@ -320,6 +320,7 @@ HTTP_MAX_BODY_BYTES = env_int("QWENWEB_HTTP_MAX_BODY_BYTES", 1024 * 1024)
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
 
 from qwenweb.document_settings import *  # noqa: E402, F403  (uploads, extraction, summaries)
+from qwenweb.knowledge_settings import *  # noqa: E402, F403  (collections, passages, retrieval)
 
 HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))  # each part's, in the health checks
 

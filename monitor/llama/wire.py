@@ -210,14 +210,15 @@ class Exchange:
                     raise _NothingRan() from ConnectionResetError("closed before answering")
                 raise ConnectionAbortedError("closed in the middle of the answer's head")
             self._received += len(data)
-            if self._received > MAX_HEAD_BYTES:
-                raise httptools.HttpParserError("the answer's head is too long")
             try:
                 self._parser.feed_data(data)
             except httptools.HttpParserError as error:
                 if not self.status:
                     raise
                 self._fault = error  # in the body that came with the head: raised once the good bytes are handed on
+            # Counted once fed: a large body (a batch of embeddings) may come in the same read as its head.
+            if not self.status and self._received > MAX_HEAD_BYTES:
+                raise httptools.HttpParserError("the answer's head is too long")
 
     # llhttp's callbacks (httptools), as it reads the answer.
     def on_header(self, name: bytes, value: bytes) -> None:

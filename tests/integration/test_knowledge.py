@@ -1,0 +1,127 @@
+"""Knowledge bases end to end: documents of a collection read and indexed by the real documents worker,
+their passages embedded by the real llama-server serving embed-2k (the default model, mean-pooled), then
+found by their words (FTS5) and by meaning (vectors), fused; a document that fails to read named with
+its reason; deleting one leaves no row behind in any table."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from chat.knowledge.services import delete_document
+from chat.models import CollectionDocument, KnowledgePassage
+from monitor.models import Node, ServerProfile
+from monitor.nodes.facts import sha256_of
+from monitor.profiles.loading import unload_profile
+from monitor.public import model_sha256
+from tests.support import pdfs
+from tests.support.client import make_user
+from tests.support.knowledge import ask, documents_found, filled_collection, row_counts
+
+pytestmark = [pytest.mark.usefixtures("celery_worker"), pytest.mark.database("sqlite")]
+
+# Short notes, each about one thing. The questions below were checked against embed-2k: "How much did
+# sales increase?" shares no word with any note, and its vector is nearest the revenue note's (cosine
+# 0.78 against at most 0.69 for the others).
+NOTES = {
+    "cat.txt": "Our cat sleeps on a windowsill each afternoon, curled up in the sun.",
+    "revenue.txt": "Quarterly revenue grew eleven percent in Europe, led by software licences.",
+    "contract.txt": "Contract renewal requires signatures from both parties before March.",
+    "holidays.txt": "Staff holidays are booked through the personnel office two weeks ahead.",
+    "cooling.txt": "The server room is cooled by two redundant air conditioning units.",
+    "invoices.txt": "Invoices must be paid within thirty days of receipt.",
+}
+
+
+@pytest.fixture
+def embed_2k(llama):
+    profile = ServerProfile.objects.get(name="embed-2k")
+    yield profile
+    asyncio.run(unload_profile(profile.name))
+
+
+def files(notes: dict[str, str]) -> dict[str, bytes]:
+    return {name: text.encode() for name, text in notes.items()}
+
+
+def registered_sha256(profile: ServerProfile) -> str:
+    """The model file's real SHA256, registered by this box's node as its start does."""
+    digest = sha256_of(Path(settings.MODELS_DIR) / profile.model_file)
+    node = Node.objects.get(is_local=True)
+    models = [item for item in node.facts.get("models", []) if item.get("name") != profile.model_file]
+    node.facts = {**node.facts, "models": [*models, {"name": profile.model_file, "sha256": digest}]}
+    node.save(update_fields=["facts"])
+    return digest
+
+
+def test_a_collection_is_indexed_and_found_by_meaning_and_by_words(embed_2k):
+    owner = make_user()
+    digest = registered_sha256(embed_2k)
+    # A scan with nothing on it: read by OCR, no text found: it fails, named, and blocks nothing.
+    blank_scan = pdfs.image_text_pdf([[]])
+    collection = filled_collection(owner, "office", {**files(NOTES), "blank.pdf": blank_scan})
+
+    entries = {entry.document.name: entry for entry in collection.entries.select_related("document")}
+    failed = entries.pop("blank.pdf")
+    assert failed.state == CollectionDocument.State.FAILED and "no text" in failed.error
+    assert {entry.state for entry in entries.values()} == {CollectionDocument.State.INDEXED}
+    assert all(entry.passage_count == entry.passages_done == 1 for entry in entries.values())
+
+    # Every passage has its words and its vector; the index names the model that made them.
+    counts = row_counts(collection=collection)
+    assert counts["passages"] == counts["vectors"] == len(NOTES)
+    assert counts["fts"] == KnowledgePassage.objects.count()  # the table holds every collection's
+    collection.refresh_from_db()
+    assert collection.embed_model_file == embed_2k.model_file and collection.embed_dimensions == 640
+    assert collection.embed_model_sha256 == digest == model_sha256(embed_2k)
+
+    # By meaning: no word in common, the words find nothing, the vectors find the revenue note first.
+    question = "How much did sales increase?"
+    assert ask(owner, [collection], question, hybrid=False) == []
+    found = ask(owner, [collection], question)
+    assert documents_found(found)[0] == "revenue.txt"
+    assert found[0].page == 1 and "eleven percent" in found[0].text and found[0].collection == "Office"
+
+    # By words: both ways find the note that holds the rare word first.
+    assert documents_found(ask(owner, [collection], "windowsill", hybrid=False))[:1] == ["cat.txt"]
+    assert documents_found(ask(owner, [collection], "windowsill"))[:1] == ["cat.txt"]
+
+
+def test_deleting_a_document_removes_its_passages_words_and_vectors_at_once(embed_2k):
+    owner = make_user()
+    long_text = "\n\n".join(f"Paragraph {n}: the archive keeps record {n} of the shipping ledger." for n in range(40))
+    collection = filled_collection(owner, "ledger", {"ledger.txt": long_text.encode(), **files(NOTES)})
+    ledger = KnowledgePassage.objects.filter(document__name="ledger.txt")
+    assert ledger.count() > 2  # long enough to be cut into several overlapping passages
+    before = row_counts()
+    assert before["passages"] == before["vectors"] == before["fts"]
+    cut = ledger.count()
+
+    delete_document(owner, ledger.first().document_id)
+
+    assert row_counts() == {key: value - cut for key, value in before.items()}
+    assert not KnowledgePassage.objects.filter(document__name="ledger.txt").exists()
+    kept = row_counts(collection=collection)
+    assert kept["passages"] == kept["vectors"] == len(NOTES)
+    assert "ledger.txt" not in documents_found(ask(owner, [collection], "shipping ledger archive record", k=20))
+
+
+def test_a_batch_of_vectors_is_read_whole_though_its_answer_comes_with_its_head(embed_2k):
+    """An indexing batch's answer (16 vectors: over 64 KiB of JSON) may come in the same read as its
+    head; the transport once took it for a head too long."""
+    from chat.knowledge.embedder import embed
+    from monitor.public import close_loop_clients, serving_pool
+
+    texts = [f"Note {n} about the office." for n in range(16)]
+
+    async def run() -> list[list[float]]:
+        try:
+            return await embed(await serving_pool(embed_2k), "test", texts, "background")
+        finally:
+            await close_loop_clients()
+
+    vectors = asyncio.run(run())
+    assert len(vectors) == 16 and {len(vector) for vector in vectors} == {640}

@@ -13,8 +13,8 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import override_settings
 
-from chat.conversations import heap
-from chat.conversations.runs import WATCH_LIMIT, reset_running_answers
+from chat.conversations import heap, runs
+from chat.conversations.runs import WATCH_LIMIT, RunningAnswers
 from chat.web.consumers import ChatConsumer
 from monitor.redis_clients import close_loop_clients
 from tests.support.client import make_user
@@ -45,13 +45,14 @@ def _held_by_product() -> int:
     return sum(stat.size for stat in tracemalloc.take_snapshot().filter_traces(PRODUCT).statistics("filename"))
 
 
-def test_turns_on_one_socket_keep_nothing_per_conversation(redis_server, llama):
+def test_turns_on_one_socket_keep_nothing_per_conversation(redis_server, llama, monkeypatch):
     """A page left open that starts conversation after conversation: after its answers have ended,
     the registry watches at most WATCH_LIMIT of them for it, and the product code holds no more
     memory after TURNS more turns than after the warm-up (a bound of 64 bytes a turn: a watch kept
     per conversation was about 400)."""
     user = make_user()
-    answers = reset_running_answers()
+    answers = RunningAnswers()  # a fresh registry in the process's place
+    monkeypatch.setattr(runs, "_running_answers", answers)
     measured: dict[str, int] = {}
 
     async def main() -> None:

@@ -280,8 +280,16 @@ async def serving_pool(
         served = await _bring_up(profile, members, on_loading)
     node, (_slots, model) = next(iter(served.items()))
     client = _client(profile, members, node, model)
+    try:
+        info = await serving_info(client)
+    except LlamaInstanceGone:  # unloaded since its node's last beat said it serves: out, and brought up again
+        await readiness.mark_failed(node, profile.name)
+        served = await _bring_up(profile, members, on_loading)
+        node, (_slots, model) = next(iter(served.items()))
+        client = _client(profile, members, node, model)
+        info = await serving_info(client)
     slots = sum(node_slots for node_slots, _model in served.values())
-    return ServingPool(profile, members, await serving_info(client), client, slots)
+    return ServingPool(profile, members, info, client, slots)
 
 
 async def _bring_up(profile: ServerProfile, members: Members, on_loading: LoadingCallback | None) -> Served:

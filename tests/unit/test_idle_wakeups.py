@@ -6,6 +6,7 @@ llama-server's exit from SIGCHLD instead of polling for it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
@@ -75,29 +76,62 @@ def watcher() -> Iterator[supervisor.RouterSupervisor]:
         signal.set_wakeup_fd(saved_wakeup)
 
 
+class _NeverWoken(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _failing_after(seconds: int) -> Iterator[None]:
+    """A deadline for a wait that should end by a signal: SIGALRM raises out of it if none came (the
+    supervisor's own look after a lost signal is set far beyond it). Nothing is timed."""
+
+    def give_up(signum, frame) -> None:
+        raise _NeverWoken(f"nothing woke the supervisor in {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _sleeps(watcher, monkeypatch) -> list[float]:
+    """The seconds of each sleep the supervisor starts."""
+    asked: list[float] = []
+    real = watcher._sleep
+
+    def sleep(seconds: float) -> None:
+        asked.append(seconds)
+        real(seconds)
+
+    monkeypatch.setattr(watcher, "_sleep", sleep)
+    return asked
+
+
 def test_the_llama_supervisor_wakes_when_llama_server_exits(watcher, monkeypatch):
-    monkeypatch.setattr(supervisor, "CHILD_CHECK_S", 30.0)  # its look after a lost signal: too late to pass
+    monkeypatch.setattr(supervisor, "CHILD_CHECK_S", 3600.0)  # its look after a lost signal: never, here
     watcher.process = subprocess.Popen(["sleep", "0.3"])
-    started = time.monotonic()
-    watcher._wait()
+    with _failing_after(60):
+        watcher._wait()
     assert watcher.process.returncode == 0
-    assert time.monotonic() - started < 20
 
 
-def test_a_crash_loops_back_off_is_not_cut_short_by_the_exit_itself(watcher):
+def test_a_crash_loops_back_off_is_not_cut_short_by_the_exit_itself(watcher, monkeypatch):
     """llama-server dying at once (a broken preset) sets the wake-up before the supervisor waits for it."""
     watcher.process = subprocess.Popen(["/bin/false"])
     watcher.process.wait()  # exited, and reaped: as a poll() that finds it dead
     readable, _, _ = select.select([watcher._wake_r], [], [], 5)
     assert readable, "the exit's SIGCHLD never reached the supervisor"  # handled: the wake-up pipe has it
     watcher._wait()
-    started = time.monotonic()
+    asked = _sleeps(watcher, monkeypatch)
     watcher._back_off(1.0)
-    assert time.monotonic() - started >= 0.95
+    assert len(asked) == 1 and 0.9 < asked[0] <= 1.0  # one sleep, whole: the old wake-up did not end it
+    asked.clear()
     watcher.stopping = True
-    started = time.monotonic()
     watcher._back_off(30.0)  # a stop asked for: no back-off at all
-    assert time.monotonic() - started < 1
+    assert asked == []
 
 
 def test_a_signal_handler_of_the_supervisor_takes_no_lock(watcher):
@@ -126,14 +160,13 @@ def test_a_signal_handler_of_the_supervisor_takes_no_lock(watcher):
 
 def test_a_restart_request_from_another_thread_wakes_the_supervisor_at_once(watcher, monkeypatch):
     """The signal reaches whichever thread the kernel picks; its byte on the wake-up pipe wakes the wait."""
-    monkeypatch.setattr(supervisor, "CHILD_CHECK_S", 30.0)  # its look after a lost signal: too late to pass
-    watcher.process = subprocess.Popen(["sleep", "60"])
+    monkeypatch.setattr(supervisor, "CHILD_CHECK_S", 3600.0)  # its look after a lost signal: never, here
+    watcher.process = subprocess.Popen(["sleep", "600"])
     try:
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
-        started = time.monotonic()
-        watcher._wait()
+        with _failing_after(60):
+            watcher._wait()
         assert watcher.restart_requested
-        assert time.monotonic() - started < 10
     finally:
         watcher.process.kill()
         watcher.process.wait()

@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import stat
-import time
 from pathlib import Path
 
 import httpx
@@ -265,10 +264,8 @@ def test_a_node_that_stops_answering_is_shown_down_within_15_s_and_comes_back_by
     wait_until(lambda: "up (heartbeat" in node_row(staff, NODE), 30, "node-b up")
     supervisor = node_b.llama_supervisor_pid()
     os.kill(supervisor, signal.SIGSTOP)  # frozen: no beat, nothing exits
-    stopped = time.monotonic()
     try:
         wait_until(lambda: "down (no heartbeat)" in node_row(staff, NODE), 15, "node-b shown down")
-        assert time.monotonic() - stopped < 15
     finally:
         os.kill(supervisor, signal.SIGCONT)
     wait_until(lambda: "up (heartbeat" in node_row(staff, NODE), 30, "node-b back")  # no restart of the main box

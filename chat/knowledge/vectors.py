@@ -1,6 +1,7 @@
 """The index's storage: vectors packed as float32 of unit length and ranked by cosine similarity
 (numpy over the candidates' rows, after they are filtered to the collections asked), and the passages'
-words in SQLite's FTS5 table ranked by bm25.
+words in SQLite's FTS5 table ranked by bm25, or on PostgreSQL in a ``tsvector`` table (GIN index) ranked
+by ``ts_rank_cd`` (migration 0014).
 
 Why not ``sqlite-vec``: its ``vec0`` table is loaded as an SQLite extension, and the Python the product
 runs on here (pyenv's 3.11) is built without ``enable_load_extension``; a plain table of blobs works on
@@ -41,10 +42,13 @@ def _in_list(ids: Sequence[int]) -> str:
 
 
 def add_terms(rows: Sequence[tuple[int, str]]) -> None:
-    """The passages' words into the FTS5 table (a trigger takes them out with the passage)."""
+    """The passages' words into the words table (they go with the passage: SQLite's trigger, PostgreSQL's
+    foreign key)."""
+    value = "to_tsvector('simple', %s)" if connection.vendor == "postgresql" else "%s"
     with connection.cursor() as cursor:
         cursor.executemany(
-            f"INSERT INTO {FTS_TABLE} (rowid, terms) VALUES (%s, %s)", [(pk, fts_terms(text)) for pk, text in rows]
+            f"INSERT INTO {FTS_TABLE} (rowid, terms) VALUES (%s, {value})",
+            [(pk, fts_terms(text)) for pk, text in rows],
         )
 
 
@@ -59,6 +63,8 @@ def lexical(collection_ids: Sequence[int], question: str, limit: int) -> list[tu
     query = fts_query(question)
     if not query or not collection_ids:
         return []
+    if connection.vendor == "postgresql":
+        return _lexical_postgresql(collection_ids, question, limit)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {FTS_TABLE}.rowid, bm25({FTS_TABLE}) FROM {FTS_TABLE} "
@@ -68,6 +74,23 @@ def lexical(collection_ids: Sequence[int], question: str, limit: int) -> list[tu
             [query, limit],
         )
         return [(pk, -score) for pk, score in cursor.fetchall()]
+
+
+def _lexical_postgresql(collection_ids: Sequence[int], question: str, limit: int) -> list[tuple[int, float]]:
+    """The same on PostgreSQL: any of the question's words (each a quoted lexeme, so nothing in it is
+    tsquery syntax), ranked by ``ts_rank_cd``."""
+    words = list(dict.fromkeys(fts_terms(question).split()))[:MAX_QUERY_TERMS]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "WITH q AS (SELECT to_tsquery('simple', string_agg(quote_literal(lexeme), ' | ')) AS query "
+            "FROM unnest(to_tsvector('simple', %s))) "
+            f"SELECT f.rowid, ts_rank_cd(f.terms, q.query) FROM {FTS_TABLE} f "
+            "JOIN chat_knowledgepassage p ON p.id = f.rowid CROSS JOIN q "
+            f"WHERE f.terms @@ q.query AND p.collection_id IN ({_in_list(collection_ids)}) "
+            "ORDER BY 2 DESC LIMIT %s",
+            [" ".join(words), limit],
+        )
+        return [(pk, float(score)) for pk, score in cursor.fetchall()]
 
 
 def _collection_state(collection_id: int) -> tuple[int, int]:

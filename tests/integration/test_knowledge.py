@@ -21,7 +21,7 @@ from tests.support import pdfs
 from tests.support.client import make_user
 from tests.support.knowledge import ask, documents_found, filled_collection, row_counts
 
-pytestmark = [pytest.mark.usefixtures("celery_worker"), pytest.mark.database("sqlite")]
+pytestmark = pytest.mark.usefixtures("celery_worker")
 
 # Short notes, each about one thing. The questions below were checked against embed-2k: "How much did
 # sales increase?" shares no word with any note, and its vector is nearest the revenue note's (cosine

@@ -27,7 +27,7 @@ from monitor.profiles.loading import unload_profile
 from tests.support.client import make_user
 from tests.support.knowledge import ask, documents_found, filled_collection, fts_rows, row_counts
 
-pytestmark = [pytest.mark.usefixtures("celery_worker"), pytest.mark.database("sqlite")]
+pytestmark = pytest.mark.usefixtures("celery_worker")
 
 SECRET = "The merger code name is Bluebird and the price is forty dollars a share."
 

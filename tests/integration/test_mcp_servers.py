@@ -7,6 +7,7 @@ message a person reads. Secrets entered as headers never appear in a page."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 from http.server import BaseHTTPRequestHandler
@@ -169,12 +170,16 @@ def test_only_staff_reach_the_staff_urls(registered):
     assert not McpServer.objects.filter(name="sneaky").exists()
 
 
-def test_a_call_returns_the_tools_text_and_a_broken_tool_a_message(person, mcp_server):
+def test_a_call_returns_the_tools_text_and_a_broken_tool_a_message(person, mcp_server, caplog):
+    for name in ("mcp", "httpx2", "httpcore2", "chat"):
+        caplog.set_level(logging.DEBUG, logger=name)
     answer = call("lookup_ticket", person, {"number": 42})
     assert not answer.is_error
     assert answer.text == "Ticket 42: printer on floor 3 is out of toner (open)."
     broken = call("broken_tool", person, {"number": 1})
     assert broken.is_error and broken.text.startswith("The tool broken_tool failed: ")
+    # Every log line of the calls, down to the SDK's and the HTTP library's debug lines: no secret.
+    assert "POST" in caplog.text and mcp_server.secret not in caplog.text
 
 
 def test_arguments_that_do_not_fit_the_schema_never_reach_the_server(person, mcp_server):

@@ -113,7 +113,7 @@ async def _session(connection: Connection, timeout: float, work: Callable[[Clien
     http = httpx2.AsyncClient(
         transport=transport,
         headers=connection.headers,
-        timeout=httpx2.Timeout(timeout),
+        timeout=httpx2.Timeout(None),  # the call's one limit is fail_after's below: no other to race it
         follow_redirects=False,
         trust_env=False,
     )

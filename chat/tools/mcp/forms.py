@@ -32,7 +32,9 @@ RESERVED_HEADERS = {
 def parse_headers(text: str) -> dict[str, str]:
     """``Name: value`` lines (empty lines skipped); raises ValidationError naming the line at fault."""
     headers: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at a newline only: any other control character (which splitlines would take for a line's
+    # end) is refused in a value, never a way to smuggle a second header in.
+    for number, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
         if not line.strip():
             continue
         name, colon, value = line.partition(":")

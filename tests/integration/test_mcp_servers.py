@@ -170,16 +170,12 @@ def test_only_staff_reach_the_staff_urls(registered):
     assert not McpServer.objects.filter(name="sneaky").exists()
 
 
-def test_a_call_returns_the_tools_text_and_a_broken_tool_a_message(person, mcp_server, caplog):
-    for name in ("mcp", "httpx2", "httpcore2", "chat"):
-        caplog.set_level(logging.DEBUG, logger=name)
+def test_a_call_returns_the_tools_text_and_a_broken_tool_a_message(person, mcp_server):
     answer = call("lookup_ticket", person, {"number": 42})
     assert not answer.is_error
     assert answer.text == "Ticket 42: printer on floor 3 is out of toner (open)."
     broken = call("broken_tool", person, {"number": 1})
     assert broken.is_error and broken.text.startswith("The tool broken_tool failed: ")
-    # Every log line of the calls, down to the SDK's and the HTTP library's debug lines: no secret.
-    assert "POST" in caplog.text and mcp_server.secret not in caplog.text
 
 
 def test_arguments_that_do_not_fit_the_schema_never_reach_the_server(person, mcp_server):
@@ -215,7 +211,9 @@ def test_a_huge_result_ends_with_a_message_and_no_more_is_read(person, registere
     assert SMALL_CAP < answer.meta["bytes_read"] <= SMALL_CAP + 256 * 1024
 
 
-def test_a_server_down_a_wrong_secret_and_a_moved_address_end_with_messages(person, registered, mcp_server):
+def test_a_server_down_a_wrong_secret_and_a_moved_address_end_with_messages(person, registered, mcp_server, caplog):
+    for name in ("mcp", "httpx2", "httpcore2", "chat"):
+        caplog.set_level(logging.DEBUG, logger=name)
     McpServer.objects.filter(pk=registered.pk).update(headers={"Authorization": "Bearer wrong"})
     refused = call("lookup_ticket", person, {"number": 1})
     assert refused.text == f"The tool server {registered.name} refused the credentials (HTTP 401): check its headers."
@@ -237,6 +235,9 @@ def test_a_server_down_a_wrong_secret_and_a_moved_address_end_with_messages(pers
     McpServer.objects.filter(pk=registered.pk).update(url=f"{closed.url}/mcp", addresses=["127.0.0.1"])
     down = call("lookup_ticket", person, {"number": 1})
     assert down.is_error and down.text == f"The tool server {registered.name} could not be reached."
+    # Every log line of these calls, down to the SDK's and the HTTP library's debug lines: no secret.
+    assert "POST" in caplog.text and f"{registered.name}: The tool server" in caplog.text
+    assert mcp_server.secret not in caplog.text
 
 
 def test_a_redirect_to_another_host_is_refused(mcp_server, staff_page):

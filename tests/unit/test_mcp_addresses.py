@@ -33,6 +33,7 @@ def test_a_url_is_taken_apart_as_staff_typed_it():
         ("http://10.0.0.5:99999/mcp", "Give the server's address as an http:// or https:// URL."),
         ("http://10.0.0.5/m cp", "Give the server's address as an http:// or https:// URL."),
         ("http://admin:pw@10.0.0.5/mcp", "The address may not carry a user name, password or query"),
+        ("http://admin@10.0.0.5/mcp", "The address may not carry a user name, password or query"),
         ("http://10.0.0.5/mcp?token=abc", "The address may not carry a user name, password or query"),
         ("http://169.254.169.254/latest", "The server's address 169.254.169.254 cannot be used."),
         ("http://0.0.0.0:8000/mcp", "The server's address 0.0.0.0 cannot be used."),

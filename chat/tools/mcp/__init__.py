@@ -42,7 +42,8 @@ class McpProvider:
 
     async def call(self, spec: ToolSpec, arguments: dict[str, Any], *, user: Any, timeout: float) -> ToolResult:
         """The tool run on its server; every failure is a ToolResult(is_error=True) a person reads."""
-        found = await sync_to_async(selectors.callable_tool)(int(spec.key or 0), user)
+        tool_id = int(spec.key) if spec.key.isdigit() else 0
+        found = await sync_to_async(selectors.callable_tool)(tool_id, user)
         if found is None:
             return ToolResult(_("The tool %(tool)s is not available to you.") % {"tool": spec.name}, is_error=True)
         tool, connection = found

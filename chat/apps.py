@@ -17,3 +17,5 @@ class ChatConfig(AppConfig):
         from chat.accounts.directory_check import check_directory
 
         checks.register(check_directory)
+        # The MCP servers' rows live beside their client (chat/models.py is at the line cap).
+        import chat.tools.mcp.models  # noqa: F401

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from chat.web import account_views, conversation_views, document_views, key_views, user_views, views
+from chat.web import account_views, conversation_views, document_views, key_views, mcp_views, user_views, views
 
 app_name = "chat"
 
@@ -43,6 +43,13 @@ urlpatterns = [
     path("staff/groups/new/", user_views.create_group, name="group-create"),
     path("staff/groups/<int:group_id>/", user_views.update_group, name="group-update"),
     path("staff/groups/<int:group_id>/delete/", user_views.delete_group, name="group-delete"),
+    path("staff/tools/", mcp_views.tool_servers, name="tool-servers"),
+    path("staff/tools/new/", mcp_views.add_tool_server, name="tool-server-add"),
+    path("staff/tools/<int:server_id>/", mcp_views.tool_server, name="tool-server"),
+    path("staff/tools/<int:server_id>/edit/", mcp_views.edit_tool_server, name="tool-server-edit"),
+    path("staff/tools/<int:server_id>/refresh/", mcp_views.refresh_tool_server, name="tool-server-refresh"),
+    path("staff/tools/<int:server_id>/delete/", mcp_views.delete_tool_server, name="tool-server-delete"),
+    path("staff/tools/<int:server_id>/t/<int:tool_id>/", mcp_views.set_tool, name="tool-set"),
     path("connect/", key_views.connect_agent, name="connect"),
     path("documents/upload/", document_views.upload_document, name="document-upload"),
     path("documents/<uuid:document_id>/", document_views.document_status, name="document"),

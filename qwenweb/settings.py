@@ -283,7 +283,10 @@ LOGGING = {
     "filters": {"redact_secrets": {"()": "qwenweb.redaction.RedactSecrets"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact_secrets"]}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "httpcore": {"level": "WARNING"}},
+    "loggers": {
+        **{name: {"level": "WARNING"} for name in ("httpx", "httpcore", "httpx2", "httpcore2")},
+        "mcp": {"level": "WARNING"},  # the MCP SDK, client of the servers staff register (chat/tools/mcp)
+    },
 }
 CHAT_ORPHAN_AFTER_S = env_int("QWENWEB_ORPHAN_AFTER_S", 900)  # a 'streaming' answer not written this long: died
 # Answers are written by the web process that streams them. With one web process per box (supervisord's
@@ -363,3 +366,8 @@ CELERY_BEAT_SCHEDULE = {
         else {}
     ),
 }
+
+# MCP servers staff register (chat/tools/mcp, docs/tools.md): the most a server's answers to one call
+# may weigh (read no further: the call ends with a message), and the limit on listing a server's tools.
+MCP_MAX_RESULT_BYTES = env_int("QWENWEB_MCP_MAX_RESULT_BYTES", 1024 * 1024)
+MCP_LIST_TIMEOUT_S = env_int("QWENWEB_MCP_LIST_TIMEOUT_S", 20)

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("chat", "0013_knowledge"),
+        ("chat", "0014_knowledge_postgres_words"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

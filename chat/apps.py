@@ -13,7 +13,10 @@ class ChatConfig(AppConfig):
         from monitor.public import register_request_figures
 
         register_request_figures(request_figures)
-        # The directory (LDAP) asked once at start-up: a readable warning rather than a login that hangs.
+        # The directory (LDAP) and the OIDC provider asked once at start-up: a readable warning rather
+        # than a login that hangs.
         from chat.accounts.directory_check import check_directory
+        from chat.accounts.oidc_check import check_oidc
 
         checks.register(check_directory)
+        checks.register(check_oidc)

@@ -34,6 +34,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Every user reaches the login form's own check, so a disabled one is told "This account is inactive."
 AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.AllowAllUsersModelBackend"]
 LOGIN_URL = "/accounts/login/"
+# Cookies are not told apart by port: on 127.0.0.1 beside the app, the provider's must have names of their own.
+SESSION_COOKIE_NAME = "provider_session"
+CSRF_COOKIE_NAME = "provider_csrftoken"
 USE_TZ = True
 OAUTH2_PROVIDER = {
     "OIDC_ENABLED": True,

@@ -18,7 +18,7 @@ TEXT_PACKAGES := poppler-utils:pdftotext
 CJK_FONT := fonts-noto-cjk:/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 # python-ldap (directory login, docs/accounts.md) is built from source against OpenLDAP's and SASL's headers.
 LDAP_BUILD_PACKAGES := libldap2-dev:/usr/include/ldap.h libsasl2-dev:/usr/include/sasl/sasl.h
-# The directory tests run a real OpenLDAP server and its command-line tools.
+# The directory tests and the login bench run a real OpenLDAP server and its command-line tools.
 LDAP_TEST_PACKAGES := slapd:/usr/sbin/slapd ldap-utils:ldapmodify
 
 $(STAMP): requirements.txt
@@ -77,7 +77,7 @@ test-postgres: setup $(DEV_STAMP)
 	$(PY) scripts/test_postgres.py
 
 bench: setup $(DEV_STAMP)
-	$(PY) scripts/install_system_packages.py $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT)
+	$(PY) scripts/install_system_packages.py $(TEXT_PACKAGES) $(OCR_PACKAGES) $(CJK_FONT) $(LDAP_TEST_PACKAGES)
 	$(PY) bench/run_all.py
 
 lint: $(DEV_STAMP)

@@ -35,6 +35,7 @@ BENCHES = [
     "summary_contention_bench.py",
     "soak_bench.py",
     "kb_bench.py",
+    "login_bench.py",
 ]
 
 chosen = os.environ.get("BENCHES", "").split() or BENCHES

@@ -13,9 +13,12 @@ class ChatConfig(AppConfig):
         from monitor.public import register_request_figures
 
         register_request_figures(request_figures)
-        # The directory (LDAP) asked once at start-up: a readable warning rather than a login that hangs.
+        # The directory (LDAP) and the OIDC provider asked once at start-up: a readable warning rather
+        # than a login that hangs.
         from chat.accounts.directory_check import check_directory
+        from chat.accounts.oidc_check import check_oidc
 
         checks.register(check_directory)
+        checks.register(check_oidc)
         # The MCP servers' rows live beside their client (chat/models.py is at the line cap).
         import chat.tools.mcp.models  # noqa: F401

@@ -251,7 +251,14 @@ class Account(models.Model):
     last_turn_at = models.DateTimeField(null=True, blank=True)
     # The person's entry in the LDAP directory (empty: a local account); the re-check reads it again.
     directory_dn = models.CharField(max_length=512, blank=True, default="")
-    # Disabled by the re-check (gone or disabled in the directory), not by staff: enabled again by it.
+    # The person's subject (``sub``) at the OIDC provider ``oidc_issuer`` (empty: not an OIDC account;
+    # a subject is unique only at its issuer), and the refresh token the re-check asks the provider
+    # with (sealed: chat.accounts.oidc_provider; never shown).
+    oidc_issuer = models.CharField(max_length=255, blank=True, default="")
+    oidc_subject = models.CharField(max_length=255, blank=True, default="", db_index=True)
+    oidc_refresh_token = models.TextField(blank=True, default="")
+    # Disabled by a re-check (gone or disabled in the LDAP directory or at the OIDC provider), not by
+    # staff: enabled again by it.
     disabled_by_directory = models.BooleanField(default=False)
 
     def __str__(self) -> str:

@@ -33,17 +33,18 @@ GROUP_TYPES = {
 RECHECK_MAX_S = 300
 
 
-def _group_map(raw: str) -> dict[str, str]:
-    """``{"directory group DN": "qwenweb group name", ...}`` (JSON), DNs compared lower-case."""
+def json_group_map(raw: str, variable: str, *, fold_case: bool) -> dict[str, str]:
+    """``{"directory group": "qwenweb group name", ...}`` (JSON) from ``variable`` (LDAP: DNs, compared
+    lower-case: ``fold_case``; OIDC: the groups claim's values, compared as given)."""
     if not raw.strip():
         return {}
     try:
         mapping = json.loads(raw)
     except json.JSONDecodeError as error:
-        raise ImproperlyConfigured(f"QWENWEB_LDAP_GROUP_MAP is not JSON: {error}") from error
+        raise ImproperlyConfigured(f"{variable} is not JSON: {error}") from error
     if not isinstance(mapping, dict) or not all(isinstance(v, str) and v.strip() for v in mapping.values()):
-        raise ImproperlyConfigured('QWENWEB_LDAP_GROUP_MAP must be {"group DN": "qwenweb group name", ...}')
-    return {dn.lower(): name.strip() for dn, name in mapping.items()}
+        raise ImproperlyConfigured(f'{variable} must be {{"directory group": "qwenweb group name", ...}}')
+    return {(group.lower() if fold_case else group): name.strip() for group, name in mapping.items()}
 
 
 def ldap_settings(environ: Mapping[str, str], backends: list[str]) -> dict:
@@ -77,7 +78,7 @@ def ldap_settings(environ: Mapping[str, str], backends: list[str]) -> dict:
         "LDAP_ENABLED": True,
         "AUTHENTICATION_BACKENDS": [*backends, "chat.accounts.directory.DirectoryBackend"],
         "LDAP_TIMEOUT_S": timeout,
-        "LDAP_GROUP_MAP": _group_map(value("GROUP_MAP")),
+        "LDAP_GROUP_MAP": json_group_map(value("GROUP_MAP"), "QWENWEB_LDAP_GROUP_MAP", fold_case=True),
         "LDAP_RECHECK_S": recheck_s,
         "AUTH_LDAP_SERVER_URI": url,
         "AUTH_LDAP_BIND_DN": value("BIND_DN"),

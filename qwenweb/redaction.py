@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import re
 
-# The app's own URL patterns that carry a secret (chat/urls.py), with the part kept before it.
-SECRET_PATHS = re.compile(r"(/signup/invite/)[^/\s\"']+")
-REDACTED = r"\1[redacted]"
+# The app's own URL patterns that carry a secret, with the part kept before it: an invite's token
+# (chat/urls.py); the OIDC callback's whole query, its one-time code and state (qwenweb/urls.py).
+SECRET_PATHS = re.compile(r"(/signup/invite/)[^/\s\"']+|(/oidc/callback/\?)[^\s\"']+")
 
 
 def redact(text: str) -> str:
-    return SECRET_PATHS.sub(REDACTED, text)
+    return SECRET_PATHS.sub(lambda match: (match.group(1) or match.group(2)) + "[redacted]", text)
 
 
 class RedactSecrets(logging.Filter):

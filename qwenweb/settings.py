@@ -14,6 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from qwenweb.env import VAR_DIR, env_bool, env_int, env_list
 from qwenweb.ldap_settings import ldap_settings
 from qwenweb.network import lan_addresses, node_name_from_host, served_hosts
+from qwenweb.oidc_settings import oidc_settings
 from qwenweb.secrets import file_secret
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -123,6 +124,9 @@ AXES_LOCKOUT_CALLABLE = "chat.web.login_views.locked_out"
 # Directory login (LDAP / Active Directory, django-auth-ldap), off while QWENWEB_LDAP_URL is empty: every
 # QWENWEB_LDAP_* is read in qwenweb/ldap_settings.py (docs/accounts.md), which adds its backend after the local one.
 globals().update(_DIRECTORY := ldap_settings(os.environ, AUTHENTICATION_BACKENDS))
+# OIDC login (mozilla-django-oidc), off while QWENWEB_OIDC_ISSUER is empty: every QWENWEB_OIDC_* is read in
+# qwenweb/oidc_settings.py (docs/accounts.md), which adds its backend last.
+globals().update(_PROVIDER := oidc_settings(os.environ, AUTHENTICATION_BACKENDS))
 
 ROOT_URLCONF = "qwenweb.urls"
 ASGI_APPLICATION = "qwenweb.asgi.application"
@@ -358,6 +362,7 @@ CELERY_BEAT_SCHEDULE = {
             ("resume-stalled-documents", "chat.tasks.resume_stalled_documents", 30.0),
             ("prune-metric-history", "monitor.tasks.prune_metric_history", 3600.0),
             ("recheck-directory", "chat.tasks.recheck_directory", _DIRECTORY["LDAP_RECHECK_S"]),
+            ("recheck-oidc", "chat.tasks.recheck_oidc", _PROVIDER["OIDC_RECHECK_S"]),
         ]
     },
     **(

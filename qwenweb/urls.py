@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from chat.web.account_views import AccountLoginView
+from chat.web.oidc_views import ProviderCallback, ProviderLoginStart
 from monitor.web.dashboard_views import metrics_endpoint
 from monitor.web.health_views import healthz
 from monitor.web.node_views import check as node_check
@@ -13,6 +14,9 @@ from qwenweb.script_catalogue import ScriptCatalogue
 urlpatterns = [
     path("login/", AccountLoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # OIDC login (docs/accounts.md): 404 while it is off.
+    path("oidc/login/", ProviderLoginStart.as_view(), name="oidc-login"),
+    path("oidc/callback/", ProviderCallback.as_view(), name="oidc-callback"),
     # Under /i18n/: a person who must change their password still gets it (chat.web.password_required).
     path("i18n/js/<str:language>/", ScriptCatalogue.as_view(), name="javascript-catalog"),
     path("i18n/", include("django.conf.urls.i18n")),

@@ -18,14 +18,11 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.db import transaction
 from django.dispatch import receiver
 from django.utils.translation import gettext as _
 from django_auth_ldap.backend import LDAPBackend, ldap_error
 
-from chat.accounts.groups import set_directory_groups
-from chat.accounts.quotas import account_of
+from chat.accounts.external import external_login
 from chat.models import Account
 
 log = logging.getLogger(__name__)
@@ -60,20 +57,10 @@ class DirectoryBackend(LDAPBackend):
         return user if user is not None and user.is_active else None
 
 
-@transaction.atomic
 def directory_login(user, dn: str, group_names: list[str]) -> None:
     """What a successful directory login records: the entry, the mapped groups, enabled again when
     only the directory had disabled the person."""
-    account = account_of(user.pk)
-    account.directory_dn = dn
-    fields = ["directory_dn"]
-    if account.disabled_by_directory:
-        account.disabled_by_directory = False
-        fields.append("disabled_by_directory")
-        get_user_model().objects.filter(pk=user.pk).update(is_active=True)
-        user.is_active = True
-    account.save(update_fields=fields)
-    set_directory_groups(user, group_names, settings.LDAP_GROUP_MAP.values())
+    external_login(user, {"directory_dn": dn}, group_names, settings.LDAP_GROUP_MAP.values())
 
 
 @receiver(ldap_error)

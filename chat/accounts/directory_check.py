@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 
 import ldap
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core import checks
-from django.db import transaction
 from django.db.models import Q
 from ldap.dn import escape_dn_chars
 from ldap.filter import escape_filter_chars
 
+from chat.accounts.external import set_active_by_directory
 from chat.models import Account
 
 log = logging.getLogger(__name__)
@@ -98,12 +97,6 @@ def allowed_in_directory(connection, username: str) -> bool:
     return dn is not None and _in_required_group(connection, dn, username)
 
 
-def _set_active(user_id: int, active: bool) -> None:
-    with transaction.atomic():
-        get_user_model().objects.filter(pk=user_id).update(is_active=active)
-        Account.objects.filter(user_id=user_id).update(disabled_by_directory=not active)
-
-
 def _described(error: ldap.LDAPError) -> str:
     """python-ldap's own words for an error (its description and the server's detail: no password)."""
     details = error.args[0] if error.args and isinstance(error.args[0], dict) else {}
@@ -169,10 +162,10 @@ def recheck_directory() -> RecheckResult:
             allowed = allowed_in_directory(connection, username)
             result.checked += 1
             if active and not allowed:
-                _set_active(user_id, False)
+                set_active_by_directory(user_id, False)
                 result.disabled.append(username)
             elif not active and allowed:
-                _set_active(user_id, True)
+                set_active_by_directory(user_id, True)
                 result.enabled.append(username)
     except ldap.LDAPError as error:
         result.failed = type(error).__name__

@@ -35,7 +35,7 @@ class UserRow:
     turn_limit: int  # what applies; 0: no limit
     token_limit: int
     groups: list[str]
-    directory: bool  # logs in through the LDAP directory
+    directory: bool  # logs in through the LDAP directory or the OIDC provider
 
     @property
     def state(self) -> str:
@@ -81,7 +81,7 @@ def user_rows(today: date | None = None) -> list[UserRow]:
                 turn_limit=turn_limit,
                 token_limit=token_limit,
                 groups=sorted(group.name for group in user.groups.all()),
-                directory=bool(account and account.directory_dn),
+                directory=bool(account and (account.directory_dn or account.oidc_subject)),
             )
         )
     # Pending sign-ups first: they are what staff come here to answer.

@@ -11,6 +11,7 @@ from django.utils.translation import gettext as _
 
 from chat.accounts import services, signup
 from chat.accounts.forms import AccountLoginForm, SignUpForm
+from chat.accounts.oidc_provider import provider_button
 from chat.errors import ChatError
 from chat.models import SignupSettings
 
@@ -23,6 +24,7 @@ class AccountLoginView(LoginView):
     def get_context_data(self, **kwargs):
         context = super().get_context_data(**kwargs)
         context["signup_open"] = signup.signup_mode() != SignupSettings.Mode.OFF
+        context["oidc_provider_name"] = provider_button()
         return context
 
     def form_valid(self, form):

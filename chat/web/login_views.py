@@ -8,6 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils.translation import ngettext
 
+from chat.accounts.oidc_provider import provider_button
+
 
 def locked_out(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
     """The login page again, saying why and for how long; 429 for scripts."""
@@ -16,5 +18,10 @@ def locked_out(request: HttpRequest, original_response=None, credentials=None) -
         "Too many wrong passwords for this username from your address: logging in is locked for %(minutes)d minutes.",
         settings.LOGIN_COOLOFF_MINUTES,
     ) % {"minutes": settings.LOGIN_COOLOFF_MINUTES}
-    context = {"form": AuthenticationForm(request), "lockout_message": message, "next": request.POST.get("next", "")}
+    context = {
+        "form": AuthenticationForm(request),
+        "lockout_message": message,
+        "next": request.POST.get("next", ""),
+        "oidc_provider_name": provider_button(),
+    }
     return render(request, "registration/login.html", context, status=429)

@@ -6,7 +6,6 @@ person removed or disabled in the directory, whose API key the running app then 
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 import threading
@@ -26,19 +25,15 @@ from chat.models import Account
 from qwenweb.ldap_settings import ldap_settings
 from tests.support.client import base_url, make_user
 from tests.support.ldap_server import (
-    GROUPS,
     PASSWORDS,
     PEOPLE,
-    READER_DN,
     READER_PASSWORD,
-    USER_FILTER,
     Directory,
     group_dn,
     person_dn,
 )
 from tests.support.tls import make_certificates
 
-TIMEOUT_S = 2
 # A login that waits on a stopped directory answers after a few of its timeouts; far past that it hangs.
 HANG_S = 60
 UNREACHABLE = (
@@ -51,22 +46,7 @@ WRONG = "Your username and password didn't match. Please try again."
 
 def directory_settings(directory: Directory, **changes: str) -> dict:
     """The settings the app makes of this environment, as an office would set it (``changes``: other variables)."""
-    environ = {
-        "QWENWEB_LDAP_URL": directory.url,
-        "QWENWEB_LDAP_BIND_DN": READER_DN,
-        "QWENWEB_LDAP_BIND_PASSWORD": READER_PASSWORD,
-        "QWENWEB_LDAP_USER_BASE": PEOPLE,
-        "QWENWEB_LDAP_USER_FILTER": USER_FILTER,
-        "QWENWEB_LDAP_START_TLS": "1",
-        "QWENWEB_LDAP_CA_FILE": str(directory.certificates.ca),
-        "QWENWEB_LDAP_GROUP_BASE": GROUPS,
-        "QWENWEB_LDAP_REQUIRE_GROUP": group_dn("qwenweb-users"),
-        "QWENWEB_LDAP_STAFF_GROUP": group_dn("admins"),
-        "QWENWEB_LDAP_GROUP_MAP": json.dumps({group_dn("analysts"): "Analysts"}),
-        "QWENWEB_LDAP_TIMEOUT_S": str(TIMEOUT_S),
-    }
-    environ.update(changes)
-    return ldap_settings({name: value for name, value in environ.items() if value}, settings.AUTHENTICATION_BACKENDS)
+    return ldap_settings(directory.environment(**changes), settings.AUTHENTICATION_BACKENDS)
 
 
 def start_directory() -> Directory:

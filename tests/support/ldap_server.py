@@ -16,14 +16,12 @@ SIGSTOP and SIGCONT the server (it accepts connections and answers nothing); ``k
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import socket
+import json
 import subprocess
 import time
 from pathlib import Path
 
+from tests.support.server_process import ServerProcess
 from tests.support.tls import make_certificates
 
 SUFFIX = "dc=example,dc=org"
@@ -94,22 +92,33 @@ def _entries() -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Directory:
+class Directory(ServerProcess):
     """One slapd, started by ``start`` and ended by ``close``."""
 
     def __init__(self, folder: Path) -> None:
-        self.folder = folder
+        super().__init__(folder)
         self.certificates = make_certificates(folder)
-        self.port = _free_port()
         self.url = f"ldap://127.0.0.1:{self.port}"
         self.config = folder / "slapd.conf"
-        self.process: subprocess.Popen | None = None
+
+    def environment(self, **changes: str) -> dict[str, str]:
+        """The QWENWEB_LDAP_* an office would set for this directory (``changes``: others, '' drops one)."""
+        environ = {
+            "QWENWEB_LDAP_URL": self.url,
+            "QWENWEB_LDAP_BIND_DN": READER_DN,
+            "QWENWEB_LDAP_BIND_PASSWORD": READER_PASSWORD,
+            "QWENWEB_LDAP_USER_BASE": PEOPLE,
+            "QWENWEB_LDAP_USER_FILTER": USER_FILTER,
+            "QWENWEB_LDAP_START_TLS": "1",
+            "QWENWEB_LDAP_CA_FILE": str(self.certificates.ca),
+            "QWENWEB_LDAP_GROUP_BASE": GROUPS,
+            "QWENWEB_LDAP_REQUIRE_GROUP": group_dn("qwenweb-users"),
+            "QWENWEB_LDAP_STAFF_GROUP": group_dn("admins"),
+            "QWENWEB_LDAP_GROUP_MAP": json.dumps({group_dn("analysts"): "Analysts"}),
+            "QWENWEB_LDAP_TIMEOUT_S": "2",
+        }
+        environ.update(changes)
+        return {name: value for name, value in environ.items() if value}
 
     def start(self) -> Directory:
         (self.folder / "data").mkdir(exist_ok=True)
@@ -159,19 +168,3 @@ class Directory:
             check=True,
             capture_output=True,
         )
-
-    def stop(self) -> None:
-        os.kill(self.process.pid, signal.SIGSTOP)
-
-    def go(self) -> None:
-        os.kill(self.process.pid, signal.SIGCONT)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGCONT)
-            self.process.kill()
-            self.process.wait()
-
-    def close(self) -> None:
-        self.kill()
-        shutil.rmtree(self.folder, ignore_errors=True)

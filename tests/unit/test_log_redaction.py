@@ -65,3 +65,10 @@ def test_log_records_that_carry_an_invite_path_are_redacted():
     )
     assert console.filter(record)
     assert TOKEN not in console.format(record) and "/signup/invite/[redacted]/" in console.format(record)
+
+
+def test_the_oidc_callbacks_code_and_state_are_redacted(console):
+    # The access log writes the query string with the path (``logged`` passes it in the path here).
+    line = logged(console, "http", f"/oidc/callback/?code={TOKEN}&state=state-{TOKEN}")
+    assert TOKEN not in line
+    assert '"GET /oidc/callback/?[redacted]" 200 10' in line

@@ -20,8 +20,8 @@ OWN_DIMENSIONS = [(name, DIMENSION_NAMES[name]) for name in ("model", "key", "ki
 
 
 class UsageFilterForm(forms.Form):
-    start = forms.DateField(required=False, label=_("From"))
-    end = forms.DateField(required=False, label=_("To"))
+    start = forms.DateField(required=False, label=_("First day"))
+    end = forms.DateField(required=False, label=_("Last day"))
     by = forms.ChoiceField(choices=STAFF_DIMENSIONS, required=False, label=_("By"))
     bucket = forms.ChoiceField(choices=[("day", _("Days")), ("week", _("Weeks"))], required=False, label=_("Over"))
     person = forms.IntegerField(required=False, min_value=1)

@@ -32,6 +32,7 @@ LOADS = 7
 KINDS = [("chat", 0.6), ("api-chat", 0.25), ("api-embedding", 0.1), ("document", 0.05)]
 CHAT_PROFILES = ["chat-8k", "chat-32k", "qwen-128k"]
 NODES = ["box-a", "box-b", "box-c"]
+SUMS = ("requests", "errors", "prompt_tokens", "cached_tokens", "output_tokens", "queue_ms", "duration_ms")
 
 
 def record_cost_ms(person, key_id: int) -> float:
@@ -64,12 +65,13 @@ def fill_ledger(people: list, groups: dict, keys: dict) -> None:
     """ROWS rows over DAYS days, and their rollup as the product's own write would have kept it."""
     from django.db import connection, transaction
 
-    from chat.models import UsageDay, UsageRecord
+    from chat.models import UsageDay, UsageDayTotal, UsageRecord
 
     rng = random.Random(50)
     now = datetime.now(timezone.utc).replace(microsecond=0)
     kinds, weights = zip(*KINDS, strict=True)
     rollup: dict[tuple, list[int]] = defaultdict(lambda: [0] * 7)
+    totals: dict[tuple, list[int]] = defaultdict(lambda: [0] * 7)
     batch: list[tuple] = []
     insert = (
         f"INSERT INTO {UsageRecord._meta.db_table} (at, user_id, api_key_id, group_id, kind, profile, node,"
@@ -90,9 +92,14 @@ def fill_ledger(people: list, groups: dict, keys: dict) -> None:
                 (at.strftime("%Y-%m-%d %H:%M:%S"), person, key, groups[person], kind, profile, node)
                 + (prompt, cached, output, queue, duration, outcome)
             )
-            sums = rollup[(at.date(), person, groups[person], key or 0, kind, profile, node)]
-            for position, amount in enumerate((1, int(outcome == "error"), prompt, cached, output, queue, duration)):
-                sums[position] += amount
+            figures = (1, int(outcome == "error"), prompt, cached, output, queue, duration)
+            values = (person, groups[person], key or 0, profile, node, kind)
+            for sums in [rollup[(at.date(), *values[:3], kind, profile, node)]] + [
+                totals[(at.date(), dimension, str(value))]
+                for dimension, value in zip(("person", "group", "key", "model", "node", "kind"), values, strict=True)
+            ]:
+                for position, amount in enumerate(figures):
+                    sums[position] += amount
             if len(batch) == 20000 or index == ROWS - 1:
                 cursor.executemany(insert, batch)
                 batch.clear()
@@ -106,23 +113,29 @@ def fill_ledger(people: list, groups: dict, keys: dict) -> None:
                 kind=kind,
                 profile=profile,
                 node=node,
-                **dict(zip(("requests", "errors", "prompt_tokens", "cached_tokens", "output_tokens"), sums[:5])),
-                queue_ms=sums[5],
-                duration_ms=sums[6],
+                **dict(zip(SUMS, sums, strict=True)),
             )
             for (day, user, group, key, kind, profile, node), sums in rollup.items()
         ),
         batch_size=5000,
     )
+    UsageDayTotal.objects.bulk_create(
+        (
+            UsageDayTotal(day=day, dimension=dimension, value=value, **dict(zip(SUMS, sums, strict=True)))
+            for (day, dimension, value), sums in totals.items()
+        ),
+        batch_size=5000,
+    )
 
 
-def page_ms(staff) -> tuple[float, int]:
+def page_ms(staff, **narrowing) -> tuple[float, int]:
     from django.test import Client
     from django.utils import timezone as dj_timezone
 
     client = Client(SERVER_NAME="127.0.0.1")
     client.force_login(staff)
-    query = {"by": "person", "bucket": "day", "start": (dj_timezone.localdate() - timedelta(days=DAYS)).isoformat()}
+    start = (dj_timezone.localdate() - timedelta(days=DAYS)).isoformat()
+    query = {"by": "person", "bucket": "day", "start": start, **narrowing}
     client.get("/staff/usage/", query)  # warm-up
     times = []
     for _ in range(LOADS):
@@ -138,7 +151,7 @@ def main() -> None:
     from django.contrib.auth.models import Group
 
     from chat.api.keys import create_key
-    from chat.models import UsageDay, UsageRecord
+    from chat.models import UsageDay, UsageDayTotal, UsageRecord
     from tests.support.client import make_user
 
     group_rows = [Group.objects.create(name=f"team-{number}") for number in range(5)]
@@ -149,13 +162,19 @@ def main() -> None:
     cost = record_cost_ms(users[0], keys[users[0].pk])
     UsageRecord.objects.all().delete()
     UsageDay.objects.all().delete()
+    UsageDayTotal.objects.all().delete()
 
     started = time.perf_counter()
     fill_ledger([user.pk for user in users], {user.pk: group_rows[n % 5].pk for n, user in enumerate(users)}, keys)
     filled_s = time.perf_counter() - started
     rows, days = UsageRecord.objects.count(), UsageDay.objects.count()
-    median, size = page_ms(make_user("staff", is_staff=True))
+    staff = make_user("staff", is_staff=True)
+    median, size = page_ms(staff)
     print(f"ledger rows {rows}, rollup rows {days}, filled in {filled_s:.1f} s; page {size} bytes")
+    # Narrowed views read the rollup of every dimension: one person's (by model), and one model's (by person).
+    by_model, _size = page_ms(staff, by="model", person=users[7].pk)
+    by_person, _size = page_ms(staff, model="chat-8k")
+    print(f"narrowed pages: one person by model {by_model:.1f} ms, one model by person {by_person:.1f} ms")
     print(f"ledger_cpu_ms_per_request={cost:.3f}")
     print(f"ledger_page_ms={median:.1f}")
 

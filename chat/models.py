@@ -385,4 +385,4 @@ class KnowledgeVector(models.Model):
 
 # The usage ledger's rows live in their own sub-package (this file is at its size limit); imported here,
 # Django finds them as the app's.
-from chat.usage.models import UsageDay, UsageRecord  # noqa: E402, F401
+from chat.usage.models import UsageDay, UsageDayTotal, UsageRecord  # noqa: E402, F401

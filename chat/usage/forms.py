@@ -9,6 +9,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from chat.usage.models import UsageKind
 from chat.usage.selectors import DIMENSION_NAMES, ViewFilters
@@ -45,7 +46,9 @@ class UsageFilterForm(forms.Form):
         if start > end:
             raise ValidationError(_("The first day comes after the last one."))
         if (end - start).days >= MAX_DAYS:
-            raise ValidationError(_("Choose at most %(days)d days.") % {"days": MAX_DAYS})
+            raise ValidationError(
+                ngettext("Choose at most %(days)d day.", "Choose at most %(days)d days.", MAX_DAYS) % {"days": MAX_DAYS}
+            )
         data["start"], data["end"] = start, end
         return data
 

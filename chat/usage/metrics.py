@@ -35,7 +35,7 @@ def _families(dimension: str, label: str, totals: dict) -> Iterator[CounterMetri
 
 class UsageCollector:
     def collect(self) -> Iterator[CounterMetricFamily]:
-        by_group = totals_by("group_id")
+        by_group = totals_by("group")
         names = dict(Group.objects.filter(pk__in=list(by_group)).values_list("pk", "name"))
         groups: dict[str, list[int]] = {}
         for group_id, sums in by_group.items():
@@ -45,5 +45,5 @@ class UsageCollector:
                 summed[index] += amount or 0
         yield from _families("group", "group", groups)
         yield from _families(
-            "profile", "profile", {name or NO_GROUP: sums for name, sums in totals_by("profile").items()}
+            "profile", "profile", {name or NO_GROUP: sums for name, sums in totals_by("model").items()}
         )

@@ -1,7 +1,9 @@
 """The ledger's rows and their daily rollup (app ``chat``; imported by ``chat.models``).
 
-The page reads ``UsageDay`` (a few hundred rows a day however busy the box), never the raw rows; each
-recorded row adds itself to its day's rollup row in the same transaction, so the two always agree.
+The pages read the rollups, never the raw rows: ``UsageDayTotal`` (a row per day and value of each
+dimension) for a view narrowed by nothing but its days, ``UsageDay`` (a row per day and combination of
+every dimension) for the others. Each recorded row adds itself to both in the same transaction, so they
+always agree.
 """
 
 from __future__ import annotations
@@ -75,4 +77,25 @@ class UsageDay(models.Model):
                 fields=["day", "user", "group_id", "api_key_id", "kind", "profile", "node"], name="usage_day_unique"
             )
         ]
+        indexes = [models.Index(fields=["user", "day"])]
+
+
+class UsageDayTotal(models.Model):
+    """The ledger summed per day and per value of each one dimension (``person``: a user id, ``group``: a
+    group id or 0, ``key``: a key id or 0, ``model``: a profile, ``node``, ``kind``): what a view narrowed
+    to nothing but its days reads (days × values rows, however many combinations ``UsageDay`` holds)."""
+
+    day = models.DateField()
+    dimension = models.CharField(max_length=8)
+    value = models.CharField(max_length=100, blank=True)
+    requests = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    cached_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    queue_ms = models.PositiveBigIntegerField(default=0)
+    duration_ms = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dimension", "day", "value"], name="usage_day_total_unique")]
         indexes = [models.Index(fields=["day"])]

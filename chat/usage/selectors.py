@@ -1,8 +1,9 @@
 """Reads of the ledger: a view (one dimension, filters, days or weeks) as the staff page, a person's own
 page and the CSV export show it, and the totals per group and per profile for Prometheus.
 
-Every view is computed from the daily rollup (``UsageDay``): one query grouped by the dimension and the
-day, a few thousand rows at most, whatever the number of ledger rows behind it.
+Every view is computed from the daily rollups, never the raw rows: a view narrowed by nothing but its
+days reads ``UsageDayTotal`` (days × values rows), a narrowed one ``UsageDay``, grouped by the dimension
+and the day.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
-from chat.usage.models import UsageDay, UsageKind, UsageRecord
+from chat.usage.models import UsageDay, UsageDayTotal, UsageKind, UsageRecord
 
 # chat.models imports this package's models: the key's model is reached through the ledger's own relation.
 _API_KEY = UsageRecord._meta.get_field("api_key").related_model
@@ -40,6 +41,7 @@ DIMENSION_NAMES = {
     "node": gettext_lazy("Node"),
     "kind": gettext_lazy("Kind"),
 }
+NUMERIC = {"person", "group", "key"}  # dimensions whose values are ids (kept as text in UsageDayTotal)
 FIGURES = ("requests", "errors", "prompt_tokens", "cached_tokens", "output_tokens", "queue_ms", "duration_ms")
 CHART_SERIES = 8  # the biggest values charted one by one; the rest as one series
 
@@ -111,8 +113,7 @@ def _buckets(filters: ViewFilters) -> list[date]:
     return [first + timedelta(days=step * index) for index in range(count)]
 
 
-def _filtered(filters: ViewFilters):
-    rows = UsageDay.objects.filter(day__gte=filters.start, day__lte=filters.end)
+def _narrowing(filters: ViewFilters) -> dict:
     narrowed = {
         "user_id": filters.person,
         "group_id": filters.group,
@@ -121,16 +122,32 @@ def _filtered(filters: ViewFilters):
         "node": filters.node,
         "kind": filters.kind,
     }
-    return rows.filter(**{name: value for name, value in narrowed.items() if value is not None})
+    return {name: value for name, value in narrowed.items() if value is not None}
+
+
+def _grouped(filters: ViewFilters):
+    """(value, day, *FIGURES) per value of the dimension and day: from the per-dimension totals when the view
+    is narrowed by nothing but its days, else from the rollup of every dimension, narrowed."""
+    days = {"day__gte": filters.start, "day__lte": filters.end}
+    narrowed = _narrowing(filters)
+    if not narrowed:
+        rows = UsageDayTotal.objects.filter(dimension=filters.by, **days).values_list("value", "day", *FIGURES)
+        numeric = filters.by in NUMERIC
+        return ((int(value) if numeric else value, day, *sums) for value, day, *sums in rows)
+    column = DIMENSIONS[filters.by]
+    return (
+        UsageDay.objects.filter(**days, **narrowed)
+        .values_list(column, "day")
+        .order_by()
+        .annotate(*(Sum(name) for name in FIGURES))
+    )
 
 
 def usage_view(filters: ViewFilters) -> UsageView:
     """The view: totals per value of the dimension, and the tokens per bucket of the biggest values."""
-    column = DIMENSIONS[filters.by]
-    grouped = _filtered(filters).values_list(column, "day").order_by().annotate(*(Sum(name) for name in FIGURES))
     totals: dict = {}
     per_bucket: dict = defaultdict(lambda: defaultdict(int))
-    for value, day, *sums in grouped:
+    for value, day, *sums in _grouped(filters):
         row = totals.get(value) or totals.setdefault(value, ViewRow(value, ""))
         for name, amount in zip(FIGURES, sums, strict=True):
             setattr(row, name, getattr(row, name) + (amount or 0))
@@ -174,20 +191,24 @@ def labels_of(by: str, values: list) -> dict:
 
 def choices(filters: ViewFilters) -> dict[str, list[tuple]]:
     """The values each filter offers over the view's days (what the ledger holds there)."""
-    days = UsageDay.objects.filter(day__gte=filters.start, day__lte=filters.end).order_by()
+    days = UsageDayTotal.objects.filter(day__gte=filters.start, day__lte=filters.end)
+    held: dict[str, set] = defaultdict(set)
+    for dimension, value in days.values_list("dimension", "value").order_by().distinct():
+        held[dimension].add(int(value) if dimension in NUMERIC else value)
     offered = {}
     for by in ("person", "group", "key", "model", "node"):
-        values = sorted(set(days.values_list(DIMENSIONS[by], flat=True).distinct()), key=str)
-        labels = labels_of(by, values)
-        offered[by] = sorted(((value, labels.get(value, str(value))) for value in values), key=lambda pair: pair[1])
+        labels = labels_of(by, list(held[by]))
+        offered[by] = sorted(((value, labels.get(value, str(value))) for value in held[by]), key=lambda pair: pair[1])
     return offered
 
 
-def totals_by(column: str) -> dict:
-    """Requests and tokens summed over the whole ledger, per group (``group_id``) or ``profile``."""
+def totals_by(dimension: str) -> dict:
+    """(requests, prompt tokens, output tokens) over the whole ledger per value of ``dimension`` (``group``:
+    group ids, 0 for none; ``model``: profile names)."""
     rows = (
-        UsageDay.objects.values_list(column)
+        UsageDayTotal.objects.filter(dimension=dimension)
+        .values_list("value")
         .order_by()
         .annotate(Sum("requests"), Sum("prompt_tokens"), Sum("output_tokens"))
     )
-    return {value: sums for value, *sums in rows}
+    return {int(value) if dimension in NUMERIC else value: sums for value, *sums in rows}

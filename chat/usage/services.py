@@ -1,9 +1,8 @@
-"""Writes to the ledger: ``record`` (a row and its day's rollup, one INSERT and one UPSERT on the
-caller's database connection: the paths that count usage call it inside the hop they already make)
-and ``delete_older_than`` (retention, in batches).
+"""Writes to the ledger: ``record`` (a row and its day's two rollups, on the caller's database
+connection: the paths that count usage call it inside the hop they already make) and
+``delete_older_than`` (retention, in batches).
 
-The person's primary group is read inside the INSERT itself (the first of their groups by name), so
-recording costs no extra round trip and the row keeps the group the person was in at the time.
+The row keeps the person's primary group at the time (the first of their groups by name).
 """
 
 from __future__ import annotations
@@ -15,25 +14,33 @@ from datetime import datetime, timedelta
 from django.db import connection, transaction
 from django.utils import timezone
 
-from chat.usage.models import UsageDay, UsageKind, UsageOutcome, UsageRecord
+from chat.usage.models import UsageDay, UsageDayTotal, UsageKind, UsageOutcome, UsageRecord
 
 _RECORD = UsageRecord._meta.db_table
 _DAY = UsageDay._meta.db_table
+_TOTAL = UsageDayTotal._meta.db_table
 _PRIMARY_GROUP = (
-    "(SELECT g.id FROM auth_user_groups ug JOIN auth_group g ON g.id = ug.group_id"
-    " WHERE ug.user_id = %s ORDER BY g.name, g.id LIMIT 1)"
+    "SELECT g.id FROM auth_user_groups ug JOIN auth_group g ON g.id = ug.group_id"
+    " WHERE ug.user_id = %s ORDER BY g.name, g.id LIMIT 1"
 )
 _INSERT = (
     f"INSERT INTO {_RECORD} (at, user_id, api_key_id, group_id, kind, profile, node, prompt_tokens,"
     " cached_tokens, output_tokens, queue_ms, duration_ms, outcome)"
-    f" VALUES (%s, %s, %s, {_PRIMARY_GROUP}, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _SUMS = ("requests", "errors", "prompt_tokens", "cached_tokens", "output_tokens", "queue_ms", "duration_ms")
-_UPSERT = (
+_ADDED = " DO UPDATE SET " + ", ".join(f"{name} = {{table}}.{name} + excluded.{name}" for name in _SUMS)
+_UPSERT_DAY = (
     f"INSERT INTO {_DAY} (day, user_id, group_id, api_key_id, kind, profile, node, {', '.join(_SUMS)})"
-    f" VALUES (%s, %s, COALESCE({_PRIMARY_GROUP}, 0), %s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT (day, user_id, group_id, api_key_id, kind, profile, node) DO UPDATE SET "
-    + ", ".join(f"{name} = {_DAY}.{name} + excluded.{name}" for name in _SUMS)
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, 1, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (day, user_id, group_id, api_key_id, kind, profile, node)" + _ADDED.format(table=_DAY)
+)
+TOTAL_DIMENSIONS = ("person", "group", "key", "model", "node", "kind")
+_UPSERT_TOTALS = (
+    f"INSERT INTO {_TOTAL} (day, dimension, value, {', '.join(_SUMS)}) VALUES "
+    + ", ".join(["(%s, %s, %s, 1, %s, %s, %s, %s, %s, %s)"] * len(TOTAL_DIMENSIONS))
+    + " ON CONFLICT (dimension, day, value)"
+    + _ADDED.format(table=_TOTAL)
 )
 # Outcomes counted as errors in the rollup (a person's Stop is not one).
 _FAILED = {UsageOutcome.ERROR, UsageOutcome.INCOMPLETE}
@@ -73,28 +80,35 @@ def _whole(value) -> int:
 
 
 def record(entry: UsageEntry) -> None:
-    """The entry's row and its day's rollup, in one transaction (the caller's, when it has one)."""
+    """The entry's row and its day's rollups, in one transaction (the caller's, when it has one): the
+    person's primary group read, the row inserted, the two rollups upserted (four statements)."""
     ops = connection.ops
-    tokens = [_whole(entry.prompt_tokens), _whole(entry.cached_tokens), _whole(entry.output_tokens)]
-    times = [_whole(round(entry.queue_ms)), _whole(round(entry.duration_ms))]
-    place = [entry.kind or UsageKind.CHAT, entry.profile[:100], entry.node[:100]]
+    sums = [_whole(entry.prompt_tokens), _whole(entry.cached_tokens), _whole(entry.output_tokens)]
+    sums += [_whole(round(entry.queue_ms)), _whole(round(entry.duration_ms))]
+    kind, profile, node = entry.kind or UsageKind.CHAT, entry.profile[:100], entry.node[:100]
+    day = ops.adapt_datefield_value(timezone.localdate(entry.at))
+    failed = int(entry.outcome in _FAILED)
     with transaction.atomic(savepoint=False), connection.cursor() as cursor:
+        cursor.execute(_PRIMARY_GROUP, [entry.user_id])
+        found = cursor.fetchone()
+        group_id = found[0] if found else None
         cursor.execute(
             _INSERT,
-            [ops.adapt_datetimefield_value(entry.at), entry.user_id, entry.api_key_id, entry.user_id]
-            + place
-            + tokens
-            + times
+            [ops.adapt_datetimefield_value(entry.at), entry.user_id, entry.api_key_id, group_id, kind, profile, node]
+            + sums
             + [entry.outcome],
         )
         cursor.execute(
-            _UPSERT,
-            [ops.adapt_datefield_value(timezone.localdate(entry.at)), entry.user_id, entry.user_id]
-            + [entry.api_key_id or 0]
-            + place
-            + [int(entry.outcome in _FAILED)]
-            + tokens
-            + times,
+            _UPSERT_DAY, [day, entry.user_id, group_id or 0, entry.api_key_id or 0, kind, profile, node, failed] + sums
+        )
+        values = (entry.user_id, group_id or 0, entry.api_key_id or 0, profile, node, kind)
+        cursor.execute(
+            _UPSERT_TOTALS,
+            [
+                part
+                for dimension, value in zip(TOTAL_DIMENSIONS, values, strict=True)
+                for part in (day, dimension, str(value), failed, *sums)
+            ],
         )
 
 
@@ -111,9 +125,7 @@ def delete_older_than(days: int, batch: int = DELETE_BATCH) -> int:
             break
         deleted += UsageRecord.objects.filter(id__in=ids).delete()[0]
     first_day_kept = timezone.localdate(cutoff)
-    while True:
-        ids = list(UsageDay.objects.filter(day__lt=first_day_kept).values_list("id", flat=True)[:batch])
-        if not ids:
-            break
-        UsageDay.objects.filter(id__in=ids).delete()
+    for rollup in (UsageDay, UsageDayTotal):
+        while ids := list(rollup.objects.filter(day__lt=first_day_kept).values_list("id", flat=True)[:batch]):
+            rollup.objects.filter(id__in=ids).delete()
     return deleted

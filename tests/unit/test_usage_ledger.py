@@ -18,8 +18,8 @@ from django.test import Client
 from django.utils import timezone
 
 from chat.api.keys import create_key
-from chat.models import UsageDay, UsageRecord
-from chat.usage import services
+from chat.models import UsageDay, UsageDayTotal, UsageRecord
+from chat.usage import selectors, services
 from chat.usage.services import UsageEntry
 from monitor.telemetry.prometheus import render
 from tests.support.client import make_user
@@ -66,6 +66,35 @@ def test_a_row_and_its_days_rollup_are_recorded_with_the_persons_primary_group()
         10,
         8,
         alpha.pk,
+    )
+    totals = dict(
+        UsageDayTotal.objects.filter(value__in=[str(person.pk), str(alpha.pk), model]).values_list(
+            "dimension", "output_tokens"
+        )
+    )
+    assert totals == {"person": 8, "group": 8, "model": 8}
+
+
+def test_a_view_of_days_alone_reads_the_same_figures_as_a_narrowed_one():
+    """Narrowed by nothing but its days, a view reads the per-dimension totals; narrowed, the full rollup."""
+    model, first, second = model_name(), make_user(), make_user()
+    _key_row, _key = create_key(first, "agent")
+    services.record(entry(first, model, prompt_tokens=30, cached_tokens=3, output_tokens=4, api_key_id=_key_row.pk))
+    services.record(entry(second, model, prompt_tokens=20, output_tokens=2, outcome="error", queue_ms=8))
+    today = timezone.localdate()
+    whole = selectors.usage_view(selectors.ViewFilters(today, today, by="person"))
+    for person in (first, second):
+        [alone] = selectors.usage_view(selectors.ViewFilters(today, today, by="person", person=person.pk)).rows
+        assert [row for row in whole.rows if row.value == person.pk] == [alone]
+    by_model = selectors.usage_view(selectors.ViewFilters(today, today, by="model"))
+    [row] = [row for row in by_model.rows if row.value == model]
+    assert (row.requests, row.errors, row.prompt_tokens, row.cached_tokens, row.output_tokens, row.queue_ms) == (
+        2,
+        1,
+        50,
+        3,
+        6,
+        8,
     )
 
 

@@ -1,7 +1,8 @@
 """The usage ledger's rows as real requests leave them, through the running app (Daphne, Redis, real
 llama-server with the default model): a chat answer's row carries the timings the turn got, an API
 request's the usage its answer reported, an embeddings request leaves its row, a streamed request whose
-client goes away is recorded as stopped; and the staff page shows them."""
+client goes away is recorded as stopped, a document's summary leaves a row per model call (the real
+Celery worker); and the staff page shows them."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 from django.contrib.auth.models import Group
 
 from chat.api.keys import create_key
-from chat.models import Conversation, UsageDay, UsageRecord
-from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
+from chat.models import Conversation, Document, DocumentChunk, UsageDay, UsageRecord
+from tests.support import pdfs
+from tests.support.client import base_url, chat_socket, events_until, login, make_user, send, upload_document
 
 pytestmark = pytest.mark.usefixtures("web_server")
 
@@ -119,3 +121,20 @@ def test_the_staff_page_shows_what_requests_recorded(llama):
     http.close()
     assert page.status_code == 200
     assert f"<td>{MODEL}</td><td>1</td><td>0</td><td>{row.prompt_tokens}</td>" in page.text
+
+
+def test_a_document_summary_leaves_a_row_per_model_call_for_the_documents_owner(llama, celery_worker):
+    person = make_user()
+    http = login(person)
+    body = upload_document(http, "ledger.pdf", pdfs.report_pdf(12, words_per_page=40), language="en").json()
+    http.close()
+    deadline = time.monotonic() + 300
+    while (document := Document.objects.get(id=body["document"]["id"])).status not in ("ready", "failed"):
+        assert time.monotonic() < deadline, document.status
+        time.sleep(0.3)
+    assert document.status == "ready", document.error
+    parts = DocumentChunk.objects.filter(document=document).count()
+    rows = rows_of(person)
+    assert parts > 0 and len(rows) >= parts  # a part whose summary was asked again counts each call
+    assert all(row.kind == "document" and row.outcome == "ok" and row.api_key_id is None for row in rows)
+    assert all(row.prompt_tokens > 0 and row.output_tokens > 0 and row.node for row in rows)

@@ -208,7 +208,7 @@ def finish_message(
         owner_id = Message.objects.filter(id=message_id).values_list("conversation__owner_id", flat=True).first()
     if owner_id is not None:
         add_tokens(owner_id, answer_tokens(content, reasoning, stats))
-        ledger.record(answer_entry(owner_id, status, stats, (len(content) + len(reasoning)) // 4, served))
+        ledger.record(answer_entry(owner_id, status, stats, answer_tokens(content, reasoning, None), served))
 
 
 def answer_tokens(content: str, reasoning: str, stats: dict | None) -> int:

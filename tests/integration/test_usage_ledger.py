@@ -1,5 +1,6 @@
 """The usage ledger's rows as real requests leave them, through the running app (Daphne, Redis, real
-llama-server with the default model): a chat answer's row carries the timings the turn got, an API
+llama-server with the default model): a chat answer's row carries the timings the turn got (a stopped
+one its length), an API
 request's the usage its answer reported, an embeddings request leaves its row, a streamed request whose
 client goes away is recorded as stopped, a document's summary leaves a row per model call (the real
 Celery worker); and the staff page shows them."""
@@ -14,9 +15,11 @@ import pytest
 from django.contrib.auth.models import Group
 
 from chat.api.keys import create_key
-from chat.models import Conversation, Document, DocumentChunk, UsageDay, UsageRecord
+from chat.models import Conversation, Document, DocumentChunk, Message, UsageDay, UsageRecord
+from monitor.profiles.presets import live_id_here
 from tests.support import pdfs
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send, upload_document
+from tests.support.hold import instance_paused
 
 pytestmark = pytest.mark.usefixtures("web_server")
 
@@ -64,6 +67,26 @@ def test_a_chat_answer_leaves_one_row_with_the_timings_the_turn_got(llama):
     assert row.node and row.group_id == group.pk and row.duration_ms > 0
     day = UsageDay.objects.get(user=person)
     assert (day.requests, day.prompt_tokens, day.output_tokens) == (1, row.prompt_tokens, row.output_tokens)
+
+
+def test_a_stopped_answer_is_recorded_as_stopped_with_its_length_as_its_output(llama, endless):
+    person = make_user()
+    http = login(person)
+    with chat_socket(http) as ws:
+        send(ws, type="send", text="Count.", options={"seed": 2, "max_tokens": 1000}, profile=endless.name)
+        accepted = events_until(ws, "accepted")[-1]
+        shown = ""
+        while len(shown) < 40:  # enough text for its length to count tokens
+            shown += events_until(ws, "token")[-1]["text"]
+        with instance_paused(llama, live_id_here(endless)):  # the answer cannot end by itself before the Stop
+            send(ws, type="stop", conversation=accepted["conversation"])
+            done = events_until(ws)[-1]
+    http.close()
+    assert done["status"] == "stopped"
+    message = Message.objects.get(id=accepted["assistant_message"]["id"])
+    [row] = rows_of(person)
+    assert (row.kind, row.outcome, row.profile) == ("chat", "stopped", endless.name)
+    assert row.output_tokens == len(message.content + message.reasoning) // 4 >= 10
 
 
 def test_api_requests_leave_one_row_each_with_the_usage_their_answer_reported(llama):

@@ -36,6 +36,7 @@ BENCHES = [
     "soak_bench.py",
     "kb_bench.py",
     "login_bench.py",
+    "ledger_bench.py",
 ]
 
 chosen = os.environ.get("BENCHES", "").split() or BENCHES

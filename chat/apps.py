@@ -13,6 +13,11 @@ class ChatConfig(AppConfig):
         from monitor.public import register_request_figures
 
         register_request_figures(request_figures)
+        # Likewise /metrics gains the usage ledger's counters per group and per profile.
+        from chat.usage.metrics import UsageCollector
+        from monitor.public import register_metrics_collector
+
+        register_metrics_collector(UsageCollector())
         # The directory (LDAP) and the OIDC provider asked once at start-up: a readable warning rather
         # than a login that hangs.
         from chat.accounts.directory_check import check_directory

@@ -388,3 +388,8 @@ class KnowledgeVector(models.Model):
 
     passage = models.OneToOneField(KnowledgePassage, on_delete=models.CASCADE, primary_key=True, related_name="vector")
     vector = models.BinaryField()
+
+
+# The usage ledger's rows live in their own sub-package (this file is at its size limit); imported here,
+# Django finds them as the app's.
+from chat.usage.models import UsageDay, UsageDayTotal, UsageRecord  # noqa: E402, F401

@@ -10,6 +10,7 @@ from chat.conversations.services import mark_orphaned_streams
 from chat.documents import heartbeats, pipeline
 from chat.knowledge import indexing
 from chat.models import Document
+from chat.usage import services as usage
 
 
 @shared_task(name="chat.tasks.sweep_orphaned_streams")
@@ -18,6 +19,12 @@ def sweep_orphaned_streams(older_than_s: float | None = None) -> int:
     if older_than_s is None:
         older_than_s = settings.CHAT_ORPHAN_AFTER_S
     return mark_orphaned_streams(older_than_s)
+
+
+@shared_task(name="chat.tasks.prune_usage_ledger")
+def prune_usage_ledger() -> int:
+    """Delete the usage ledger's rows older than QWENWEB_USAGE_RETENTION_DAYS, in batches."""
+    return usage.delete_older_than(settings.USAGE_RETENTION_DAYS)
 
 
 @shared_task(name="chat.tasks.ingest_document", acks_late=True)

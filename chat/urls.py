@@ -1,6 +1,15 @@
 from django.urls import path
 
-from chat.web import account_views, conversation_views, document_views, key_views, mcp_views, user_views, views
+from chat.web import (
+    account_views,
+    conversation_views,
+    document_views,
+    key_views,
+    mcp_views,
+    usage_views,
+    user_views,
+    views,
+)
 
 app_name = "chat"
 
@@ -40,6 +49,10 @@ urlpatterns = [
     path("staff/users/<int:user_id>/enabled/", user_views.set_enabled, name="user-enabled"),
     path("staff/users/<int:user_id>/quotas/", user_views.set_quotas, name="user-quotas"),
     path("staff/users/<int:user_id>/password/", user_views.reset_password, name="user-password"),
+    path("staff/usage/", usage_views.usage_page, name="usage"),
+    path("staff/usage.csv", usage_views.usage_csv, name="usage-csv"),
+    path("account/usage/", usage_views.own_usage_page, name="own-usage"),
+    path("account/usage.csv", usage_views.own_usage_csv, name="own-usage-csv"),
     path("staff/groups/new/", user_views.create_group, name="group-create"),
     path("staff/groups/<int:group_id>/", user_views.update_group, name="group-update"),
     path("staff/groups/<int:group_id>/delete/", user_views.delete_group, name="group-delete"),

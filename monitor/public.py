@@ -21,6 +21,7 @@ from monitor.redis_clients import sync_client as sync_redis
 from monitor.serving.queue import Priority, QueueUnavailable
 from monitor.serving.slot import PromptCounter, ServingPool, ServingSlot, serving_pool
 from monitor.telemetry.dashboard import percentile, register_request_figures
+from monitor.telemetry.prometheus import register_collector as register_metrics_collector
 
 __all__ = [
     "REDIS_DOWN",
@@ -45,6 +46,7 @@ __all__ = [
     "find_profile",
     "model_sha256",
     "percentile",
+    "register_metrics_collector",
     "register_request_figures",
     "serving_pool",
     "sync_redis",

@@ -312,6 +312,10 @@ MONITOR_SELFTEST_GENERATE_TOKENS = env_int("QWENWEB_SELFTEST_GENERATE_TOKENS", 3
 # A bearer token Prometheus may scrape /metrics with (besides a staff session); empty: none.
 METRICS_TOKEN = os.environ.get("QWENWEB_METRICS_TOKEN", "")
 
+# The usage ledger (chat/usage, docs/usage.md): rows older than this many days are deleted by beat, in
+# batches (0: kept for ever).
+USAGE_RETENTION_DAYS = env_int("QWENWEB_USAGE_RETENTION_DAYS", 400)
+
 # OpenAI-compatible API (/v1/): request size (images travel as base64), requests a key may have at once.
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
 API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)
@@ -361,6 +365,7 @@ CELERY_BEAT_SCHEDULE = {
             ("resume-stalled-downloads", "monitor.tasks.resume_stalled_downloads", 30.0),
             ("resume-stalled-documents", "chat.tasks.resume_stalled_documents", 30.0),
             ("prune-metric-history", "monitor.tasks.prune_metric_history", 3600.0),
+            ("prune-usage-ledger", "chat.tasks.prune_usage_ledger", 3600.0),
             ("recheck-directory", "chat.tasks.recheck_directory", _DIRECTORY["LDAP_RECHECK_S"]),
             ("recheck-oidc", "chat.tasks.recheck_oidc", _PROVIDER["OIDC_RECHECK_S"]),
         ]

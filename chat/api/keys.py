@@ -24,6 +24,8 @@ from chat.accounts.quotas import add_tokens
 from chat.api.errors import ApiError
 from chat.errors import ChatError, NotFound
 from chat.models import ApiKey
+from chat.usage import services as ledger
+from chat.usage.services import UsageEntry
 
 KEY_PREFIX = "qw-"
 MAX_NAME_CHARS = 100
@@ -124,14 +126,19 @@ def caller_of(key: str) -> CallerKey:
     return CallerKey(id=row["id"], owner_id=row["owner_id"], concurrency_limit=row["concurrency_limit"])
 
 
-async def record_usage(key: CallerKey, prompt_tokens: int, completion_tokens: int) -> None:
+async def record_usage(
+    key: CallerKey, prompt_tokens: int, completion_tokens: int, entry: UsageEntry | None = None
+) -> None:
     """One request's figures, added to the key's and to its owner's daily usage (F expressions:
-    concurrent requests add up), in one transaction and one hop to a database thread."""
-    await sync_to_async(_record_usage)(key, max(prompt_tokens, 0), max(completion_tokens, 0))
+    concurrent requests add up) and, given its ``entry``, to the usage ledger, in one transaction and
+    one hop to a database thread."""
+    await sync_to_async(_record_usage)(key, max(prompt_tokens, 0), max(completion_tokens, 0), entry)
 
 
 @transaction.atomic
-def _record_usage(key: CallerKey, prompt_tokens: int, completion_tokens: int) -> None:
+def _record_usage(key: CallerKey, prompt_tokens: int, completion_tokens: int, entry: UsageEntry | None) -> None:
+    if entry is not None:
+        ledger.record(entry)
     add_tokens(key.owner_id, prompt_tokens + completion_tokens)
     ApiKey.objects.filter(pk=key.id).update(
         requests=F("requests") + 1,

@@ -22,6 +22,7 @@ from chat.api.errors import broken, from_llama, queue_unavailable
 from chat.api.keys import CallerKey
 from chat.api.limits import KeyLimiter
 from chat.api.tally import StreamTally, drop_cache_figures, timings_of, usage_of
+from chat.usage.entries import api_entry
 from monitor.public import LlamaError, QueueUnavailable, ServingSlot
 
 
@@ -48,7 +49,7 @@ async def complete(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None 
         except LlamaError as error:
             raise from_llama(error) from error
         finally:
-            await asyncio.shield(keys.record_usage(key, *usage))
+            await asyncio.shield(keys.record_usage(key, *usage, api_entry(key, call.endpoint, slot, usage, figures)))
         await slot.remember(figures)
     return content
 
@@ -81,7 +82,12 @@ async def stream(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = 
                 async for data in relayed:
                     yield data
         finally:
-            await asyncio.shield(keys.record_usage(key, *tally.usage()))
+            used = tally.usage()
+            await asyncio.shield(
+                keys.record_usage(
+                    key, *used, api_entry(key, call.endpoint, slot, used, tally.timings(), tally.finished)
+                )
+            )
         if tally.finished:
             await slot.remember(tally.timings())
     if tally.end:

@@ -17,7 +17,9 @@ from chat.conversations.selectors import get_conversation
 from chat.documents.removal import delete_document_rows, remove_files
 from chat.errors import ChatError
 from chat.models import Conversation, Document, Message
-from monitor.public import ProfileUnavailable
+from chat.usage import services as ledger
+from chat.usage.entries import answer_entry
+from monitor.public import ProfileUnavailable, ServingSlot
 
 TITLE_MAX = 200
 THINKING_BUDGET_MAX = 1_000_000
@@ -193,10 +195,12 @@ def finish_message(
     error: str = "",
     stats: dict | None = None,
     owner_id: int | None = None,
+    served: ServingSlot | None = None,
 ) -> None:
     """Saves the answer's outcome and adds its tokens to ``owner_id``'s quota (looked up when not given:
     the runner gives it, as a conversation deleted while its answer ran has no message to look it up by,
-    and the tokens were spent all the same)."""
+    and the tokens were spent all the same) and its row to the usage ledger (``served``: the serving slot
+    it had, if it got one)."""
     Message.objects.filter(id=message_id).update(
         content=content, reasoning=reasoning, status=status, error=error, stats=stats or {}, updated_at=timezone.now()
     )
@@ -204,6 +208,7 @@ def finish_message(
         owner_id = Message.objects.filter(id=message_id).values_list("conversation__owner_id", flat=True).first()
     if owner_id is not None:
         add_tokens(owner_id, answer_tokens(content, reasoning, stats))
+        ledger.record(answer_entry(owner_id, status, stats, answer_tokens(content, reasoning, None), served))
 
 
 def answer_tokens(content: str, reasoning: str, stats: dict | None) -> int:

@@ -96,6 +96,8 @@ def sampling_options(raw: Any) -> dict:
 class TurnRunner:
     """Runs one answer as an asyncio task; ``stop()`` cancels it and keeps the partial text."""
 
+    served: ServingSlot | None = None  # the slot it got, for the usage ledger
+
     def __init__(
         self,
         *,
@@ -163,6 +165,7 @@ class TurnRunner:
                     slot.node,
                 )
                 await self._emit({"type": "started"})
+                self.served = slot
                 stats = await self._stream(slot, payload, started)
                 await slot.remember(stats)
         except asyncio.CancelledError:
@@ -354,6 +357,7 @@ class TurnRunner:
                 error=error,
                 stats=stats,
                 owner_id=self.conversation.owner_id,
+                served=self.served,
             )
         )
         await self._emit({"type": "done", "status": status, "error": error, "stats": stats or {}})

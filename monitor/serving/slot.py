@@ -95,6 +95,9 @@ class ServingSlot:
     info: ServingInfo
     grant: Grant
     remember_as: str = ""
+    # When its owner asked for it and when the queue gave it (time.monotonic): the wait, and the time served.
+    asked_at: float = 0.0
+    granted_at: float = 0.0
     _failed: bool = False
 
     # The requests of a slot, watched for a frozen server: nothing for the profile's hang limit, and no
@@ -224,6 +227,7 @@ class ServingPool:
         the one its answer makes (default: the same), whose node ``remember`` records."""
         queue = pool_queue(self.profile.name)
         preferred, patience_s = await _preference(self.profile.name, affinity)
+        asked_at = time.monotonic()
         grant = await queue.acquire(
             owner,
             self._nodes_now,
@@ -237,7 +241,16 @@ class ServingPool:
             client = _client(self.profile, self.members, grant.node, grant.model)
             info = self.info if client is self.client else await serving_info(client)
             remembered = affinity if remember_as is None else remember_as
-            serving = ServingSlot(self.profile, grant.node, client, info, grant, remembered)
+            serving = ServingSlot(
+                self.profile,
+                grant.node,
+                client,
+                info,
+                grant,
+                remembered,
+                asked_at=asked_at,
+                granted_at=time.monotonic(),
+            )
             yield serving
         except LlamaError as error:  # one the slot's own requests did not see (a client call by the caller)
             if serving is not None:

@@ -21,6 +21,15 @@ from monitor.telemetry import dashboard
 from monitor.telemetry.live import live_key
 from monitor.telemetry.node_status import Beat, add_beat_reads, beats_from, main_node, node_rows
 
+# Collectors other apps add (chat's usage counters: monitor never imports chat), read at every scrape.
+_collectors: list = []
+
+
+def register_collector(collector) -> None:
+    """``collector.collect()`` yields metric families for ``/metrics`` besides the dashboard's own."""
+    if collector not in _collectors:
+        _collectors.append(collector)
+
 
 def token_allows(header: str) -> bool:
     """A scraper's ``Authorization: Bearer <QWENWEB_METRICS_TOKEN>``; no token set: never."""
@@ -157,4 +166,6 @@ class DashboardCollector:
 def render() -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DashboardCollector())
+    for collector in _collectors:
+        registry.register(collector)
     return generate_latest(registry)

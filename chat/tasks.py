@@ -8,7 +8,7 @@ from chat.accounts.directory_check import recheck_directory as recheck_directory
 from chat.accounts.oidc_check import recheck_oidc as recheck_oidc_people
 from chat.conversations.services import mark_orphaned_streams
 from chat.documents import heartbeats, pipeline
-from chat.knowledge import indexing
+from chat.knowledge import indexing, reembedding
 from chat.models import Document
 from chat.usage import services as usage
 
@@ -77,6 +77,21 @@ def recheck_oidc() -> dict:
 def index_collection_document(document_id: str) -> str:
     """A collection's document: read, cut into passages, embedded (background work in the fair queue)."""
     return indexing.index_document(document_id)
+
+
+@shared_task(name="chat.tasks.reembed_stale_collections")
+def reembed_stale_collections() -> list[int]:
+    """Collections whose vectors another embedding model made, queued to be embedded again."""
+    stale = reembedding.collections_to_reembed()
+    for collection_id in stale:
+        reembed_collection.apply_async((collection_id,), queue=settings.DOCUMENTS_QUEUE)
+    return stale
+
+
+@shared_task(name="chat.tasks.reembed_collection", acks_late=True)
+def reembed_collection(collection_id: int) -> str:
+    """One collection's passages embedded again by the current model (chat.knowledge.reembedding)."""
+    return reembedding.reembed_collection(collection_id)
 
 
 def queue_indexing(document_id) -> None:

@@ -366,6 +366,7 @@ CELERY_BEAT_SCHEDULE = {
             ("resume-stalled-documents", "chat.tasks.resume_stalled_documents", 30.0),
             ("prune-metric-history", "monitor.tasks.prune_metric_history", 3600.0),
             ("prune-usage-ledger", "chat.tasks.prune_usage_ledger", 3600.0),
+            ("reembed-stale-collections", "chat.tasks.reembed_stale_collections", 120.0),
             ("recheck-directory", "chat.tasks.recheck_directory", _DIRECTORY["LDAP_RECHECK_S"]),
             ("recheck-oidc", "chat.tasks.recheck_oidc", _PROVIDER["OIDC_RECHECK_S"]),
         ]

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 State = CollectionDocument.State
 
 
-def _mark(entry_id: int, state: str, error: str = "", **fields) -> None:
+def mark(entry_id: int, state: str, error: str = "", **fields) -> None:
     CollectionDocument.objects.filter(pk=entry_id).update(state=state, error=error, **fields)
 
 
@@ -38,14 +38,14 @@ def index_document(document_id) -> str:
     if document.status in (Document.Status.QUEUED, Document.Status.EXTRACTING):
         if not ingest(document.id):
             document.refresh_from_db()
-            _mark(entry.pk, State.FAILED, document.error or _("The document could not be read."))
+            mark(entry.pk, State.FAILED, document.error or _("The document could not be read."))
             return State.FAILED
         # A collection's document has no summary: read, it is ready (the stalled-runs sweep leaves it be).
         Document.objects.filter(pk=document.id).update(status=Document.Status.READY)
     elif document.status == Document.Status.SUMMARIZING:  # read, then the run died before it said so
         Document.objects.filter(pk=document.id).update(status=Document.Status.READY)
     elif document.status != Document.Status.READY:
-        _mark(entry.pk, State.FAILED, document.error or _("The document could not be read."))
+        mark(entry.pk, State.FAILED, document.error or _("The document could not be read."))
         return State.FAILED
     cuts = cut_pages(text_pages(document.id), settings.KNOWLEDGE_PASSAGE_TOKENS, settings.KNOWLEDGE_PASSAGE_OVERLAP)
     with transaction.atomic():
@@ -55,23 +55,28 @@ def index_document(document_id) -> str:
             for i, cut in enumerate(cuts)
         )
         add_terms([(passage.pk, passage.text) for passage in passages])
-    _mark(entry.pk, State.INDEXING, passage_count=len(passages), passages_done=0)
+    mark(entry.pk, State.INDEXING, passage_count=len(passages), passages_done=0)
     model = embedder()
     if model is None:
-        _mark(entry.pk, State.INDEXED, _("No embeddings profile: found by its words only."), passages_done=0)
+        mark(entry.pk, State.INDEXED, _("No embeddings profile: found by its words only."), passages_done=0)
         return State.INDEXED
     try:
-        asyncio.run(_embed_all(entry, model, passages))
+        asyncio.run(embed_passages(entry, model, passages))
     except (LoadFailed, LlamaError, QueueUnavailable) as error:
         log.warning("document %s: embedding failed: %s", document.id, error)
         reason = _("Its passages could not be embedded (found by their words only): %(reason)s") % {"reason": error}
-        _mark(entry.pk, State.FAILED, reason)
+        mark(entry.pk, State.FAILED, reason)
         return State.FAILED
-    _mark(entry.pk, State.INDEXED, passages_done=len(passages))
+    mark(entry.pk, State.INDEXED, passages_done=len(passages))
     return State.INDEXED
 
 
-async def _embed_all(entry: CollectionDocument, model: Embedder, passages: list[KnowledgePassage]) -> None:
+async def embed_passages(
+    entry: CollectionDocument, model: Embedder, passages: list[KnowledgePassage], *, record_model: bool = True
+) -> None:
+    """The passages' vectors (replacing any they had), batch by batch as background work; with
+    ``record_model`` the collection records the model after each batch (a run embedding a collection
+    again records it only at its end: ``reembedding``)."""
     try:
         pool = await serving_pool(model.profile)
         owner = f"owner:{entry.document.owner_id}"
@@ -79,14 +84,15 @@ async def _embed_all(entry: CollectionDocument, model: Embedder, passages: list[
         for start in range(0, len(passages), batch):
             part = passages[start : start + batch]
             vectors = await embed(pool, owner, [passage.text for passage in part], "background")
-            await _store(entry, model, part, vectors, start + len(part))
+            await _store(entry, model, part, vectors, start + len(part), record_model)
     finally:
         await close_loop_clients()
 
 
-def _store_sync(entry, model: Embedder, part, vectors, done: int) -> None:
+def _store_sync(entry, model: Embedder, part, vectors, done: int, record_model: bool) -> None:
     with transaction.atomic():
         alive = set(KnowledgePassage.objects.filter(pk__in=[p.pk for p in part]).values_list("pk", flat=True))
+        KnowledgeVector.objects.filter(passage_id__in=alive).delete()
         KnowledgeVector.objects.bulk_create(
             [
                 KnowledgeVector(passage_id=p.pk, vector=pack(v))
@@ -94,11 +100,10 @@ def _store_sync(entry, model: Embedder, part, vectors, done: int) -> None:
                 if p.pk in alive
             ]
         )
-        Collection.objects.filter(pk=entry.collection_id).update(
-            embed_model_file=model.model_file, embed_model_sha256=model.sha256, embed_dimensions=len(vectors[0])
-        )
+        recorded = {"embed_model_file": model.model_file, "embed_model_sha256": model.sha256} if record_model else {}
+        Collection.objects.filter(pk=entry.collection_id).update(embed_dimensions=len(vectors[0]), **recorded)
         CollectionDocument.objects.filter(pk=entry.pk).update(passages_done=done)
 
 
-async def _store(entry, model, part, vectors, done) -> None:
-    await sync_to_async(_store_sync)(entry, model, part, vectors, done)
+async def _store(entry, model, part, vectors, done, record_model) -> None:
+    await sync_to_async(_store_sync)(entry, model, part, vectors, done, record_model)

@@ -12,7 +12,8 @@ import pytest
 from django.conf import settings
 
 from chat.knowledge.services import delete_document
-from chat.models import CollectionDocument, KnowledgePassage
+from chat.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
+from chat.tasks import reembed_stale_collections
 from monitor.models import Node, ServerProfile
 from monitor.nodes.facts import sha256_of
 from monitor.profiles.loading import unload_profile
@@ -20,6 +21,7 @@ from monitor.public import model_sha256
 from tests.support import pdfs
 from tests.support.client import make_user
 from tests.support.knowledge import ask, documents_found, filled_collection, row_counts
+from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("celery_worker")
 
@@ -125,3 +127,38 @@ def test_a_batch_of_vectors_is_read_whole_though_its_answer_comes_with_its_head(
 
     vectors = asyncio.run(run())
     assert len(vectors) == 16 and {len(vector) for vector in vectors} == {640}
+
+
+def test_a_changed_embedding_model_embeds_again_in_the_background_while_words_answer(embed_2k):
+    owner = make_user()
+    digest = registered_sha256(embed_2k)
+    collection = filled_collection(owner, "models", files(NOTES))
+    vectors = KnowledgeVector.objects.filter(passage__collection=collection)
+    passages = set(vectors.values_list("passage_id", flat=True))
+    # The vectors as another model made them (here: nothing like this one's): what a changed embeddings
+    # profile leaves behind.
+    vectors.update(vector=bytes(640 * 4))
+    Collection.objects.filter(pk=collection.pk).update(
+        embed_model_file="older-embedder.gguf", embed_model_sha256="0" * 64
+    )
+
+    question = "How much did sales increase?"  # no word in common with any note: only vectors find it
+    assert ask(owner, [collection], question) == []  # another model's vectors are not compared with this one's
+    assert documents_found(ask(owner, [collection], "windowsill"))[:1] == ["cat.txt"]  # the words answer
+
+    assert reembed_stale_collections() == [collection.pk]  # beat's task: the collection queued once
+    wait_until(
+        lambda: Collection.objects.filter(pk=collection.pk, embed_model_sha256=digest).exists(),
+        300,
+        "the collection embedded again by the documents worker",
+    )
+    collection.refresh_from_db()
+    assert collection.embed_model_file == embed_2k.model_file and collection.embed_dimensions == 640
+    made_again = dict(vectors.values_list("passage_id", "vector"))
+    assert made_again.keys() == passages  # one vector a passage, each made again
+    assert all(any(blob) for blob in made_again.values())
+    entries = list(collection.entries.all())
+    assert {entry.state for entry in entries} == {CollectionDocument.State.INDEXED}
+    assert all(entry.passages_done == entry.passage_count == 1 for entry in entries)
+    assert documents_found(ask(owner, [collection], question))[0] == "revenue.txt"
+    assert reembed_stale_collections() == []  # nothing left to do

@@ -9,6 +9,7 @@ from chat.accounts.oidc_check import recheck_oidc as recheck_oidc_people
 from chat.conversations.services import mark_orphaned_streams
 from chat.documents import heartbeats, pipeline
 from chat.knowledge import indexing, reembedding
+from chat.knowledge.selectors import in_a_collection
 from chat.models import Document
 from chat.usage import services as usage
 
@@ -46,7 +47,9 @@ def resume_stalled_documents(older_than_s: float | None = None) -> list[str]:
     stalled = heartbeats.stalled_documents(older_than_s)
     for document_id in stalled:
         status = heartbeats.claim_stalled(document_id)
-        if status == Document.Status.EXTRACTING:
+        if status and in_a_collection(document_id):  # a collection's: read again and indexed, not summarized
+            queue_indexing(document_id)
+        elif status == Document.Status.EXTRACTING:
             ingest_document.delay(document_id)
         elif status == Document.Status.SUMMARIZING:
             summarize_document.delay(document_id)

@@ -44,3 +44,8 @@ def collection_entries(user, collection_id) -> list[CollectionDocument]:
     """A readable collection's documents with their state, a failed one with its reason."""
     collection = get_readable(user, collection_id)
     return list(collection.entries.select_related("document").order_by("document__name"))
+
+
+def in_a_collection(document_id) -> bool:
+    """Whether the document was added to a collection (indexed, never summarized)."""
+    return CollectionDocument.objects.filter(document_id=document_id).exists()

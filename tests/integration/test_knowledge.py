@@ -6,14 +6,16 @@ its reason; deleting one leaves no row behind in any table."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.utils import timezone
 
-from chat.knowledge.services import delete_document
-from chat.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
-from chat.tasks import reembed_stale_collections
+from chat.knowledge.services import add_document, create_collection, delete_document
+from chat.models import Collection, CollectionDocument, Document, KnowledgePassage, KnowledgeVector
+from chat.tasks import reembed_stale_collections, resume_stalled_documents
 from monitor.models import Node, ServerProfile
 from monitor.nodes.facts import sha256_of
 from monitor.profiles.loading import unload_profile
@@ -162,3 +164,25 @@ def test_a_changed_embedding_model_embeds_again_in_the_background_while_words_an
     assert all(entry.passages_done == entry.passage_count == 1 for entry in entries)
     assert documents_found(ask(owner, [collection], question))[0] == "revenue.txt"
     assert reembed_stale_collections() == []  # nothing left to do
+
+
+def test_a_collection_document_whose_worker_died_is_read_again_and_indexed_not_summarized(embed_2k):
+    owner = make_user()
+    registered_sha256(embed_2k)
+    collection = create_collection(owner, "Stalled", "stalled")
+    document = add_document(owner, collection.pk, "revenue.txt", NOTES["revenue.txt"].encode())
+    # Its reading had started when the worker died: left extracting, its heartbeat long gone.
+    long_ago = timezone.now() - timedelta(hours=1)
+    Document.objects.filter(pk=document.id).update(status=Document.Status.EXTRACTING, heartbeat_at=long_ago)
+
+    assert str(document.id) in resume_stalled_documents(older_than_s=60)  # beat's sweep
+    done = (CollectionDocument.State.INDEXED, CollectionDocument.State.FAILED)
+    wait_until(
+        lambda: CollectionDocument.objects.filter(document_id=document.id, state__in=done).exists(),
+        180,
+        "the collection's document read again and indexed",
+    )
+    entry = CollectionDocument.objects.get(document_id=document.id)
+    assert entry.state == CollectionDocument.State.INDEXED and entry.passages_done == entry.passage_count == 1
+    read = Document.objects.get(pk=document.id)
+    assert read.status == Document.Status.READY and read.summary == ""  # indexed, never summarized

@@ -22,6 +22,8 @@ class Conversation(models.Model):
     system_prompt = models.TextField(blank=True)
     # A name from chat/conversations/presets.py (sampling settings); "" the profile's own.
     sampling_preset = models.CharField(max_length=16, blank=True)
+    # The knowledge collections its questions ask (the picker; narrowed to the readable ones at each turn).
+    collections = models.ManyToManyField("Collection", blank=True, related_name="conversations")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -342,6 +344,17 @@ class CollectionShare(models.Model):
         constraints = [models.UniqueConstraint(fields=["collection", "user"], name="collection_share_unique")]
 
 
+class CollectionGroupShare(models.Model):
+    """A group's access to a collection (its members read, or edit)."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="group_shares")
+    group = models.ForeignKey("auth.Group", on_delete=models.CASCADE, related_name="collection_shares")
+    access = models.CharField(max_length=8, choices=CollectionShare.Access.choices, default=CollectionShare.Access.READ)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["collection", "group"], name="collection_group_share_unique")]
+
+
 class CollectionDocument(models.Model):
     """A document of a collection (read by the documents' pipeline) and how far its indexing went."""
 
@@ -381,3 +394,14 @@ class KnowledgeVector(models.Model):
 
     passage = models.OneToOneField(KnowledgePassage, on_delete=models.CASCADE, primary_key=True, related_name="vector")
     vector = models.BinaryField()
+
+
+class AnswerPassage(models.Model):
+    """A collection's passage an answer was given: the sources its citations open (shown only while the
+    person may read the passage's collection; gone with the passage)."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="knowledge_passages")
+    passage = models.ForeignKey(KnowledgePassage, on_delete=models.CASCADE, related_name="answers")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["message", "passage"], name="answer_passage_unique")]

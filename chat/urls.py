@@ -59,18 +59,6 @@ urlpatterns = [
     path("collections/<int:collection_id>/do/<slug:action>/", knowledge_views.collection_action, name="collection-act"),
     path("collections/<int:collection_id>/delete/", knowledge_views.delete_collection, name="collection-delete"),
     path(
-        "collections/<int:collection_id>/share-group/",
-        knowledge_views.share_collection_group,
-    ),
-    path(
-        "collections/<int:collection_id>/unshare-group/",
-        knowledge_views.unshare_collection_group,
-    ),
-    path(
-        "collections/<int:collection_id>/everyone/",
-        knowledge_views.share_collection_everyone,
-    ),
-    path(
         "collections/documents/<uuid:document_id>/delete/",
         knowledge_views.delete_collection_document,
         name="collection-document-delete",

@@ -22,7 +22,6 @@ class Conversation(models.Model):
     system_prompt = models.TextField(blank=True)
     # A name from chat/conversations/presets.py (sampling settings); "" the profile's own.
     sampling_preset = models.CharField(max_length=16, blank=True)
-    # The knowledge collections its questions ask (the picker; narrowed to the readable ones at each turn).
     collections = models.ManyToManyField("Collection", blank=True, related_name="conversations")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -308,14 +307,11 @@ class GroupPolicy(models.Model):
 
 
 class Collection(models.Model):
-    """A knowledge base: documents people ask across, shared with named people (or, by staff, with everyone).
-
-    Its passages' vectors were made by one embedding model, recorded here (file and SHA256)."""
+    """A knowledge base shared with people, groups or (by staff) everyone; its vectors' model recorded."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="collections")
     name = models.CharField(_("name"), max_length=100)
-    # What a person types after "#" to ask it in a chat; unique, lower case.
-    slug = models.SlugField(_("mention"), max_length=50, unique=True)
+    slug = models.SlugField(_("mention"), max_length=50, unique=True)  # typed after "#" in a chat, lower case
     shared_with_everyone = models.BooleanField(default=False)
     embed_model_file = models.CharField(max_length=255, blank=True)
     embed_model_sha256 = models.CharField(max_length=64, blank=True)
@@ -373,10 +369,8 @@ class CollectionDocument(models.Model):
 
 
 class KnowledgePassage(models.Model):
-    """A piece of a collection's document (about KNOWLEDGE_PASSAGE_TOKENS tokens, within one page).
-
-    Its words are in the SQLite FTS5 table ``chat_knowledge_fts`` (rowid = this id; a trigger deletes them
-    with the row), its vector in ``KnowledgeVector``."""
+    """A piece of a collection's document (about KNOWLEDGE_PASSAGE_TOKENS tokens, within one page); its words
+    in the FTS5 table ``chat_knowledge_fts`` (rowid = this id; a trigger deletes them with it)."""
 
     collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="passages")
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="knowledge_passages")
@@ -397,8 +391,7 @@ class KnowledgeVector(models.Model):
 
 
 class AnswerPassage(models.Model):
-    """A collection's passage an answer was given: the sources its citations open (shown only while the
-    person may read the passage's collection; gone with the passage)."""
+    """A passage an answer was given: a source its citations open (while its collection is readable)."""
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="knowledge_passages")
     passage = models.ForeignKey(KnowledgePassage, on_delete=models.CASCADE, related_name="answers")

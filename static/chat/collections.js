@@ -17,7 +17,7 @@
 
   function progressText(entry) {
     if (entry.state === "indexing" && entry.passage_count) {
-      return interpolate(gettext("%(state)s: %(done)s of %(count)s passages"), { state: entry.state_label, done: entry.passages_done, count: entry.passage_count }, true);
+      return interpolate(ngettext("%(state)s: %(done)s of %(count)s passage", "%(state)s: %(done)s of %(count)s passages", entry.passage_count), { state: entry.state_label, done: entry.passages_done, count: entry.passage_count }, true);
     }
     return entry.state_label;
   }

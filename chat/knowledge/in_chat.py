@@ -71,16 +71,19 @@ def without_mentions(text: str, slugs: list[str]) -> str:
 def asked_collections(conversation_id, owner_id: int, question: str) -> Asked:
     """The collections a turn asks: the conversation's picked ones and those mentioned, narrowed to
     those the person may read now. A mention of a collection they cannot read counts as no mention
-    (it tells nothing about it)."""
-    user = get_user_model().objects.get(pk=owner_id)
-    readable = readable_collections(user)
+    (it tells nothing about it). A turn that asks none costs one read."""
+    slugs = mentions(question)
     picked = list(
         Conversation.collections.through.objects.filter(conversation_id=conversation_id).values_list(
             "collection_id", flat=True
         )
     )
-    mentioned = list(readable.filter(slug__in=mentions(question)))
-    chosen = list(readable.filter(pk__in=picked)) + mentioned
+    if not picked and not slugs:
+        return Asked(None, [], False)
+    user = get_user_model().objects.get(pk=owner_id)
+    readable = readable_collections(user)
+    mentioned = list(readable.filter(slug__in=slugs)) if slugs else []
+    chosen = (list(readable.filter(pk__in=picked)) if picked else []) + mentioned
     unique = list({collection.pk: collection for collection in chosen}.values())
     return Asked(user, unique, bool(picked or mentioned))
 

@@ -182,14 +182,14 @@ def test_a_failed_document_is_named_and_the_others_are_read(world, web_server):
     created = http.post("/collections/new/", {"name": "Mixed", "slug": f"mixed-{alice.pk}"})
     collection_url = created.headers["Location"]
     collection_id = int(collection_url.strip("/").split("/")[-1])
-    for name, data in (("broken.pdf", pdfs.image_text_pdf([[]])), ("fine.txt", HOLIDAYS.encode())):
+    for name, data in (("blank-scan.pdf", pdfs.image_text_pdf([[]])), ("fine.txt", HOLIDAYS.encode())):
         response = http.post(f"/collections/{collection_id}/add/", {"file": SimpleUploadedFile(name, data)})
         assert response.status_code == 201, response.content
     entries = CollectionDocument.objects.filter(collection_id=collection_id)
     wait_until(lambda: not entries.exclude(state__in=["indexed", "failed"]).exists(), 300, "both documents done")
     states = {row["name"]: row for row in http.get(f"/collections/{collection_id}/documents/").json()["documents"]}
     assert states["fine.txt"]["state"] == "indexed"
-    assert states["broken.pdf"]["state"] == "failed" and states["broken.pdf"]["error"]
+    assert states["blank-scan.pdf"]["state"] == "failed" and states["blank-scan.pdf"]["error"]
     # Deleting a document takes its passages, vectors, words and answer sources at once.
     fine = entries.get(document__name="fine.txt")
     before = row_counts()

@@ -215,3 +215,22 @@ def test_a_limit_is_named_to_the_person(world):
             f"/collections/{world['handbook'].pk}/add/", {"file": SimpleUploadedFile("big.txt", b"x" * 200)}
         )
     assert "past its 0 MB limit" in response.json()["error"]
+
+
+def test_only_staff_share_with_everyone_and_only_named_actions_exist(world):
+    alice, handbook = world["alice"], world["handbook"]
+    url = f"/collections/{handbook.pk}/do/everyone/"
+    _client(alice).post(url, {"shared": "on"})
+    handbook.refresh_from_db()
+    assert not handbook.shared_with_everyone
+    assert _client(alice).post(f"/collections/{handbook.pk}/do/give-away/").status_code == 404
+    staff = make_user(is_staff=True)
+    _client(staff).post(url, {"shared": "on"})
+    try:
+        handbook.refresh_from_db()
+        assert handbook.shared_with_everyone
+        assert "#handbook" in _client(world["bob"]).get("/collections/").content.decode()
+    finally:
+        _client(staff).post(url, {})
+    handbook.refresh_from_db()
+    assert not handbook.shared_with_everyone

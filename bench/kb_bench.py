@@ -124,7 +124,8 @@ def synthetic_collection(user, dimensions: int):
     from chat.knowledge.embedder import embedder
     from chat.knowledge.services import create_collection
     from chat.knowledge.vectors import add_terms, pack
-    from chat.models import Collection, Document, KnowledgePassage, KnowledgeVector
+    from chat.knowledge.models import Collection, KnowledgePassage, KnowledgeVector
+    from chat.models import Document
 
     rng = np.random.default_rng(3)
     words = [f"{a}{b}" for a in ("ka", "lo", "mi", "ne", "su", "ta", "ve", "ro") for b in range(400)]
@@ -199,7 +200,7 @@ def corpus_figures(user) -> None:
     """Recall both ways and indexing speed on the 200 notes."""
     from chat.documents.ingest import ingest
     from chat.knowledge.indexing import index_document
-    from chat.models import Collection
+    from chat.knowledge.models import Collection
 
     notes = corpus()
     _reading, read_ids = filled(user, "reading", notes[:READ_SAMPLE])

@@ -25,5 +25,6 @@ class ChatConfig(AppConfig):
 
         checks.register(check_directory)
         checks.register(check_oidc)
-        # The MCP servers' rows live beside their client (chat/models.py is at the line cap).
+        # The MCP servers' and knowledge bases' rows live beside their code (chat/models.py is at the line cap).
+        import chat.knowledge.models  # noqa: F401
         import chat.tools.mcp.models  # noqa: F401

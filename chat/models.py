@@ -22,6 +22,7 @@ class Conversation(models.Model):
     system_prompt = models.TextField(blank=True)
     # A name from chat/conversations/presets.py (sampling settings); "" the profile's own.
     sampling_preset = models.CharField(max_length=16, blank=True)
+    collections = models.ManyToManyField("Collection", blank=True, related_name="conversations")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -312,84 +313,7 @@ class GroupPolicy(models.Model):
         return str(self.group)
 
 
-class Collection(models.Model):
-    """A knowledge base: documents people ask across, shared with named people (or, by staff, with everyone).
-
-    Its passages' vectors were made by one embedding model, recorded here (file and SHA256)."""
-
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="collections")
-    name = models.CharField(_("name"), max_length=100)
-    # What a person types after "#" to ask it in a chat; unique, lower case.
-    slug = models.SlugField(_("mention"), max_length=50, unique=True)
-    shared_with_everyone = models.BooleanField(default=False)
-    embed_model_file = models.CharField(max_length=255, blank=True)
-    embed_model_sha256 = models.CharField(max_length=64, blank=True)
-    embed_dimensions = models.PositiveIntegerField(default=0)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class CollectionShare(models.Model):
-    """A named person's access to a collection: read, or edit (add and delete documents)."""
-
-    class Access(models.TextChoices):
-        READ = "read", _("read")
-        EDIT = "edit", _("edit")
-
-    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="shares")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="collection_shares")
-    access = models.CharField(max_length=8, choices=Access.choices, default=Access.READ)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["collection", "user"], name="collection_share_unique")]
-
-
-class CollectionDocument(models.Model):
-    """A document of a collection (read by the documents' pipeline) and how far its indexing went."""
-
-    class State(models.TextChoices):
-        WAITING = "waiting", _("Waiting to be read")
-        INDEXING = "indexing", _("Indexing")
-        INDEXED = "indexed", _("Indexed")
-        FAILED = "failed", _("Failed")
-
-    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="entries")
-    document = models.OneToOneField(Document, on_delete=models.CASCADE, related_name="collection_entry")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.WAITING)
-    error = models.TextField(blank=True)  # why it could not be read or indexed, shown in the collection
-    passages_done = models.PositiveIntegerField(default=0)
-    passage_count = models.PositiveIntegerField(default=0)
-
-
-class KnowledgePassage(models.Model):
-    """A piece of a collection's document (about KNOWLEDGE_PASSAGE_TOKENS tokens, within one page).
-
-    Its words are in the SQLite FTS5 table ``chat_knowledge_fts`` (rowid = this id; a trigger deletes them
-    with the row), its vector in ``KnowledgeVector``."""
-
-    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="passages")
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="knowledge_passages")
-    index = models.PositiveIntegerField()
-    page = models.PositiveIntegerField()
-    text = models.TextField()
-
-    class Meta:
-        ordering = ["document", "index"]
-        constraints = [models.UniqueConstraint(fields=["document", "index"], name="knowledge_passage_unique")]
-
-
-class KnowledgeVector(models.Model):
-    """A passage's embedding: float32, unit length, by the collection's recorded model."""
-
-    passage = models.OneToOneField(KnowledgePassage, on_delete=models.CASCADE, primary_key=True, related_name="vector")
-    vector = models.BinaryField()
-
-
 # The usage ledger's rows live in their own sub-package (this file is at its size limit); imported here,
-# Django finds them as the app's.
+# Django finds them as the app's. Knowledge bases' rows: chat/knowledge/models.py (imported by the app's
+# ready(): that package reads this module's rows).
 from chat.usage.models import UsageDay, UsageDayTotal, UsageRecord  # noqa: E402, F401

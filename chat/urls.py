@@ -5,6 +5,7 @@ from chat.web import (
     conversation_views,
     document_views,
     key_views,
+    knowledge_views,
     mcp_views,
     usage_views,
     user_views,
@@ -69,4 +70,21 @@ urlpatterns = [
     path("documents/<uuid:document_id>/cancel/", document_views.cancel_document, name="document-cancel"),
     path("documents/<uuid:document_id>/delete/", document_views.delete_document, name="document-delete"),
     path("documents/<uuid:document_id>/summarize/", document_views.summarize_document, name="document-summarize"),
+    path("collections/", knowledge_views.collections_page, name="collections"),
+    path("collections/new/", knowledge_views.create_collection, name="collection-create"),
+    path("collections/<int:collection_id>/", knowledge_views.collection_page, name="collection"),
+    path(
+        "collections/<int:collection_id>/documents/", knowledge_views.collection_documents, name="collection-documents"
+    ),
+    path("collections/<int:collection_id>/add/", knowledge_views.add_collection_document, name="collection-add"),
+    path("collections/<int:collection_id>/do/<slug:action>/", knowledge_views.collection_action, name="collection-act"),
+    path("collections/<int:collection_id>/delete/", knowledge_views.delete_collection, name="collection-delete"),
+    path(
+        "collections/documents/<uuid:document_id>/delete/",
+        knowledge_views.delete_collection_document,
+        name="collection-document-delete",
+    ),
+    path("collections/documents/<uuid:document_id>/pages/<int:number>/", knowledge_views.cited_page, name="cited-page"),
+    path("c/<uuid:conversation_id>/collections/", knowledge_views.pick_collections, name="pick-collections"),
+    path("c/<uuid:conversation_id>/sources/", knowledge_views.conversation_sources, name="sources"),
 ]

@@ -22,3 +22,8 @@ KNOWLEDGE_RERANK_PROFILE = os.environ.get("QWENWEB_KNOWLEDGE_RERANK_PROFILE", ""
 KNOWLEDGE_CANDIDATES = env_int("QWENWEB_KNOWLEDGE_CANDIDATES", 50)
 KNOWLEDGE_MIN_SIMILARITY = float(os.environ.get("QWENWEB_KNOWLEDGE_MIN_SIMILARITY", "0.5"))
 KNOWLEDGE_MIN_RERANK_SCORE = float(os.environ.get("QWENWEB_KNOWLEDGE_MIN_RERANK_SCORE", "0.1"))
+# A chat turn asking collections: the passages it is given at most, and (without a reranker) the cosine
+# similarity a passage sharing no content word with the question needs to count as relevant; none
+# relevant: the answer says nothing was found (docs/knowledge.md: why this figure for embed-2k).
+KNOWLEDGE_ANSWER_PASSAGES = env_int("QWENWEB_KNOWLEDGE_ANSWER_PASSAGES", 6)
+KNOWLEDGE_ANSWER_MIN_SIMILARITY = float(os.environ.get("QWENWEB_KNOWLEDGE_ANSWER_MIN_SIMILARITY", "0.83"))

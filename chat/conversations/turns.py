@@ -27,6 +27,7 @@ from chat.conversations.services import finish_message
 from chat.documents.citations import CitationStream
 from chat.documents.retrieval import answer_citation_checker, document_system_message
 from chat.errors import ChatError
+from chat.knowledge.in_chat import NothingFound, with_knowledge
 from chat.models import Conversation, Message
 from monitor.public import (
     LlamaError,
@@ -195,6 +196,9 @@ class TurnRunner:
                 Message.Status.ERROR,
                 _("The request queue is not reachable right now. Your message is saved; send again shortly."),
             )
+        except NothingFound as nothing:  # collections asked, nothing relevant: said plainly, no model call
+            await self._show(str(nothing))
+            await self._finish(Message.Status.COMPLETE, "")
         except (LlamaError, ChatError) as error:
             await self._finish(Message.Status.ERROR, str(error))
         except Exception:
@@ -228,6 +232,9 @@ class TurnRunner:
             )
         if inputs.has_documents:
             messages = await self._with_documents(pool.client, messages, info.n_ctx)
+        messages, self.citations = await with_knowledge(
+            pool.client, self.conversation, self.assistant_id, messages, documents_budget(info.n_ctx), self.citations
+        )
         messages = with_system_prompt(messages, self.conversation.system_prompt)
         fitted = await fit_messages(pool.client, messages, info.n_ctx, info.template_key)
         notice = ""

@@ -16,9 +16,10 @@ from django.utils.translation import gettext as _
 from chat.documents.ingest import ingest
 from chat.documents.selectors import text_pages
 from chat.knowledge.embedder import Embedder, embed, embedder
+from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
 from chat.knowledge.passages import cut_pages
 from chat.knowledge.vectors import add_terms, pack
-from chat.models import Collection, CollectionDocument, Document, KnowledgePassage, KnowledgeVector
+from chat.models import Document
 from monitor.public import LlamaError, LoadFailed, QueueUnavailable, close_loop_clients, serving_pool
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from django.db.models import Q
 
 from chat.knowledge.embedder import Embedder, embedder
 from chat.knowledge.indexing import State, embed_passages, mark
-from chat.models import Collection, CollectionDocument, KnowledgePassage
+from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassage
 from monitor.public import LlamaError, LoadFailed, QueueUnavailable, sync_redis
 
 log = logging.getLogger(__name__)

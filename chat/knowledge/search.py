@@ -19,9 +19,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from chat.knowledge.embedder import embed, embedder, rerank, reranker
+from chat.knowledge.models import Collection, KnowledgePassage
 from chat.knowledge.selectors import readable_collections
 from chat.knowledge.vectors import lexical, nearest, unit
-from chat.models import Collection, KnowledgePassage
 from monitor.public import LlamaError, LoadFailed, QueueUnavailable, serving_pool
 
 RRF_K = 60
@@ -35,6 +35,9 @@ class Found:
     page: int
     text: str
     score: float
+    document_id: str = ""
+    kind: str = ""
+    similarity: float | None = None  # cosine with the question, when its vector was among the nearest
 
 
 def fuse(*rankings: list[int], k: int = RRF_K) -> list[tuple[int, float]]:
@@ -53,7 +56,16 @@ def _allowed(user, collection_ids: list[int]) -> list[Collection]:
 def _found(ids_scores: list[tuple[int, float]]) -> list[Found]:
     rows = KnowledgePassage.objects.select_related("document", "collection").in_bulk([pk for pk, _s in ids_scores])
     return [
-        Found(pk, rows[pk].collection.name, rows[pk].document.name, rows[pk].page, rows[pk].text, score)
+        Found(
+            pk,
+            rows[pk].collection.name,
+            rows[pk].document.name,
+            rows[pk].page,
+            rows[pk].text,
+            score,
+            str(rows[pk].document_id),
+            rows[pk].document.kind,
+        )
         for pk, score in ids_scores
         if pk in rows
     ]
@@ -77,30 +89,48 @@ async def _question_vector(user, question: str, collections: list[Collection]):
     return unit(vectors[0]), same
 
 
+@dataclass(frozen=True)
+class Retrieved:
+    """A search's passages and how they were judged: ``reranked`` by a reranker (whose floor they
+    passed), else ``compared`` when the question's vector met theirs (each passage's ``similarity``)."""
+
+    found: list[Found]
+    compared: bool = False
+    reranked: bool = False
+
+
 async def search(user, collection_ids: list[int], question: str, k: int = 5, *, hybrid: bool = True) -> list[Found]:
     """The ``k`` best passages for the question from the collections asked that the person may read
     (``hybrid=False``: by their words alone); empty when nothing relevant is found."""
+    return (await retrieve(user, collection_ids, question, k, hybrid=hybrid)).found
+
+
+async def retrieve(user, collection_ids: list[int], question: str, k: int = 5, *, hybrid: bool = True) -> Retrieved:
+    """``search``, saying how its passages were judged."""
     collections = await sync_to_async(_allowed)(user, list(collection_ids))
     if not collections or not question.strip():
-        return []
+        return Retrieved([])
     limit = settings.KNOWLEDGE_CANDIDATES
     words = await sync_to_async(lexical)([c.pk for c in collections], question, limit)
     meaning: list[tuple[int, float]] = []
+    similarity: dict[int, float] = {}
+    compared = False
     if hybrid:
         query, comparable = await _question_vector(user, question, collections)
         if query is not None:
+            compared = True
             meaning = await sync_to_async(nearest)(comparable, query, limit)
+            similarity = dict(meaning)
             meaning = [(pk, score) for pk, score in meaning if score >= settings.KNOWLEDGE_MIN_SIMILARITY]
     fused = fuse([pk for pk, _s in words], [pk for pk, _s in meaning])[: max(k, limit)]
-    found = await sync_to_async(_found)(fused)
+    found = [replace(item, similarity=similarity.get(item.passage_id)) for item in await sync_to_async(_found)(fused)]
     profile = await sync_to_async(reranker)() if found else None
     if profile is not None:
         try:
             scores = await rerank(profile, str(user.pk), question, [item.text for item in found])
         except (LoadFailed, LlamaError, QueueUnavailable):
-            return found[:k]
+            return Retrieved(found[:k], compared)
         ranked = sorted(zip(scores, found, strict=True), key=lambda pair: -pair[0])
-        return [replace(item, score=score) for score, item in ranked if score >= settings.KNOWLEDGE_MIN_RERANK_SCORE][
-            :k
-        ]
-    return found[:k]
+        kept = [replace(item, score=score) for score, item in ranked if score >= settings.KNOWLEDGE_MIN_RERANK_SCORE]
+        return Retrieved(kept[:k], compared, reranked=True)
+    return Retrieved(found[:k], compared)

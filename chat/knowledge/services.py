@@ -14,8 +14,9 @@ from django.utils.translation import ngettext
 from chat.documents.removal import delete_document_rows, remove_files
 from chat.documents.uploads import create_document
 from chat.errors import ChatError, NotFound
-from chat.knowledge.selectors import editable_collections, get_editable
-from chat.models import Collection, CollectionDocument, CollectionShare, Document
+from chat.knowledge.models import Collection, CollectionDocument, CollectionGroupShare, CollectionShare
+from chat.knowledge.selectors import editable_collections, get_editable, readable_collections
+from chat.models import Document
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,49}$")
 
@@ -37,6 +38,24 @@ def create_collection(user, name: str, slug: str) -> Collection:
             return Collection.objects.create(owner=user, name=name, slug=slug)
     except IntegrityError:
         raise CollectionError(_("The mention #%(slug)s is taken; choose another.") % {"slug": slug}) from None
+
+
+def _owned(user, collection_id) -> Collection:
+    collection = Collection.objects.filter(pk=collection_id, owner=user).first()
+    if collection is None:
+        raise NotFound(_("No such collection."))
+    return collection
+
+
+def rename_collection(user, collection_id, name: str) -> Collection:
+    """Its owner's: a new name (the mention stays)."""
+    collection = _owned(user, collection_id)
+    name = name.strip()[:100]
+    if not name:
+        raise CollectionError(_("A collection needs a name."))
+    collection.name = name
+    collection.save(update_fields=["name"])
+    return collection
 
 
 def _check_limits(collection: Collection, size: int) -> None:
@@ -85,6 +104,22 @@ def share(user, collection_id, person, access: str = CollectionShare.Access.READ
     return row
 
 
+def share_with_group(user, collection_id, group, access: str = CollectionShare.Access.READ) -> CollectionGroupShare:
+    """Share with a group's members (read or edit); only its owner may."""
+    collection = _owned(user, collection_id)
+    if access not in CollectionShare.Access.values:
+        raise CollectionError(_("Access is read or edit."))
+    row, _created = CollectionGroupShare.objects.update_or_create(
+        collection=collection, group=group, defaults={"access": access}
+    )
+    return row
+
+
+def unshare_group(user, collection_id, group) -> None:
+    """Takes effect at the members' next search, as ``unshare`` does."""
+    CollectionGroupShare.objects.filter(collection=_owned(user, collection_id), group=group).delete()
+
+
 def unshare(user, collection_id, person) -> None:
     """Takes effect at the person's next search: every search asks ``readable_collections`` again."""
     collection = Collection.objects.filter(pk=collection_id, owner=user).first()
@@ -124,3 +159,10 @@ def delete_collection(user, collection_id) -> None:
         files = delete_document_rows(Document.objects.filter(collection_entry__collection=collection))
         collection.delete()
     remove_files(files)
+
+
+def pick_collections(user, conversation, collection_ids: list[int]) -> list[Collection]:
+    """The collections the conversation's questions ask (the picker): only readable ones are kept."""
+    chosen = list(readable_collections(user).filter(pk__in=collection_ids))
+    conversation.collections.set(chosen)
+    return chosen

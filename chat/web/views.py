@@ -18,6 +18,7 @@ from chat.conversations.runs import running_answers
 from chat.documents.languages import language_choices
 from chat.documents.selectors import conversation_documents
 from chat.errors import ChatError, NotFound
+from chat.knowledge.selectors import picked_collection_ids, readable_collections
 from chat.web.forms import RenameForm, ThinkingForm, first_error
 
 
@@ -37,6 +38,8 @@ def _page(request, conversation=None):
             "image_max_edge": settings.CHAT_IMAGE_MAX_EDGE,
             "presets": preset_choices(),
             "system_prompt_max": SYSTEM_PROMPT_MAX_CHARS,
+            "collections": readable_collections(request.user) if conversation else [],
+            "picked_collections": picked_collection_ids(conversation.id) if conversation else [],
             # Set by an edited question: the page asks for its answer once (a reload does not ask again).
             "regenerate": bool(conversation) and request.session.pop("regenerate", None) == str(conversation.id),
         },

@@ -13,8 +13,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
 from chat.knowledge.services import add_document, create_collection, delete_document
-from chat.models import Collection, CollectionDocument, Document, KnowledgePassage, KnowledgeVector
+from chat.models import Document
 from chat.tasks import reembed_stale_collections, resume_stalled_documents
 from monitor.models import Node, ServerProfile
 from monitor.nodes.facts import sha256_of

@@ -11,6 +11,7 @@ import pytest
 from django.conf import settings
 
 from chat.errors import NotFound
+from chat.knowledge.models import CollectionShare, KnowledgePassage
 from chat.knowledge.selectors import collection_entries, readable_collections
 from chat.knowledge.services import (
     CollectionError,
@@ -22,7 +23,6 @@ from chat.knowledge.services import (
     share_with_everyone,
     unshare,
 )
-from chat.models import CollectionShare, KnowledgePassage
 from monitor.profiles.loading import unload_profile
 from tests.support.client import make_user
 from tests.support.knowledge import ask, documents_found, filled_collection, fts_rows, row_counts

@@ -9,8 +9,8 @@ import time
 from django.db import connection
 
 from chat.knowledge import search as knowledge_search
+from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
 from chat.knowledge.services import add_document, create_collection
-from chat.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
 from chat.tasks import queue_indexing
 
 DONE = (CollectionDocument.State.INDEXED, CollectionDocument.State.FAILED)

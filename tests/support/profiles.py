@@ -43,14 +43,23 @@ def ignoring_eos(llama, prefix: str, hang_limit_s: int) -> Iterator[ServerProfil
     to their max_tokens, so an answer a test stops, cuts, freezes or opens again is still running when
     the test acts, whatever the model would have chosen to write. Loading it unloads the default (one
     instance at a time); the default is loaded again after."""
+    with default_copy(llama, prefix, "--ignore-eos", hang_limit_s=hang_limit_s) as profile:
+        yield profile
+
+
+@contextlib.contextmanager
+def default_copy(llama, prefix: str, extra_args: str, **fields) -> Iterator[ServerProfile]:
+    """A copy of the default profile with ``extra_args`` (a ``--grammar`` that forces what it writes),
+    served while the test runs; the default is loaded again after."""
     from monitor.profiles.selectors import find_profile
     from monitor.profiles.services import clone_profile, delete_profile, save_profile
     from monitor.profiles.validation import validate_profile
     from tests.support.stack import wait_until
 
     profile = clone_profile(find_profile(None))
-    profile.name, profile.extra_args = f"{prefix}-{uuid.uuid4().hex[:6]}", "--ignore-eos"
-    profile.hang_limit_s = hang_limit_s
+    profile.name, profile.extra_args = f"{prefix}-{uuid.uuid4().hex[:6]}", extra_args
+    for name, value in fields.items():
+        setattr(profile, name, value)
     validate_profile(profile)
     save_profile(profile)
     served(profile.name)

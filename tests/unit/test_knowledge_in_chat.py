@@ -1,0 +1,19 @@
+"""The chat turn's reading of a question: which collections it mentions, the words searched without the
+mentions, and the content terms that make a passage relevant without a reranker."""
+
+from chat.knowledge.in_chat import content_terms, mentions, without_mentions
+
+
+def test_mentions_are_hash_slugs_not_inside_words_or_entities():
+    assert mentions("#Handbook and #legal-2024: what is C# or &#35; or ##x?") == ["handbook", "legal-2024"]
+    assert mentions("no mention here") == []
+
+
+def test_the_mentions_asked_are_taken_out_of_the_words_searched():
+    assert without_mentions("#handbook what is #other", ["handbook"]) == "what is #other"
+
+
+def test_content_terms_leave_function_words_and_single_cjk_characters_out():
+    assert content_terms("What is the weather like today?") == {"weather", "like", "today"}
+    assert content_terms("Tell me about the company") == {"company"}
+    assert content_terms("合同的期限") == {"合同", "同的", "的期", "期限"}

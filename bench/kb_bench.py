@@ -122,9 +122,9 @@ def filled(user, slug: str, notes) -> tuple[object, list]:
 def synthetic_collection(user, dimensions: int):
     """50,000 passages with random words and random unit vectors, written straight into the tables."""
     from chat.knowledge.embedder import embedder
+    from chat.knowledge.models import Collection, KnowledgePassage, KnowledgeVector
     from chat.knowledge.services import create_collection
     from chat.knowledge.vectors import add_terms, pack
-    from chat.knowledge.models import Collection, KnowledgePassage, KnowledgeVector
     from chat.models import Document
 
     rng = np.random.default_rng(3)

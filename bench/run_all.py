@@ -28,6 +28,7 @@ BENCHES = [
     "summary_contention_bench.py",
     "soak_bench.py",
     "kb_bench.py",
+    "tool_bench.py",
 ]
 
 failed = False

@@ -386,4 +386,5 @@ def _stats(timings: dict, usage: dict | None) -> dict:
         "output_tokens": timings.get("predicted_n", (usage or {}).get("completion_tokens")),
         "prompt_per_second": round(timings.get("prompt_per_second") or 0, 1),
         "tokens_per_second": round(timings.get("predicted_per_second") or 0, 1),
+        "model_ms": round((timings.get("prompt_ms") or 0) + (timings.get("predicted_ms") or 0), 1),
     }

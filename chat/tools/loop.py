@@ -37,7 +37,7 @@ from chat.tools.services import save_tool_steps
 from monitor.public import ServingPool
 
 log = logging.getLogger(__name__)
-SUMMED_STATS = ("prompt_tokens", "cached_tokens", "output_tokens")
+SUMMED_STATS = ("prompt_tokens", "cached_tokens", "output_tokens", "model_ms")
 
 
 class Turn(Protocol):
@@ -98,7 +98,9 @@ class ToolLoop:
                 if call is None or last:
                     if last:
                         await self._limit_notice()
-                    return {**stats, **totals, "tool_steps": len(self.steps)}
+                    # The last request resumed after a tool: how much of its prompt llama-server had cached.
+                    resumed = {name: stats.get(name) for name in ("prompt_tokens", "cached_tokens")}
+                    return {**stats, **totals, "tool_steps": len(self.steps), "resumed": resumed}
                 text = "".join(self.turn.content[text_from:])
                 result = await self._step(call)
                 messages += [
@@ -198,4 +200,4 @@ class ToolLoop:
 def _add(totals: dict, stats: dict) -> None:
     for name in SUMMED_STATS:
         if stats.get(name) is not None:
-            totals[name] = totals.get(name, 0) + int(stats[name])
+            totals[name] = round(totals.get(name, 0) + stats[name], 1)

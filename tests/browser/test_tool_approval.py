@@ -1,4 +1,5 @@
-"""A writing tool in the chat page: its step shows with Allow and Deny, and the person's click decides.
+"""A writing tool in the chat page: its step shows with Allow and Deny, and the person's click decides;
+a tool's result is rendered through the strict profile model output goes through.
 The wired Qwen3.5 model calls the test tool ``write_note`` (tests/support/tool_provider.py) in a web
 process that offers it; nothing here depends on what the model chooses to write."""
 
@@ -49,5 +50,27 @@ def test_allow_and_deny_in_the_page_decide_whether_a_writing_tool_runs(profile, 
         # The page opened again shows the stored step.
         page.reload()
         expect(page.locator("article.message.assistant .tool-step").first).to_have_attribute("data-state", state)
+    finally:
+        page.close()
+
+
+def test_a_tool_result_is_rendered_inert_like_model_output(profile, browser):
+    user = make_user()
+    conversation = Conversation.objects.create(
+        owner=user, profile=profile, title="tool:hostile", tools_enabled=True, thinking_enabled=False
+    )
+    page = browser.new_page()
+    try:
+        log_in(page, user)
+        page.goto(f"{base_url()}/c/{conversation.id}/")
+        page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'")
+        page.fill("#prompt", "Look it up.")
+        page.keyboard.press("Enter")
+        answer = page.locator("article.message.assistant").last
+        expect(answer).to_have_attribute("data-status", "complete", timeout=120_000)
+        result = answer.locator(".tool-step .tool-result")
+        expect(result.locator("strong")).to_have_text("bold")  # Markdown rendered, as model output is
+        assert result.locator("script, button, [onerror], [onclick]").count() == 0
+        assert page.evaluate("() => window.toolResultRan") is None
     finally:
         page.close()

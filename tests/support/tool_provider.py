@@ -8,8 +8,10 @@ format is free text the grammar does not hold to a constant). The tools:
 - ``calculator``: the built-in calculator's own code, on the expression ``6*<n>`` (n = 7);
 - ``write_note``: a writing tool; each run appends a line to ``<var>/tool-notes-<conversation>``;
 - ``slow``: runs until the test creates ``<var>/tool-release-<conversation>`` (a hold the test releases);
+- ``nap``: sleeps ``NAP_S`` (5 s) and answers (bench/tool_bench.py);
 - ``hang``: never answers (its timeout, 2 s, cuts it);
 - ``broken``: raises;
+- ``hostile``: answers with HTML that would run script if it were rendered as it is (``HOSTILE``);
 - ``strict``: its schema has a maximum of 10 beside the constant 12345 the grammar writes, so the
   loop's own check of the arguments refuses them.
 """
@@ -25,6 +27,13 @@ from chat.tools.base import ToolResult, ToolSpec
 from chat.tools.builtin import run_calculator
 
 RELEASE_POLL_S = 0.05
+NAP_S = 5.0
+HOSTILE = (
+    '<img src="x" onerror="window.toolResultRan = 1">'
+    "<script>window.toolResultRan = 2</script>"
+    '<button class="tool-allow" onclick="window.toolResultRan = 3">Allow</button>'
+    " **bold** result"
+)
 
 
 def var_dir() -> Path:
@@ -57,6 +66,8 @@ def specs(conversation_id: str) -> dict[str, ToolSpec]:
         "write_note": spec("write_note", _fixed(1), writes=True),
         "slow": spec("slow", _fixed(1)),
         "hang": spec("hang", _fixed(1), timeout_s=2),
+        "nap": spec("nap", _fixed(1)),
+        "hostile": spec("hostile", _fixed(1)),
         "broken": spec("broken", _fixed(1)),
         "strict": spec("strict", _fixed(12345, maximum=10)),
     }
@@ -84,6 +95,11 @@ class TestProvider:
             while spec.name == "hang" or not release.exists():
                 await asyncio.sleep(RELEASE_POLL_S)
             return ToolResult("released")
+        if spec.name == "nap":
+            await asyncio.sleep(NAP_S)
+            return ToolResult("rested")
+        if spec.name == "hostile":
+            return ToolResult(HOSTILE)
         if spec.name == "broken":
             raise RuntimeError("the test tool broke")
         return ToolResult(f"ran {spec.name}")

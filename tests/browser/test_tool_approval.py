@@ -22,20 +22,26 @@ def profile(llama_server, redis_server, run_dir):
         yield profile
 
 
-@pytest.mark.parametrize(("button", "state", "ran"), [("Allow", "done", True), ("Deny", "denied", False)])
-def test_allow_and_deny_in_the_page_decide_whether_a_writing_tool_runs(profile, browser, button, state, ran):
+def _asked(browser, profile, tool: str):
+    """A person's conversation offered ``tool``, open in a page that has just sent a question."""
     user = make_user()
     conversation = Conversation.objects.create(
-        owner=user, profile=profile, title="tool:write_note", tools_enabled=True, thinking_enabled=False
+        owner=user, profile=profile, title=f"tool:{tool}", tools_enabled=True, thinking_enabled=False
     )
     page = browser.new_page()
+    log_in(page, user)
+    page.goto(f"{base_url()}/c/{conversation.id}/")
+    page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'")
+    page.fill("#prompt", "Use the tool.")
+    page.keyboard.press("Enter")
+    return conversation, page
+
+
+@pytest.mark.parametrize(("button", "state", "ran"), [("Allow", "done", True), ("Deny", "denied", False)])
+def test_allow_and_deny_in_the_page_decide_whether_a_writing_tool_runs(profile, browser, button, state, ran):
+    conversation, page = _asked(browser, profile, "write_note")
     try:
-        log_in(page, user)
-        page.goto(f"{base_url()}/c/{conversation.id}/")
-        page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'")
         expect(page.locator("#tools-enabled")).to_be_checked()
-        page.fill("#prompt", "Write a note.")
-        page.keyboard.press("Enter")
         step = page.locator("article.message.assistant .tool-step").first
         expect(step).to_have_attribute("data-state", "waiting", timeout=120_000)
         assert not notes_file(conversation.id).exists()  # nothing runs before the click
@@ -55,17 +61,8 @@ def test_allow_and_deny_in_the_page_decide_whether_a_writing_tool_runs(profile, 
 
 
 def test_a_tool_result_is_rendered_inert_like_model_output(profile, browser):
-    user = make_user()
-    conversation = Conversation.objects.create(
-        owner=user, profile=profile, title="tool:hostile", tools_enabled=True, thinking_enabled=False
-    )
-    page = browser.new_page()
+    _conversation, page = _asked(browser, profile, "hostile")
     try:
-        log_in(page, user)
-        page.goto(f"{base_url()}/c/{conversation.id}/")
-        page.wait_for_function("() => document.getElementById('chat').dataset.connected === '1'")
-        page.fill("#prompt", "Look it up.")
-        page.keyboard.press("Enter")
         answer = page.locator("article.message.assistant").last
         expect(answer).to_have_attribute("data-status", "complete", timeout=120_000)
         result = answer.locator(".tool-step .tool-result")

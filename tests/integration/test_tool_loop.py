@@ -21,11 +21,13 @@ from tests.support.tool_provider import notes_file, release_file
 from tests.support.tool_stack import tool_web_server, tools_profile
 
 STEP_LIMIT = 1
+APPROVAL_TIMEOUT_S = 20  # the tests that answer do so as the step shows; one lets it run out
 
 
 @pytest.fixture(scope="module")
 def profile(llama_server, redis_server, run_dir):
-    with tool_web_server(run_dir, QWENWEB_TOOL_STEP_LIMIT=str(STEP_LIMIT)), tools_profile() as profile:
+    settings = {"QWENWEB_TOOL_STEP_LIMIT": str(STEP_LIMIT), "QWENWEB_TOOL_APPROVAL_TIMEOUT_S": str(APPROVAL_TIMEOUT_S)}
+    with tool_web_server(run_dir, **settings), tools_profile() as profile:
         yield profile
 
 
@@ -172,3 +174,22 @@ def test_a_tool_that_hangs_breaks_or_gets_bad_arguments_is_an_error_the_person_r
     assert [s["state"] for s in message.tool_steps] == ["error"]
     assert message_part in message.tool_steps[0]["result"]
     assert message.content.endswith(ANSWER)
+
+
+def test_a_writing_tool_nobody_answers_does_not_run_once_its_time_is_up(profile, llama_server):
+    _user, http, conversation = _conversation("write_note", profile)
+    events, message = _turn(http, conversation)
+    assert [s["state"] for s in _steps(events)] == ["denied"]
+    assert f"within {APPROVAL_TIMEOUT_S} seconds" in message.tool_steps[0]["result"]
+    assert not notes_file(conversation.id).exists() and message.status == "complete"
+    assert _slot_free(llama_server, profile)
+
+
+def test_a_result_of_50_mb_is_cut_before_it_reaches_the_model_the_page_or_the_row(profile):
+    _user, http, conversation = _conversation("huge", profile)
+    events, message = _turn(http, conversation)
+    step = message.tool_steps[0]
+    assert step["state"] == "done" and step["result"].startswith("x" * 1000)
+    assert len(step["result"]) < 16_200 and step["result"].endswith("cut to 16000 characters.]")
+    assert max(len(json.dumps(event)) for event in events) < 20_000
+    assert message.status == "complete" and message.content.endswith(ANSWER)

@@ -11,6 +11,7 @@ format is free text the grammar does not hold to a constant). The tools:
 - ``nap``: sleeps ``NAP_S`` (5 s) and answers (bench/tool_bench.py);
 - ``hang``: never answers (its timeout, 2 s, cuts it);
 - ``broken``: raises;
+- ``huge``: answers with 50 MB of text;
 - ``hostile``: answers with HTML that would run script if it were rendered as it is (``HOSTILE``);
 - ``strict``: its schema has a maximum of 10 beside the constant 12345 the grammar writes, so the
   loop's own check of the arguments refuses them.
@@ -68,6 +69,7 @@ def specs(conversation_id: str) -> dict[str, ToolSpec]:
         "hang": spec("hang", _fixed(1), timeout_s=2),
         "nap": spec("nap", _fixed(1)),
         "hostile": spec("hostile", _fixed(1)),
+        "huge": spec("huge", _fixed(1)),
         "broken": spec("broken", _fixed(1)),
         "strict": spec("strict", _fixed(12345, maximum=10)),
     }
@@ -98,6 +100,8 @@ class TestProvider:
         if spec.name == "nap":
             await asyncio.sleep(NAP_S)
             return ToolResult("rested")
+        if spec.name == "huge":
+            return ToolResult("x" * 50_000_000)
         if spec.name == "hostile":
             return ToolResult(HOSTILE)
         if spec.name == "broken":

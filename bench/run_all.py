@@ -37,6 +37,7 @@ BENCHES = [
     "kb_bench.py",
     "login_bench.py",
     "ledger_bench.py",
+    "tool_bench.py",
 ]
 
 chosen = os.environ.get("BENCHES", "").split() or BENCHES

@@ -23,6 +23,8 @@ class Conversation(models.Model):
     # A name from chat/conversations/presets.py (sampling settings); "" the profile's own.
     sampling_preset = models.CharField(max_length=16, blank=True)
     collections = models.ManyToManyField("Collection", blank=True, related_name="conversations")
+    # The person let the model call tools in this conversation (chat/tools/loop.py), where its profile can.
+    tools_enabled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -61,6 +63,9 @@ class Message(models.Model):
     # A JPEG or PNG already scaled to CHAT_IMAGE_MAX_EDGE; small enough to keep in the row.
     image = models.BinaryField(null=True, blank=True)
     image_type = models.CharField(max_length=32, blank=True)
+    # An answer's tool calls in order (chat/tools/loop.py): tool, arguments, state, result; null: none.
+    # Nullable so SQLite adds the column in place: remaking chat_message would drop its search triggers.
+    tool_steps = models.JSONField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

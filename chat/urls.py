@@ -21,6 +21,7 @@ urlpatterns = [
     path("c/<uuid:conversation_id>/rename/", views.rename_conversation, name="rename"),
     path("c/<uuid:conversation_id>/delete/", views.delete_conversation, name="delete"),
     path("c/<uuid:conversation_id>/settings/", views.conversation_settings, name="settings"),
+    path("c/<uuid:conversation_id>/tools/", conversation_views.tool_settings, name="tool-settings"),
     path("c/<uuid:conversation_id>/prompt/", conversation_views.prompt_settings, name="prompt-settings"),
     path("c/<uuid:conversation_id>/m/<int:message_id>/edit/", conversation_views.edit_question, name="edit-question"),
     path(

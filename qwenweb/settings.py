@@ -252,6 +252,13 @@ QUOTA_TOKENS_PER_DAY = env_int("QWENWEB_TOKENS_PER_DAY", 0)
 # Sign-up (its mode is set by staff on the users page): attempts per address an hour, invite links' life.
 SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)
 INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)
+# Tools in a chat turn (docs/tools.md, "The tool loop"): the model's tool calls a turn may make (then it
+# answers without tools), how long a writing tool waits for the person's Allow, how long a tool may run,
+# and how much of a tool's result goes back to the model.
+CHAT_TOOL_STEP_LIMIT = env_int("QWENWEB_TOOL_STEP_LIMIT", 5)
+CHAT_TOOL_APPROVAL_TIMEOUT_S = env_int("QWENWEB_TOOL_APPROVAL_TIMEOUT_S", 120)
+CHAT_TOOL_TIMEOUT_S = env_int("QWENWEB_TOOL_TIMEOUT_S", 30)
+CHAT_TOOL_RESULT_MAX_CHARS = env_int("QWENWEB_TOOL_RESULT_MAX_CHARS", 16_000)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  # stored text <= 1 s behind
 # Text reaching a page goes at most once per this many ms (20 pictures a second), and llama-server's
 # stream is read on the same clock (monitor/llama/wire.py); the first text and every other event go at

@@ -44,6 +44,7 @@ def export_json(conversation: Conversation) -> dict[str, Any]:
                 "created_at": message.created_at.isoformat(),
                 "stats": message.stats,
                 "image_type": message.image_type or None,
+                "tool_steps": message.tool_steps or [],
             }
             for message in _messages(conversation)
         ],
@@ -52,6 +53,12 @@ def export_json(conversation: Conversation) -> dict[str, Any]:
 
 def _quoted(text: str) -> str:
     return "\n".join("> " + line for line in text.splitlines())
+
+
+def _tool_step(step: dict) -> str:
+    heading = _("Tool %(name)s (%(state)s)") % {"name": step.get("name", ""), "state": step.get("state", "")}
+    arguments = _quoted(_("Arguments: %(arguments)s") % {"arguments": step.get("arguments", "")})
+    return f"**{heading}**\n\n{arguments}\n\n{_quoted(step.get('result', ''))}"
 
 
 def export_markdown(conversation: Conversation) -> str:
@@ -67,6 +74,8 @@ def export_markdown(conversation: Conversation) -> str:
             parts += [_("[an image was attached]"), ""]
         if message.reasoning:
             parts += [f"**{_('Thinking')}**", "", _quoted(message.reasoning), ""]
+        for step in message.tool_steps or ():
+            parts += [_tool_step(step), ""]
         parts += [message.content, ""]
         if message.status not in (Message.Status.COMPLETE, Message.Status.STREAMING) or message.error:
             parts += [f"*{message.get_status_display()}*" + (f": {message.error}" if message.error else ""), ""]

@@ -53,6 +53,7 @@ class Run:
         self.reasoning: list[str] = []
         self.seq = 0
         self.latest_status: dict | None = None
+        self.tool_steps: dict[str, dict] = {}  # by step id, as their latest event showed them
         self.runner: TurnRunner | None = None
         self.loop: asyncio.AbstractEventLoop | None = None  # where it runs: stop_from_thread hands stops to it
 
@@ -68,6 +69,8 @@ class Run:
             self.latest_status = event
         elif kind == "started":
             self.latest_status = None
+        elif kind == "tool":
+            self.tool_steps[event["step"]["id"]] = event["step"]
 
     def snapshot(self) -> dict:
         return {
@@ -76,6 +79,7 @@ class Run:
             "message": self.assistant_id,
             "content": "".join(self.content),
             "reasoning": "".join(self.reasoning),
+            "tool_steps": list(self.tool_steps.values()),
             "seq": self.seq,
         }
 

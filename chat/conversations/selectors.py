@@ -66,6 +66,7 @@ def message_payload(message: Message) -> dict[str, Any]:
         "status": message.status,
         "error": message.error,
         "stats": message.stats,
+        "tool_steps": message.tool_steps or [],
         "image_url": reverse("chat:message-image", args=[message.id]) if message.image_type else None,
     }
 

@@ -29,6 +29,8 @@ from chat.documents.retrieval import answer_citation_checker, document_system_me
 from chat.errors import ChatError
 from chat.knowledge.in_chat import NothingFound, with_knowledge
 from chat.models import Conversation, Message
+from chat.tools.calls import ToolCalls
+from chat.tools.loop import tool_loop_for
 from monitor.public import (
     LlamaError,
     LlamaHung,
@@ -124,6 +126,8 @@ class TurnRunner:
         self.stop_status = Message.Status.STOPPED
         self.stop_note = ""
         self.task: asyncio.Task | None = None
+        self.tool_calls: ToolCalls | None = None  # a tool loop's step collects the model's calls here
+        self._prepared = 0.0
         self._save_timer: asyncio.TimerHandle | None = None
         self._last_save = 0.0
 
@@ -154,21 +158,9 @@ class TurnRunner:
             prepared = time.monotonic()
             if notice:
                 await self._emit({"type": "notice", "text": notice})
-            affinity = f"conversation:{self.conversation_key}"
-            async with pool.slot(
-                self.user_key, priority="person", on_position=self._on_queue_position, affinity=affinity
-            ) as slot:
-                log.debug(
-                    "turn %s: prepared in %.1f ms, queued %.1f ms, on %s",
-                    self.assistant_id,
-                    (prepared - started) * 1000,
-                    (time.monotonic() - prepared) * 1000,
-                    slot.node,
-                )
-                await self._emit({"type": "started"})
-                self.served = slot
-                stats = await self._stream(slot, payload, started)
-                await slot.remember(stats)
+            self._prepared = prepared
+            tools = await tool_loop_for(self, pool)
+            stats = await (tools.run(payload, started) if tools else self._answer(pool, payload, started))
         except asyncio.CancelledError:
             await self._finish(self.stop_status, self.stop_note)
             raise
@@ -206,6 +198,26 @@ class TurnRunner:
             await self._finish(Message.Status.ERROR, _("Something went wrong while answering."))
         else:
             await self._finish(Message.Status.COMPLETE, "", stats)
+
+    async def _answer(self, pool: ServingPool, payload: dict, started: float) -> dict:
+        """One request to the model in a serving slot, given back when its stream ends (a tool loop makes
+        several, each a follow-up of the conversation in the fair queue)."""
+        affinity = f"conversation:{self.conversation_key}"
+        async with pool.slot(
+            self.user_key, priority="person", on_position=self._on_queue_position, affinity=affinity
+        ) as slot:
+            log.debug(
+                "turn %s: prepared in %.1f ms, queued %.1f ms, on %s",
+                self.assistant_id,
+                (self._prepared - started) * 1000,
+                (time.monotonic() - self._prepared) * 1000,
+                slot.node,
+            )
+            await self._emit({"type": "started"})
+            self.served = slot  # the last step's, for the usage ledger
+            stats = await self._stream(slot, payload, started)
+            await slot.remember(stats)
+        return stats
 
     async def _inputs(self) -> TurnInputs:
         """The history, profile and documents flag, read once (by the caller, or here)."""
@@ -312,6 +324,8 @@ class TurnRunner:
                     thoughts.append(delta["reasoning_content"])
                 if delta.get("content"):
                     texts.append(delta["content"])
+                if delta.get("tool_calls") and self.tool_calls is not None:
+                    self.tool_calls.feed(delta["tool_calls"])
             if chunk.get("timings"):
                 stats.update(_stats(chunk["timings"], chunk.get("usage")))
         if thoughts:
@@ -383,4 +397,5 @@ def _stats(timings: dict, usage: dict | None) -> dict:
         "output_tokens": timings.get("predicted_n", (usage or {}).get("completion_tokens")),
         "prompt_per_second": round(timings.get("prompt_per_second") or 0, 1),
         "tokens_per_second": round(timings.get("predicted_per_second") or 0, 1),
+        "model_ms": round((timings.get("prompt_ms") or 0) + (timings.get("predicted_ms") or 0), 1),
     }

@@ -22,6 +22,7 @@ class ToolSpec:
     source: str
     key: str = ""  # the provider's own handle (an MCP tool's row id, a built-in's name)
     title: str = ""  # what the page shows (defaults to name)
+    timeout_s: float = 0  # how long one call may run; 0: QWENWEB_TOOL_TIMEOUT_S (the loop cuts it there)
 
     def openai_tool(self) -> dict[str, Any]:
         """The entry for the `tools` list sent to llama-server."""

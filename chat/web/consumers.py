@@ -28,6 +28,7 @@ from chat.conversations.selectors import (
 )
 from chat.conversations.turns import sampling_options
 from chat.errors import ChatError
+from chat.tools.approvals import approvals
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             "regenerate": self.on_regenerate,
             "history": self.on_history,
             "subscribe": self.on_subscribe,
+            "tool_decision": self.on_tool_decision,
         }
         handler = handlers.get(content.get("type"))
         if handler is None:
@@ -159,6 +161,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def on_stop(self, content: dict) -> None:
         """Stop works from any page of the conversation's owner, not only the one that asked."""
         self.answers.stop(str(content.get("conversation")), self.user.pk)
+
+    async def on_tool_decision(self, content: dict) -> None:
+        """Allow or Deny of a writing tool that waits, from any page of the conversation's owner."""
+        allow = content.get("allow")
+        if not isinstance(allow, bool) or not isinstance(content.get("step"), str):
+            raise ChatError(_("The message could not be read."))
+        if not approvals.decide(content["step"], self.user.pk, allow):
+            raise ChatError(_("This tool call no longer waits for an answer."))
 
     async def _start(self, conversation, assistant, options: dict, accepted: dict, inputs) -> None:
         self.answers.watch(self.frames, conversation)  # the page that asks sees the answer, whichever it showed

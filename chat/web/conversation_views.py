@@ -15,7 +15,8 @@ from django.views.decorators.http import require_GET, require_POST
 from chat.conversations import editing, export, search, selectors, services
 from chat.conversations.runs import running_answers
 from chat.errors import ChatError, NotFound
-from chat.web.forms import BulkDeleteForm, EditQuestionForm, PromptSettingsForm, first_error
+from chat.tools.services import set_tools_enabled
+from chat.web.forms import BulkDeleteForm, EditQuestionForm, PromptSettingsForm, ToolsForm, first_error
 from chat.web.views import change_and_return
 
 
@@ -44,6 +45,18 @@ def prompt_settings(request, conversation_id):
         lambda data: services.update_prompt_settings(
             request.user, conversation_id, system_prompt=data["system_prompt"], preset=data["preset"]
         ),
+    )
+
+
+@login_required
+@require_POST
+def tool_settings(request, conversation_id):
+    """The person lets the model call tools in this conversation, or not (chat/tools/loop.py)."""
+    return change_and_return(
+        request,
+        conversation_id,
+        ToolsForm(request.POST),
+        lambda data: set_tools_enabled(request.user, conversation_id, data["tools"]),
     )
 
 

@@ -34,6 +34,10 @@ class ThinkingForm(forms.Form):
     )
 
 
+class ToolsForm(forms.Form):
+    tools = forms.BooleanField(required=False)
+
+
 class RenameForm(forms.Form):
     # Spaces are collapsed and the length checked by the service (a new chat's title gets the same).
     title = forms.CharField(required=False, strip=False)

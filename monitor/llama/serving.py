@@ -30,6 +30,7 @@ class ServingInfo:
     total_slots: int
     vision: bool
     template_key: str  # changes when the chat template does
+    tools: bool = False  # the chat template renders tool calls (llama-server's chat_template_caps)
 
     @classmethod
     def from_props(cls, props: dict) -> ServingInfo:
@@ -40,6 +41,7 @@ class ServingInfo:
             total_slots=int(props.get("total_slots") or 1),
             vision=bool(props.get("modalities", {}).get("vision")),
             template_key=hashlib.sha256(str(props.get("chat_template", "")).encode()).hexdigest()[:16],
+            tools=bool((props.get("chat_template_caps") or {}).get("supports_tool_calls")),
         )
 
 

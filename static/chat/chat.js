@@ -59,7 +59,12 @@
       view.thought = document.createElement("div");
       view.thought.className = "thought";
       view.details.append(summary, view.thought);
-      el.append(view.details);
+      const steps = document.createElement("div");
+      steps.className = "tool-steps";
+      steps.hidden = true;
+      view.steps = QwToolSteps.list(steps, decide);
+      view.steps.showAll(message.tool_steps);
+      el.append(view.details, steps);
     }
     if (message.image_url) {
       const img = document.createElement("img");
@@ -209,6 +214,7 @@
       } else if (view !== active && message.status !== "streaming") {
         view.content = message.content || "";
         view.reasoning = message.reasoning || "";
+        if (view.steps) view.steps.showAll(message.tool_steps);
         paint(view);
         setOutcome(view, message.status, message.error, message.stats);
       }
@@ -221,6 +227,7 @@
     view.content = event.content;
     view.reasoning = event.reasoning;
     view.seq = event.seq;
+    view.steps.showAll(event.tool_steps);
     setOutcome(view, "streaming");
     active = view;
     setStreaming(true);
@@ -286,6 +293,9 @@
           scrollDown();
         }
         break;
+      case "tool":
+        if (isNew(event)) active.steps.show(event.step);
+        break;
       case "done":
         if (active && active.id === event.message) {
           if (statusTransient) setStatus("");
@@ -301,6 +311,11 @@
         setTimeout(() => statusLine.classList.remove("error"), 8000);
         break;
     }
+  }
+
+  // Allow or Deny of a writing tool that waits (the server takes it only from this person's pages).
+  function decide(step, allow) {
+    send({ type: "tool_decision", conversation: conversationId, step, allow });
   }
 
   function send(payload) {

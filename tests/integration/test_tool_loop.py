@@ -1,0 +1,195 @@
+"""The tool loop of a chat turn with real parts: the wired ``qwen35moe`` model with Qwen3.5's own
+template served by the real llama-server (its tool-call parser reads the calls; its tool grammar
+writes each test tool's constant arguments; the profile's --grammar writes the answer once the loop
+asks for no more tools), the real WebSocket of a web process that offers the test tools
+(tests/support/tool_provider.py), the real fair queue. Step limit 1: the wired model calls a tool
+whenever it may, so each turn makes one call and then answers without tools.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat.models import Conversation, Message
+from monitor.profiles.presets import live_id_here
+from tests.support.client import chat_socket, login, make_user, send
+from tests.support.hold import read_queue
+from tests.support.qwen35 import ANSWER, rendered_prompt
+from tests.support.tool_provider import notes_file, release_file
+from tests.support.tool_stack import tool_web_server, tools_profile
+
+STEP_LIMIT = 1
+APPROVAL_TIMEOUT_S = 20  # the tests that answer do so as the step shows; one lets it run out
+
+
+@pytest.fixture(scope="module")
+def profile(llama_server, redis_server, run_dir):
+    settings = {"QWENWEB_TOOL_STEP_LIMIT": str(STEP_LIMIT), "QWENWEB_TOOL_APPROVAL_TIMEOUT_S": str(APPROVAL_TIMEOUT_S)}
+    with tool_web_server(run_dir, **settings), tools_profile() as profile:
+        yield profile
+
+
+def _conversation(tool: str, profile, **fields):
+    user = make_user()
+    conversation = Conversation.objects.create(
+        owner=user, profile=profile, title=f"tool:{tool}", tools_enabled=True, thinking_enabled=False, **fields
+    )
+    return user, login(user), conversation
+
+
+def _turn(http, conversation, on_step=None, text: str = "Use the tool.") -> tuple[list[dict], Message]:
+    """One answer over the real socket; ``on_step(ws, step)`` sees each tool event as it comes."""
+    with chat_socket(http) as ws:
+        send(ws, type="send", conversation=str(conversation.id), text=text)
+        events = []
+        while True:
+            try:
+                event = json.loads(ws.recv(timeout=60))
+            except TimeoutError as error:
+                raise AssertionError(f"no event after {events}") from error
+            events.append(event)
+            if event["type"] == "tool" and on_step is not None:
+                on_step(ws, event["step"])
+            if event["type"] in ("done", "error"):
+                break
+    accepted = next(event for event in events if event["type"] == "accepted")
+    return events, Message.objects.get(id=accepted["assistant_message"]["id"])
+
+
+def _steps(events: list[dict]) -> list[dict]:
+    """Each step as its last event showed it, in order."""
+    latest: dict[str, dict] = {}
+    for event in events:
+        if event["type"] == "tool":
+            latest[event["step"]["id"]] = event["step"]
+    return list(latest.values())
+
+
+def _slot_free(llama_server, profile) -> bool:
+    """llama-server's slots all idle, and no grant of the profile's fair queue held."""
+    slots = llama_server.slots(live_id_here(profile))
+    held = read_queue(profile.name, lambda queue: queue.active_count())
+    return not any(slot["is_processing"] for slot in slots) and held == 0
+
+
+def test_calculator_result_goes_back_and_the_step_limit_ends_with_an_answer(profile, llama_server):
+    _user, http, conversation = _conversation("calculator", profile)
+    events, message = _turn(http, conversation)
+    assert events[-1]["type"] == "done" and events[-1]["status"] == "complete", events[-3:]
+    steps = _steps(events)
+    assert [(s["name"], s["state"], s["result"]) for s in steps] == [("calculator", "done", "42")]
+    assert json.loads(steps[0]["arguments"]) == {"n": 7}
+    # The result went back to the model in Qwen3.5's own template, and the answer went on after it.
+    prompt = rendered_prompt(llama_server, profile, "<tool_response>")
+    assert "<tool_response>\n42\n</tool_response>" in prompt
+    notices = [event["text"] for event in events if event["type"] == "notice"]
+    assert any("limit of 1 tool call " in text for text in notices), notices
+    assert message.content.endswith(ANSWER) and message.status == "complete"
+    assert [(s["name"], s["state"], s["result"]) for s in message.tool_steps] == [("calculator", "done", "42")]
+    assert message.stats["tool_steps"] == 1
+    # Stored with the answer: the export carries the steps.
+    exported = http.get(f"/c/{conversation.id}/export.json").json()
+    assert [s["result"] for s in exported["messages"][-1]["tool_steps"]] == ["42"]
+    assert "calculator" in http.get(f"/c/{conversation.id}/export.md").text
+
+
+def test_a_writing_tool_waits_with_the_slot_free_and_deny_keeps_it_from_running(profile, llama_server):
+    _user, http, conversation = _conversation("write_note", profile)
+    seen_waiting = []
+
+    def deny(ws, step):
+        if step["state"] == "waiting":
+            seen_waiting.append(_slot_free(llama_server, profile))
+            send(ws, type="tool_decision", conversation=str(conversation.id), step=step["id"], allow=False)
+
+    events, message = _turn(http, conversation, deny)
+    assert seen_waiting == [True]  # it waited for its person with no slot held
+    assert [s["state"] for s in message.tool_steps] == ["denied"]
+    assert "denied" in message.tool_steps[0]["result"]
+    assert not notes_file(conversation.id).exists()
+    assert message.status == "complete" and message.content.endswith(ANSWER)
+
+
+def test_allow_runs_the_writing_tool(profile):
+    _user, http, conversation = _conversation("write_note", profile)
+
+    def allow(ws, step):
+        if step["state"] == "waiting":
+            send(ws, type="tool_decision", conversation=str(conversation.id), step=step["id"], allow=True)
+
+    _events, message = _turn(http, conversation, allow)
+    assert [s["state"] for s in message.tool_steps] == ["done"]
+    assert notes_file(conversation.id).read_text() == "note 1\n"
+
+
+def test_a_slow_tool_holds_no_slot_and_a_page_that_comes_back_sees_it(profile, llama_server):
+    _user, http, conversation = _conversation("slow", profile)
+    checks = []
+
+    def while_running(ws, step):
+        if step["state"] == "running" and not checks:
+            checks.append(_slot_free(llama_server, profile))
+            with chat_socket(http) as other:  # another tab opens now
+                send(other, type="subscribe", conversation=str(conversation.id))
+                snapshot = json.loads(other.recv(timeout=30))
+            checks.append([(s["name"], s["state"]) for s in snapshot["tool_steps"]])
+            release_file(conversation.id).touch()
+
+    events, message = _turn(http, conversation, while_running)
+    assert checks == [True, [("slow", "running")]]
+    assert events[-1]["status"] == "complete"
+    assert [s["state"] for s in message.tool_steps] == ["done"]
+
+
+@pytest.mark.parametrize("tool", ["slow", "write_note"])
+def test_stop_while_a_tool_runs_or_waits_ends_the_answer_with_the_step_stopped(profile, llama_server, tool):
+    _user, http, conversation = _conversation(tool, profile)
+
+    def stop(ws, step):
+        if step["state"] in ("running", "waiting"):
+            send(ws, type="stop", conversation=str(conversation.id))
+
+    events, message = _turn(http, conversation, stop)
+    assert events[-1]["status"] == "stopped"
+    assert [s["state"] for s in message.tool_steps] == ["stopped"]
+    assert message.status == "stopped"
+    assert _slot_free(llama_server, profile)
+    assert not notes_file(conversation.id).exists()
+
+
+@pytest.mark.parametrize(
+    ("tool", "message_part"),
+    [
+        ("hang", "did not answer within 2 seconds"),
+        ("broken", "The tool failed"),
+        ("strict", "arguments were not valid"),
+    ],
+)
+def test_a_tool_that_hangs_breaks_or_gets_bad_arguments_is_an_error_the_person_reads(profile, tool, message_part):
+    _user, http, conversation = _conversation(tool, profile)
+    events, message = _turn(http, conversation)
+    assert events[-1]["status"] == "complete"
+    assert [s["state"] for s in message.tool_steps] == ["error"]
+    assert message_part in message.tool_steps[0]["result"]
+    assert message.content.endswith(ANSWER)
+
+
+def test_a_writing_tool_nobody_answers_does_not_run_once_its_time_is_up(profile, llama_server):
+    _user, http, conversation = _conversation("write_note", profile)
+    events, message = _turn(http, conversation)
+    assert [s["state"] for s in _steps(events)] == ["denied"]
+    assert f"within {APPROVAL_TIMEOUT_S} seconds" in message.tool_steps[0]["result"]
+    assert not notes_file(conversation.id).exists() and message.status == "complete"
+    assert _slot_free(llama_server, profile)
+
+
+def test_a_result_of_50_mb_is_cut_before_it_reaches_the_model_the_page_or_the_row(profile):
+    _user, http, conversation = _conversation("huge", profile)
+    events, message = _turn(http, conversation)
+    step = message.tool_steps[0]
+    assert step["state"] == "done" and step["result"].startswith("x" * 1000)
+    assert len(step["result"]) < 16_200 and step["result"].endswith("cut to 16000 characters.]")
+    assert max(len(json.dumps(event)) for event in events) < 20_000
+    assert message.status == "complete" and message.content.endswith(ANSWER)

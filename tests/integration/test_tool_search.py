@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 
+from chat.knowledge.models import Collection, CollectionDocument, CollectionShare, KnowledgePassage
 from chat.knowledge.vectors import add_terms
-from chat.models import Collection, CollectionDocument, CollectionShare, Document, DocumentPage, KnowledgePassage
+from chat.models import Document, DocumentPage
 from chat.tools.builtin import PROVIDER, SEARCH_DOCUMENTS
 from tests.support.client import make_user
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import orjson
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from monitor.public import Priority, ServerProfile, ServingPool, model_sha256, serving_pool
+from chat.usage import services as ledger
+from chat.usage.entries import knowledge_entry
+from monitor.public import Priority, ServerProfile, ServingPool, ServingSlot, model_sha256, serving_pool
 
 
 @dataclass(frozen=True)
@@ -36,11 +39,25 @@ def reranker() -> ServerProfile | None:
     return _profile(settings.KNOWLEDGE_RERANK_PROFILE, ServerProfile.Kind.RERANK)
 
 
+async def _post(slot: ServingSlot, owner: str, path: str, body: dict) -> dict:
+    """One request on the slot; its row in the usage ledger for the person it is done for (``owner``: their
+    id, or the documents' ``owner:<id>``), the prompt tokens llama-server counted."""
+    answer: dict = {}
+    try:
+        answer = orjson.loads(await slot.post_raw(path, body))
+        return answer
+    finally:
+        person = owner.removeprefix("owner:")
+        if person.isdigit():
+            tokens = int((answer.get("usage") or {}).get("prompt_tokens") or 0)
+            await sync_to_async(ledger.record)(knowledge_entry(int(person), slot, tokens))
+
+
 async def embed(pool: ServingPool, owner: str, texts: list[str], priority: Priority) -> list[list[float]]:
     """One vector per text, in order."""
     async with pool.slot(owner, priority=priority) as slot:
-        raw = await slot.post_raw("/v1/embeddings", {"input": texts, "encoding_format": "float"})
-    data = sorted(orjson.loads(raw)["data"], key=lambda item: item["index"])
+        answer = await _post(slot, owner, "/v1/embeddings", {"input": texts, "encoding_format": "float"})
+    data = sorted(answer["data"], key=lambda item: item["index"])
     return [item["embedding"] for item in data]
 
 
@@ -48,8 +65,8 @@ async def rerank(profile: ServerProfile, owner: str, question: str, texts: list[
     """The reranker's score of each text for the question, in order."""
     pool = await serving_pool(profile)
     async with pool.slot(owner, priority="person") as slot:
-        raw = await slot.post_raw("/v1/rerank", {"query": question, "documents": texts, "top_n": len(texts)})
+        answer = await _post(slot, owner, "/v1/rerank", {"query": question, "documents": texts, "top_n": len(texts)})
     scores = [0.0] * len(texts)
-    for result in orjson.loads(raw)["results"]:
+    for result in answer["results"]:
         scores[result["index"]] = float(result["relevance_score"])
     return scores

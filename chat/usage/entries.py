@@ -98,5 +98,14 @@ def document_entry(owner_id: int, slot: ServingSlot, timings: dict) -> UsageEntr
     return _served(entry, slot)
 
 
+def knowledge_entry(owner_id: int, slot: ServingSlot, prompt_tokens: int) -> UsageEntry:
+    """A knowledge base's call to its embeddings or reranking profile (a document's passages, a
+    question), made in its ``finally``."""
+    entry = UsageEntry(
+        user_id=owner_id, kind=UsageKind.KNOWLEDGE, prompt_tokens=max(0, prompt_tokens), outcome=_outcome_leaving()
+    )
+    return _served(entry, slot)
+
+
 def _count(value) -> int:
     return value if isinstance(value, int) and value > 0 else 0

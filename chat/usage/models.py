@@ -20,6 +20,7 @@ class UsageKind(models.TextChoices):
     API_EMBEDDING = "api-embedding", _("API embeddings")
     API_RERANK = "api-rerank", _("API rerank")
     DOCUMENT = "document", _("Document job")
+    KNOWLEDGE = "knowledge", _("Knowledge base (embeddings, reranking)")
 
 
 class UsageOutcome(models.TextChoices):

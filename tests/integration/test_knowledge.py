@@ -17,6 +17,7 @@ from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassa
 from chat.knowledge.services import add_document, create_collection, delete_document
 from chat.models import Document
 from chat.tasks import reembed_stale_collections, resume_stalled_documents
+from chat.usage.models import UsageRecord
 from monitor.models import Node, ServerProfile
 from monitor.nodes.facts import sha256_of
 from monitor.profiles.loading import unload_profile
@@ -89,6 +90,11 @@ def test_a_collection_is_indexed_and_found_by_meaning_and_by_words(embed_2k):
     found = ask(owner, [collection], question)
     assert documents_found(found)[0] == "revenue.txt"
     assert found[0].page == 1 and "eleven percent" in found[0].text and found[0].collection == "Office"
+
+    # The usage ledger has the indexing's and the question's calls to the embedder, for the owner.
+    calls = UsageRecord.objects.filter(user=owner, kind="knowledge")
+    assert calls.count() >= 2 and set(calls.values_list("profile", "outcome")) == {("embed-2k", "ok")}
+    assert all(tokens > 0 for tokens in calls.values_list("prompt_tokens", flat=True))
 
     # By words: both ways find the note that holds the rare word first.
     assert documents_found(ask(owner, [collection], "windowsill", hybrid=False))[:1] == ["cat.txt"]

@@ -22,6 +22,7 @@ from django.utils.translation import ngettext
 from chat.conversations import progress
 from chat.conversations.context import documents_budget, fit_messages, with_system_prompt
 from chat.conversations.presets import sampling_fields
+from chat.conversations.resume import AnswerSoFar, Cut, ResumeRefused, carry_on
 from chat.conversations.selectors import TurnInputs, image_data_url, turn_inputs
 from chat.conversations.services import finish_message
 from chat.documents.citations import CitationStream
@@ -118,6 +119,7 @@ class TurnRunner:
         self.content: list[str] = []
         self.citations: CitationStream | None = None  # set when the answer uses documents
         self.reasoning: list[str] = []
+        self.resumes: list[dict] = []  # where the answer went on after its server failed (resume.py)
         self.stop_status = Message.Status.STOPPED
         self.stop_note = ""
         self.task: asyncio.Task | None = None
@@ -163,8 +165,17 @@ class TurnRunner:
                     slot.node,
                 )
                 await self._emit({"type": "started"})
-                stats = await self._stream(slot, payload, started)
-                await slot.remember(stats)
+                try:
+                    stats = await self._stream(slot, payload, started)
+                except LlamaStreamBroken as error:  # its slot told the pool; the answer goes on elsewhere
+                    cut = Cut(slot.node, error)
+                else:
+                    cut = None
+                    await slot.remember(stats)
+            if cut is not None:
+                stats = await carry_on(
+                    self._so_far(started), pool, payload, cut, owner=self.user_key, affinity=affinity
+                )
         except asyncio.CancelledError:
             await self._finish(self.stop_status, self.stop_note)
             raise
@@ -180,6 +191,8 @@ class TurnRunner:
                 if isinstance(error, LlamaHung)
                 else _("The model server stopped in the middle of the answer. The partial answer was kept."),
             )
+        except ResumeRefused as error:
+            await self._finish(Message.Status.INCOMPLETE, str(error))
         except LoadFailed as error:
             # The reason (paths, llama-server's log) is for admins: it is on the profile's page and timeline.
             log.warning("turn %s: profile did not load: %s", self.assistant_id, error)
@@ -199,6 +212,15 @@ class TurnRunner:
             await self._finish(Message.Status.ERROR, _("Something went wrong while answering."))
         else:
             await self._finish(Message.Status.COMPLETE, "", stats)
+
+    def _so_far(self, started: float) -> AnswerSoFar:
+        return AnswerSoFar(
+            content=lambda: "".join(self.content),
+            reasoning=lambda: "".join(self.reasoning),
+            emit=self._emit,
+            stream=lambda slot, request: self._stream(slot, request, started),
+            resumes=self.resumes,
+        )
 
     async def _inputs(self) -> TurnInputs:
         """The history, profile and documents flag, read once (by the caller, or here)."""
@@ -345,6 +367,8 @@ class TurnRunner:
         if self.citations:  # stopped half-way: what was held back is checked and kept too
             self.content.append(self.citations.finish())
         content, reasoning = "".join(self.content), "".join(self.reasoning)
+        if self.resumes:
+            stats = {**(stats or {}), "resumed": self.resumes}
         await asyncio.shield(
             database_sync_to_async(_final_write)(
                 self.assistant_id,

@@ -14,13 +14,11 @@ import contextlib
 import os
 import signal
 import threading
-import time
 
 import psutil
 import pytest
 from django.conf import settings
 
-from chat.models import Message
 from monitor.models import Node, Placement, ServerProfile
 from monitor.nodes import readiness
 from monitor.nodes.registry import local_node

@@ -10,10 +10,8 @@ the same Redis and database. Each node serves the pool with one slot, so two peo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
-import threading
 
 import psutil
 import pytest
@@ -28,6 +26,7 @@ from monitor.serving.members import pool_nodes
 from monitor.serving.queue import FairQueue
 from monitor.serving.slot import load_on_nodes
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
+from tests.support.hold import NodeSlotsHeld, node_slots_held
 from tests.support.nodes import SecondNode
 from tests.support.stack import wait_until
 
@@ -130,35 +129,9 @@ def test_a_follow_up_goes_back_to_the_node_that_served_its_conversation(pool):
         assert grants()[-1].node == last
 
 
-class _Held:
-    def __init__(self) -> None:
-        self.release_event = threading.Event()
-        self.held = threading.Event()
-
-    def release(self) -> None:
-        self.release_event.set()
-
-
-def _hold_slots(nodes: list[str]) -> _Held:
+def _hold_slots(nodes: list[str]) -> NodeSlotsHeld:
     """Hold one slot of the pool on each of ``nodes`` (as running answers would) until released."""
-    from tests.support.hold import held_slot
-
-    handle = _Held()
-
-    async def hold() -> None:
-        queue = FairQueue(POOL)
-        try:
-            async with contextlib.AsyncExitStack() as slots:
-                for node in nodes:
-                    await slots.enter_async_context(held_slot(queue, "test-holder", [node]))
-                handle.held.set()
-                await asyncio.to_thread(handle.release_event.wait)
-        finally:
-            await queue.aclose()
-
-    threading.Thread(target=asyncio.run, args=(hold(),), daemon=True).start()
-    assert handle.held.wait(60)
-    return handle
+    return node_slots_held(POOL, nodes)
 
 
 def test_a_node_cut_off_gets_no_slots_and_comes_back_by_itself(pool, second_node):

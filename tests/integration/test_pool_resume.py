@@ -122,7 +122,10 @@ def test_a_node_the_pool_marks_out_releases_its_answer_at_once(registered, secon
             accepted, before, holder = _answer_on(ws, [settings.NODE_NAME])
             holder.release()
             os.kill(router, signal.SIGSTOP)
-            after = events_until(ws, timeout=300)
+            moved = events_until(ws, "resumed", timeout=300)
+            # Moved while node-b's router is still there, frozen: the pool's mark did it, not a restart.
+            assert psutil.Process(router).status() == psutil.STATUS_STOPPED
+            after = moved + events_until(ws, timeout=300)
     finally:
         ServerProfile.objects.filter(name=POOL).update(hang_limit_s=20)
         if psutil.pid_exists(router):

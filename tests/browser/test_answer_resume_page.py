@@ -20,8 +20,8 @@ pytestmark = pytest.mark.usefixtures("web_server")
 
 @pytest.fixture
 def freezable(llama):
-    # Answers of 80 tokens (the page sets no length), a short hang limit: the freeze is noticed soon.
-    with ignoring_eos(llama, "resume-page", hang_limit_s=4, extra_args="--n-predict 80") as profile:
+    # Short answers (a small context: the page sets no length), a short hang limit: the freeze is noticed soon.
+    with ignoring_eos(llama, "resume-page", hang_limit_s=4, ctx_size=512) as profile:
         yield profile
 
 

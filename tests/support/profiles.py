@@ -38,20 +38,22 @@ def served(name: str | None) -> None:
 
 
 @contextlib.contextmanager
-def ignoring_eos(llama, prefix: str, hang_limit_s: int, extra_args: str = "") -> Iterator[ServerProfile]:
+def ignoring_eos(llama, prefix: str, hang_limit_s: int, **fields) -> Iterator[ServerProfile]:
     """A copy of the default profile whose answers never end by themselves (``--ignore-eos``): they run
     to their max_tokens, so an answer a test stops, cuts, freezes or opens again is still running when
     the test acts, whatever the model would have chosen to write. Loading it unloads the default (one
-    instance at a time); the default is loaded again after. ``extra_args``: more of llama-server's
-    options (``--n-predict 80``: answers that end soon, where the page cannot set a length)."""
+    instance at a time); the default is loaded again after. ``fields``: more of the profile's fields
+    (a small ``ctx_size``: answers that end soon, where the page cannot set a length)."""
     from monitor.profiles.selectors import find_profile
     from monitor.profiles.services import clone_profile, delete_profile, save_profile
     from monitor.profiles.validation import validate_profile
     from tests.support.stack import wait_until
 
     profile = clone_profile(find_profile(None))
-    profile.name, profile.extra_args = f"{prefix}-{uuid.uuid4().hex[:6]}", f"--ignore-eos {extra_args}".strip()
+    profile.name, profile.extra_args = f"{prefix}-{uuid.uuid4().hex[:6]}", "--ignore-eos"
     profile.hang_limit_s = hang_limit_s
+    for name, value in fields.items():
+        setattr(profile, name, value)
     validate_profile(profile)
     save_profile(profile)
     served(profile.name)

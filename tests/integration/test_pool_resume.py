@@ -7,6 +7,7 @@ node with another model file never takes it; a node marked out of the pool relea
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 
@@ -17,6 +18,8 @@ from django.core.management import call_command
 
 from chat.models import Message
 from monitor.models import Node, ServerProfile
+from monitor.profiles.presets import live_id_here
+from monitor.serving.slot import load_on_nodes
 from tests.integration.test_pool import POOL, _hold_slots, grants, pool, second_node, serving  # noqa: F401
 from tests.support.client import chat_socket, events_until, login, make_user, send, text_of
 from tests.support.stack import wait_until
@@ -135,3 +138,24 @@ def test_a_node_the_pool_marks_out_releases_its_answer_at_once(registered, secon
     answer = Message.objects.get(id=accepted["assistant_message"]["id"])
     assert answer.content == text_of(before + after)
     _back(registered, second_node)
+
+
+def test_two_nodes_dying_one_after_the_other_the_answer_goes_on_twice(registered, second_node, llama_server):  # noqa: F811
+    """node-b killed mid-answer: it goes on on the main box; the main box's instance killed in turn as soon
+    as it took it: it goes on on node-b, back by then. One message, each word once, both resumes noted."""
+    http = login(make_user())
+    with chat_socket(http) as ws:
+        accepted, before, holder = _answer_on(ws, [settings.NODE_NAME])
+        second_node.kill_router()
+        holder.release()
+        first = events_until(ws, "resumed", timeout=300)
+        assert first[-1]["node"] == settings.NODE_NAME
+        os.kill(llama_server.instance_pid(live_id_here(ServerProfile.objects.get(name=POOL))), signal.SIGKILL)
+        after = events_until(ws, timeout=300)
+    assert after[-1]["status"] == "complete", after[-1]
+    assert [event["node"] for event in after if event["type"] == "resumed"] == [second_node.name]
+    answer = Message.objects.get(id=accepted["assistant_message"]["id"])
+    assert answer.content == text_of(before + first + after)
+    assert [note["node"] for note in answer.stats["resumed"]] == [settings.NODE_NAME, second_node.name]
+    asyncio.run(load_on_nodes(ServerProfile.objects.get(name=POOL), [settings.NODE_NAME]))  # no watchdog here
+    wait_until(lambda: len(serving(registered)) == 2, 240, "the pool on both nodes again")

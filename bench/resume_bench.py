@@ -72,10 +72,17 @@ def one_cut(profile, second, freeze: bool) -> tuple[float, bool, int]:
 
 
 def back(second, profile) -> None:
-    from monitor.nodes import readiness
+    """node-b serving the pool again: its supervisor restarted the router; its worker loads the profile."""
+    from monitor.serving.slot import load_on_nodes
     from tests.support.stack import wait_until
 
-    wait_until(lambda: asyncio.run(readiness.served_on([second.name], profile.name)), 300, "node-b back")
+    def loaded() -> bool:
+        try:
+            return bool(asyncio.run(load_on_nodes(profile, [second.name])))
+        except Exception:  # the router still starting: its load is sent again
+            return False
+
+    wait_until(loaded, 300, "node-b back")
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ BENCHES = [
     "product_lines.py",
     "queue_bench.py",
     "pool_bench.py",
+    "resume_bench.py",
     "stream_bench.py",
     "pacing_bench.py",
     "planner_bench.py",

@@ -44,6 +44,7 @@ __all__ = [
     "close_loop_clients",
     "conversation_profile",
     "find_profile",
+    "model_digests",
     "model_sha256",
     "percentile",
     "register_metrics_collector",
@@ -70,3 +71,12 @@ def model_sha256(profile: ServerProfile) -> str:
         if digest:
             return digest
     return ""
+
+
+def model_digests(profile: ServerProfile) -> dict[str, str]:
+    """Each node the profile is placed on, and the SHA256 of the profile's model file as that node
+    registered it ("": not known)."""
+    return {
+        placement.node.name: placement.node.registered_models.get(profile.model_file, "")
+        for placement in placements_of(profile)
+    }

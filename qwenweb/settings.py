@@ -282,6 +282,11 @@ QUEUE_REDIS_WAIT_S = float(os.environ.get("QWENWEB_QUEUE_REDIS_WAIT_S", "30"))
 # its conversation's cache at most this long (and never longer than a prompt pass elsewhere would take).
 NODE_NAME = os.environ.get("QWENWEB_NODE_NAME") or node_name_from_host()
 POOL_AFFINITY_MAX_WAIT_S = float(os.environ.get("QWENWEB_POOL_AFFINITY_MAX_WAIT_S", "60"))
+# An answer whose server died or froze goes on from its text so far on a node serving the same model file
+# (chat/conversations/resume.py): it waits at most RESUME_WAIT_S for one (the same box once its instance is
+# back counts); a node the pool marks out releases its answers, looked at every POOL_OUT_CHECK_S of silence.
+RESUME_WAIT_S = float(os.environ.get("QWENWEB_RESUME_WAIT_S", "60"))
+POOL_OUT_CHECK_S = float(os.environ.get("QWENWEB_POOL_OUT_CHECK_S", "1"))
 # Nodes (docs/nodes.md): where the private Redis listens (nodes on other boxes: add the LAN address), tokens' life.
 REDIS_BIND = os.environ.get("QWENWEB_REDIS_BIND", "127.0.0.1")
 NODE_TOKEN_HOURS = env_int("QWENWEB_NODE_TOKEN_HOURS", 24)

@@ -67,7 +67,7 @@ class Run:
             self.reasoning.append(event["text"])
         elif kind in STATUS_EVENT_TYPES:
             self.latest_status = event
-        elif kind == "started":
+        elif kind in ("started", "resumed"):  # the answer (again) under way: no pause to show late pages
             self.latest_status = None
         elif kind == "tool":
             self.tool_steps[event["step"]["id"]] = event["step"]

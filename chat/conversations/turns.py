@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing
-from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -21,8 +20,10 @@ from django.utils.translation import ngettext
 
 from chat.conversations import progress
 from chat.conversations.context import documents_budget, fit_messages, with_system_prompt
+from chat.conversations.messages import build_messages, has_images
 from chat.conversations.presets import sampling_fields
-from chat.conversations.selectors import TurnInputs, image_data_url, turn_inputs
+from chat.conversations.resume import AnswerSoFar, Cut, ResumeRefused, carry_on
+from chat.conversations.selectors import TurnInputs, turn_inputs
 from chat.conversations.services import finish_message
 from chat.documents.citations import CitationStream
 from chat.documents.retrieval import answer_citation_checker, document_system_message
@@ -47,53 +48,6 @@ from monitor.public import (
 log = logging.getLogger(__name__)
 Send = Callable[[dict], Awaitable[None]]
 PROGRESS_INTERVAL_S = 0.25
-
-
-def build_messages(history: list[Message]) -> list[dict]:
-    """OpenAI-shaped messages; roles alternate (consecutive ones are merged)."""
-    result: list[dict] = []
-    for message in history:
-        if message.role == Message.Role.ASSISTANT and not message.content:
-            continue  # failed or empty answers carry nothing to continue from
-        parts: list[dict] = []
-        if message.content:
-            parts.append({"type": "text", "text": message.content})
-        if message.image_type:
-            parts.append({"type": "image_url", "image_url": {"url": image_data_url(message)}})
-        if result and result[-1]["role"] == message.role:
-            result[-1]["_parts"].extend(parts)
-        else:
-            result.append({"role": message.role, "_parts": parts})
-    for item in result:
-        parts = item.pop("_parts")
-        if all(part["type"] == "text" for part in parts):
-            item["content"] = "\n\n".join(part["text"] for part in parts)
-        else:
-            item["content"] = parts
-    return result
-
-
-def _has_images(messages: list[dict]) -> bool:
-    return any(isinstance(message["content"], list) for message in messages)
-
-
-def sampling_options(raw: Any) -> dict:
-    """Per-message sampling options a client may set; everything else is refused."""
-    if raw in (None, {}):
-        return {}
-    if not isinstance(raw, dict):
-        raise ChatError(_("Options must be an object."))
-    options: dict = {}
-    for key, value in raw.items():
-        if key == "seed" and isinstance(value, int) and 0 <= value < 2**32:
-            options["seed"] = value
-        elif key == "max_tokens" and isinstance(value, int) and 1 <= value <= settings.CHAT_MAX_ANSWER_TOKENS:
-            options["max_tokens"] = value
-        elif key == "temperature" and isinstance(value, (int, float)) and 0 <= value <= 2:
-            options["temperature"] = float(value)
-        else:
-            raise ChatError(_("Unsupported option: %(name)s") % {"name": str(key)[:40]})
-    return options
 
 
 class TurnRunner:
@@ -123,6 +77,7 @@ class TurnRunner:
         self.content: list[str] = []
         self.citations: CitationStream | None = None  # set when the answer uses documents
         self.reasoning: list[str] = []
+        self.resumes: list[dict] = []  # where the answer went on after its server failed (resume.py)
         self.stop_status = Message.Status.STOPPED
         self.stop_note = ""
         self.task: asyncio.Task | None = None
@@ -176,6 +131,8 @@ class TurnRunner:
                 if isinstance(error, LlamaHung)
                 else _("The model server stopped in the middle of the answer. The partial answer was kept."),
             )
+        except ResumeRefused as error:
+            await self._finish(Message.Status.INCOMPLETE, str(error))
         except LoadFailed as error:
             # The reason (paths, llama-server's log) is for admins: it is on the profile's page and timeline.
             log.warning("turn %s: profile did not load: %s", self.assistant_id, error)
@@ -215,9 +172,25 @@ class TurnRunner:
             )
             await self._emit({"type": "started"})
             self.served = slot  # the last step's, for the usage ledger
-            stats = await self._stream(slot, payload, started)
-            await slot.remember(stats)
+            try:
+                stats = await self._stream(slot, payload, started)
+            except LlamaStreamBroken as error:  # its slot told the pool; the answer goes on elsewhere
+                cut = Cut(slot.node, error)
+            else:
+                cut = None
+                await slot.remember(stats)
+        if cut is not None:
+            stats = await carry_on(self._so_far(started), pool, payload, cut, owner=self.user_key, affinity=affinity)
         return stats
+
+    def _so_far(self, started: float) -> AnswerSoFar:
+        return AnswerSoFar(
+            content=lambda: "".join(self.content),
+            reasoning=lambda: "".join(self.reasoning),
+            emit=self._emit,
+            stream=lambda slot, request: self._stream(slot, request, started),
+            resumes=self.resumes,
+        )
 
     async def _inputs(self) -> TurnInputs:
         """The history, profile and documents flag, read once (by the caller, or here)."""
@@ -236,7 +209,7 @@ class TurnRunner:
         if not messages or messages[-1]["role"] != "user":
             raise ChatError(_("There is no question to answer."))
         info = pool.info
-        if _has_images(messages) and not info.vision:
+        if has_images(messages) and not info.vision:
             raise ChatError(
                 _(
                     "The model serving this chat cannot read images (it has no vision projector). Remove the image, or ask an admin for a profile that takes images."
@@ -369,6 +342,8 @@ class TurnRunner:
         if self.citations:  # stopped half-way: what was held back is checked and kept too
             self.content.append(self.citations.finish())
         content, reasoning = "".join(self.content), "".join(self.reasoning)
+        if self.resumes:
+            stats = {**(stats or {}), "resumed": self.resumes}
         await asyncio.shield(
             database_sync_to_async(_final_write)(
                 self.assistant_id,

@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from chat.conversations import images, services
+from chat.conversations.messages import sampling_options
 from chat.conversations.runs import running_answers
 from chat.conversations.selectors import (
     TurnInputs,
@@ -26,7 +27,6 @@ from chat.conversations.selectors import (
     message_payload,
     turn_inputs,
 )
-from chat.conversations.turns import sampling_options
 from chat.errors import ChatError
 from chat.tools.approvals import approvals
 

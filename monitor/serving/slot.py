@@ -132,7 +132,34 @@ class ServingSlot:
             await stream.aclose()
 
     def _watch(self) -> dict:
-        return {"stall_s": float(self.profile.hang_limit_s), "on_stall": self.still_working}
+        """A silent stream is looked at every POOL_OUT_CHECK_S: its node marked out of the pool (missed
+        heartbeats, router not answering, another request saw it fail) releases it at once (LlamaHung,
+        so the answer goes on elsewhere); silent for the hang limit, the instance itself is asked."""
+        hang_s = float(self.profile.hang_limit_s)
+        every_s = min(hang_s, settings.POOL_OUT_CHECK_S) if settings.POOL_OUT_CHECK_S > 0 else hang_s
+        silent = {"s": 0.0}
+
+        async def on_stall() -> bool:
+            silent["s"] += every_s
+            if not await self.still_in_pool():
+                log.warning("%s left the pool of %s mid-answer: its answer is released", self.node, self.profile.name)
+                return False
+            if silent["s"] < hang_s:
+                return True
+            silent["s"] = 0.0
+            return await self.still_working()
+
+        return {"stall_s": every_s, "on_stall": on_stall}
+
+    async def still_in_pool(self) -> bool:
+        """Whether the pool still counts this node as serving the profile (its heartbeat, and no request
+        saw it fail since). Redis not answering: yes (the instance check decides then)."""
+        if self.profile.is_remote:
+            return True
+        try:
+            return self.node in await readiness.served_on([self.node], self.profile.name)
+        except Exception:
+            return True
 
     async def still_working(self) -> bool:
         """Whether the instance answers at all (its ``/slots``, within a few seconds): a long prompt being
@@ -220,17 +247,24 @@ class ServingPool:
         on_position: PositionCallback | None = None,
         affinity: str = "",
         remember_as: str | None = None,
+        eligible: Callable[[str], bool] | None = None,
     ) -> AsyncIterator[ServingSlot]:
         """Wait in the profile's fair queue, then hold a slot on the node it gives for the block.
 
         ``affinity``: the conversation this request continues (its node is preferred); ``remember_as``:
-        the one its answer makes (default: the same), whose node ``remember`` records."""
+        the one its answer makes (default: the same), whose node ``remember`` records; ``eligible``: the
+        nodes it may have (an answer going on: those with its model file), all when not given."""
         queue = pool_queue(self.profile.name)
         preferred, patience_s = await _preference(self.profile.name, affinity)
         asked_at = time.monotonic()
+
+        async def nodes_now() -> list[str]:
+            nodes = await self._nodes_now()
+            return nodes if eligible is None else [node for node in nodes if eligible(node)]
+
         grant = await queue.acquire(
             owner,
-            self._nodes_now,
+            nodes_now,
             priority=priority,
             affinity=preferred,
             patience_s=patience_s,

@@ -122,12 +122,21 @@
       note.textContent = error;
       view.footer.append(note);
     }
+    for (const resumed of (stats && Array.isArray(stats.resumed) ? stats.resumed : [])) resumedMark(view, resumed.node);
     if (stats && stats.output_tokens !== undefined) {
       const line = document.createElement("span");
       line.className = "stats";
       line.textContent = statsLine(stats);
       view.footer.append(line);
     }
+  }
+
+  // The small mark of an answer that went on after its server failed, and where.
+  function resumedMark(view, node) {
+    const mark = document.createElement("span");
+    mark.className = "badge resumed";
+    mark.textContent = interpolate(gettext("resumed on %(node)s"), { node: String(node) }, true);
+    view.footer.append(mark);
   }
 
   // "12 prompt tokens · 40 output tokens · first token 85 ms · 31.2 tokens/s" ("?" where a figure is unknown).
@@ -271,6 +280,10 @@
       }
       case "notice":
         setStatus(event.text);
+        break;
+      case "resumed":
+        if (active && active.id === event.message) resumedMark(active, event.node);
+        setStatus("");
         break;
       case "snapshot":
         resume(event);

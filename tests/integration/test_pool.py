@@ -1,6 +1,6 @@
 """One profile served by two nodes: one pool, one line, answers spread over both; follow-ups go back to
-the node holding their conversation; a node whose router is killed mid-answer costs nobody their text,
-the next answer comes from the other node, and the node rejoins by itself.
+the node holding their conversation; a node cut off gets no slots and rejoins by itself. A node killed
+mid-answer: tests/integration/test_pool_resume.py (its answer goes on on the other node).
 
 Two real nodes on this machine: the main box's (the ``llama`` fixture's supervisor and router) and a
 second one (``tests/support/nodes.py``: its own supervisor, router, worker, var folder and key) against
@@ -10,17 +10,13 @@ the same Redis and database. Each node serves the pool with one slot, so two peo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
-import threading
-import time
 
 import psutil
 import pytest
 from django.conf import settings
 
-from chat.models import Message
 from monitor.models import Node, Placement, ServerProfile
 from monitor.nodes import readiness
 from monitor.nodes.registry import local_node
@@ -30,6 +26,7 @@ from monitor.serving.members import pool_nodes
 from monitor.serving.queue import FairQueue
 from monitor.serving.slot import load_on_nodes
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
+from tests.support.hold import NodeSlotsHeld, node_slots_held
 from tests.support.nodes import SecondNode
 from tests.support.stack import wait_until
 
@@ -132,65 +129,9 @@ def test_a_follow_up_goes_back_to_the_node_that_served_its_conversation(pool):
         assert grants()[-1].node == last
 
 
-def test_a_node_killed_mid_answer_keeps_the_partial_text_and_the_next_answer_comes_from_the_other(pool, second_node):
-    http = login(make_user())
-    with chat_socket(http) as ws:
-        # An answer on the second node: the main box's slot is held, so the turn goes there.
-        holder = _hold_slots([settings.NODE_NAME])
-        try:
-            send(ws, type="send", text="Write a long story.", options={"seed": 2, "max_tokens": 800}, profile=POOL)
-            accepted = events_until(ws, "accepted")[-1]
-            events_until(ws, "token", timeout=300)
-            assert grants()[-1].node == second_node.name
-            killed_at = time.monotonic()
-            second_node.kill_router()
-            done = events_until(ws, timeout=120)[-1]
-        finally:
-            holder.release()
-    assert done["status"] == "incomplete", done
-    answer = Message.objects.get(id=accepted["assistant_message"]["id"])
-    assert answer.status == "incomplete" and answer.content  # the partial text is kept
-    # Asked again at once: the other node answers.
-    again, events = ask(http, "Say hi.", accepted["conversation"])
-    assert events[-1]["status"] == "complete", events[-1]
-    assert grants()[-1].node == settings.NODE_NAME
-    assert time.monotonic() - killed_at < 60
-    # Nothing lost or doubled: one question, one answer per turn.
-    messages = list(Message.objects.filter(conversation_id=accepted["conversation"]).values_list("role", flat=True))
-    assert messages == ["user", "assistant", "user", "assistant"], messages
-    # The node rejoins by itself: its supervisor starts a router, loads the pool, and its heartbeat says so.
-    wait_until(lambda: second_node.name in serving(pool), 180, "the second node back in the pool")
-
-
-class _Held:
-    def __init__(self) -> None:
-        self.release_event = threading.Event()
-        self.held = threading.Event()
-
-    def release(self) -> None:
-        self.release_event.set()
-
-
-def _hold_slots(nodes: list[str]) -> _Held:
+def _hold_slots(nodes: list[str]) -> NodeSlotsHeld:
     """Hold one slot of the pool on each of ``nodes`` (as running answers would) until released."""
-    from tests.support.hold import held_slot
-
-    handle = _Held()
-
-    async def hold() -> None:
-        queue = FairQueue(POOL)
-        try:
-            async with contextlib.AsyncExitStack() as slots:
-                for node in nodes:
-                    await slots.enter_async_context(held_slot(queue, "test-holder", [node]))
-                handle.held.set()
-                await asyncio.to_thread(handle.release_event.wait)
-        finally:
-            await queue.aclose()
-
-    threading.Thread(target=asyncio.run, args=(hold(),), daemon=True).start()
-    assert handle.held.wait(60)
-    return handle
+    return node_slots_held(POOL, nodes)
 
 
 def test_a_node_cut_off_gets_no_slots_and_comes_back_by_itself(pool, second_node):

@@ -81,6 +81,38 @@ def queue_slots_held(
         thread.join(30)
 
 
+class NodeSlotsHeld:
+    """Slots of a pool held on chosen nodes by a thread of their own, until ``release()``."""
+
+    def __init__(self) -> None:
+        self.release_event = threading.Event()
+        self.held = threading.Event()
+
+    def release(self) -> None:
+        self.release_event.set()
+
+
+def node_slots_held(queue_name: str, nodes: list[str], owner: str = "test-holder") -> NodeSlotsHeld:
+    """One slot of the pool on each of ``nodes`` (as running answers would), held until released: work
+    for the pool goes to its other nodes, or waits, until then."""
+    handle = NodeSlotsHeld()
+
+    async def hold() -> None:
+        queue = FairQueue(queue_name)
+        try:
+            async with contextlib.AsyncExitStack() as slots:
+                for node in nodes:
+                    await slots.enter_async_context(held_slot(queue, owner, [node]))
+                handle.held.set()
+                await asyncio.to_thread(handle.release_event.wait)
+        finally:
+            await queue.aclose()
+
+    threading.Thread(target=asyncio.run, args=(hold(),), daemon=True).start()
+    assert handle.held.wait(HOLD_WAIT_S * 2), f"could not hold slots of {queue_name} on {nodes}"
+    return handle
+
+
 def read_queue(queue_name: str, read: Callable[[FairQueue], Awaitable]):
     """``read(queue)`` on a connection of its own, from sync test code."""
 

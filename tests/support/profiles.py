@@ -38,12 +38,13 @@ def served(name: str | None) -> None:
 
 
 @contextlib.contextmanager
-def ignoring_eos(llama, prefix: str, hang_limit_s: int) -> Iterator[ServerProfile]:
+def ignoring_eos(llama, prefix: str, hang_limit_s: int, **fields) -> Iterator[ServerProfile]:
     """A copy of the default profile whose answers never end by themselves (``--ignore-eos``): they run
     to their max_tokens, so an answer a test stops, cuts, freezes or opens again is still running when
     the test acts, whatever the model would have chosen to write. Loading it unloads the default (one
-    instance at a time); the default is loaded again after."""
-    with default_copy(llama, prefix, "--ignore-eos", hang_limit_s=hang_limit_s) as profile:
+    instance at a time); the default is loaded again after. ``fields``: more of the profile's fields
+    (a small ``ctx_size``: answers that end soon, where the page cannot set a length)."""
+    with default_copy(llama, prefix, "--ignore-eos", hang_limit_s=hang_limit_s, **fields) as profile:
         yield profile
 
 

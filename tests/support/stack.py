@@ -48,6 +48,9 @@ def configure_environment(run_dir: Path, *, parallel: int = 2) -> dict:
     # Document summaries: short partial summaries and small chunks keep the tests' model calls brief.
     env.setdefault("QWENWEB_DOCUMENT_SUMMARY_TOKENS", "48")
     env.setdefault("QWENWEB_DOCUMENT_CHUNK_TOKENS", "400")
+    # An answer cut by a node killed on purpose waits this long for the node to come back (a router
+    # restarted and its pool loaded again take a minute or two on a loaded 2-core box).
+    env.setdefault("QWENWEB_RESUME_WAIT_S", "150")
     # As under `make run`: the default user's password (the run's redis_password) in REDIS_URL.
     env["REDIS_URL"] = private_redis_url(run_dir, free_port())
     env["LLAMA_SERVER_URL"] = f"http://127.0.0.1:{free_port()}"

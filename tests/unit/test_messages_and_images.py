@@ -5,7 +5,7 @@ from django.test import override_settings
 from PIL import Image
 
 from chat.conversations.images import decode_data_url, normalize_image
-from chat.conversations.turns import build_messages, sampling_options
+from chat.conversations.messages import build_messages, sampling_options
 from chat.errors import ChatError
 from chat.models import Message
 from qwenweb.origin import is_same_origin

@@ -134,7 +134,13 @@ class Heartbeat:
         for name, model in live_ids_here().items():
             if model in loaded:
                 if model not in self.slots:
-                    self.slots[model] = runner.run(self._slots_of(model))
+                    try:
+                        self.slots[model] = runner.run(self._slots_of(model))
+                    except (LlamaError, TimeoutError) as error:
+                        # Frozen (or gone) before it said its slots: left out of this beat alone, so the
+                        # node's other profiles stay served and a request's recovery of it still runs.
+                        log.warning("%s did not say its slots; not published this beat: %s", model, error)
+                        continue
                 serving[name] = (self.slots[model], model)
         # Published less what requests found frozen meanwhile; those are restarted now.
         self._recover_all(runner, readiness.publish(self.node, serving))

@@ -79,11 +79,12 @@ async def embed_passages(
     ``record_model`` the collection records the model after each batch (a run embedding a collection
     again records it only at its end: ``reembedding``)."""
     try:
-        pool = await serving_pool(model.profile)
         owner = f"owner:{entry.document.owner_id}"
         batch = settings.KNOWLEDGE_EMBED_BATCH
         for start in range(0, len(passages), batch):
             part = passages[start : start + batch]
+            # The pool each batch: a profile unloaded meanwhile is brought up again, not waited for.
+            pool = await serving_pool(model.profile)
             vectors = await embed(pool, owner, [passage.text for passage in part], "background")
             await _store(entry, model, part, vectors, start + len(part), record_model)
     finally:

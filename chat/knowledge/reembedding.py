@@ -29,9 +29,10 @@ def lock_key(collection_id: int) -> str:
 
 
 def stale_collections(model: Embedder) -> list[int]:
-    """Collections with vectors of another model than ``model`` (or left cleared by a run that died)."""
-    made_by_another = ~Q(embed_model_file=model.model_file, embed_model_sha256=model.sha256)
-    return list(Collection.objects.filter(made_by_another, embed_dimensions__gt=0).values_list("pk", flat=True))
+    """Collections with vectors of another model than ``model`` (or left cleared by a run that died). Vectors
+    of the same file whose SHA256 was not known yet when they were made are the same model's: kept."""
+    same_model = Q(embed_model_file=model.model_file) & (Q(embed_model_sha256=model.sha256) | Q(embed_model_sha256=""))
+    return list(Collection.objects.filter(~same_model, embed_dimensions__gt=0).values_list("pk", flat=True))
 
 
 def collections_to_reembed() -> list[int]:

@@ -155,9 +155,7 @@ def test_a_changed_embedding_model_embeds_again_in_the_background_while_words_an
     assert ask(owner, [collection], question) == []  # another model's vectors are not compared with this one's
     assert documents_found(ask(owner, [collection], "windowsill"))[:1] == ["cat.txt"]  # the words answer
 
-    # Beat's task queues it (with any other collection of the session an earlier model, or none recorded
-    # yet, indexed).
-    assert collection.pk in reembed_stale_collections()
+    assert collection.pk in reembed_stale_collections()  # beat's task queues it
     wait_until(
         lambda: Collection.objects.filter(pk=collection.pk, embed_model_sha256=digest).exists(),
         300,

@@ -7,18 +7,14 @@ set (the session's Daphne runs without them)."""
 
 from __future__ import annotations
 
-import os
-import sys
 import tempfile
 from pathlib import Path
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.support.ldap_server import PASSWORDS, Directory
-from tests.support.server_process import free_port
-from tests.support.stack import Service, wait_until
+from tests.support.stack import second_web_server
 
 
 @pytest.fixture(scope="module")
@@ -31,15 +27,8 @@ def directory():
 @pytest.fixture(scope="module")
 def ldap_app(directory, web_server, run_dir):
     """A second Daphne on the same database and Redis, with directory login on; its URL."""
-    port = str(free_port())
-    env = {**os.environ, **directory.environment(), "QWENWEB_PORT": port}
-    argv = [sys.executable, "-m", "qwenweb.serve", "--bind", "127.0.0.1", "--port", port]
-    service = Service("daphne-ldap", argv, run_dir, env)
-    service.start()
-    url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: httpx.get(url + "/login/", timeout=2).status_code == 200, 60, "daphne-ldap", service.process)
-    yield url
-    service.stop()
+    with second_web_server("daphne-ldap", run_dir, directory.environment()) as url:
+        yield url
 
 
 def log_in(page, app: str, username: str, password: str) -> None:

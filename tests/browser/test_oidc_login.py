@@ -6,16 +6,11 @@ OIDC variables an office would set (the session's Daphne runs without them)."""
 
 from __future__ import annotations
 
-import os
-import sys
-
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.support.oidc_provider import PASSWORDS, Provider
-from tests.support.server_process import free_port
-from tests.support.stack import Service, wait_until
+from tests.support.stack import second_web_server
 
 
 @pytest.fixture(scope="module")
@@ -28,15 +23,8 @@ def provider():
 @pytest.fixture(scope="module")
 def oidc_app(provider, web_server, run_dir):
     """A second Daphne on the same database and Redis, with OIDC login on; its URL."""
-    port = str(free_port())
-    env = {**os.environ, **provider.environment(), "QWENWEB_PORT": port}
-    argv = [sys.executable, "-m", "qwenweb.serve", "--bind", "127.0.0.1", "--port", port]
-    service = Service("daphne-oidc", argv, run_dir, env)
-    service.start()
-    url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: httpx.get(url + "/login/", timeout=2).status_code == 200, 60, "daphne-oidc", service.process)
-    yield url
-    service.stop()
+    with second_web_server("daphne-oidc", run_dir, provider.environment()) as url:
+        yield url
 
 
 def through_provider(page, app: str, provider: Provider, role: str) -> None:

@@ -7,6 +7,7 @@ and the processes it talks to agree on every address.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -361,3 +363,20 @@ def django_run_dir(prefix: str, **environment) -> Path:
 
     call_command("migrate", "--noinput", verbosity=0)
     return run_dir
+
+
+@contextlib.contextmanager
+def second_web_server(name: str, run_dir: Path, environment: dict[str, str]) -> Iterator[str]:
+    """Another Daphne on the session's database and Redis, started with ``environment`` (the settings an
+    office would set, e.g. directory or OIDC login), on a port of its own; its URL while the block runs."""
+    port = str(free_port())
+    env = {**os.environ, **environment, "QWENWEB_PORT": port}
+    argv = [sys.executable, "-m", "qwenweb.serve", "--bind", "127.0.0.1", "--port", port]
+    service = Service(name, argv, run_dir, env)
+    service.start()
+    url = f"http://127.0.0.1:{port}"
+    wait_until(lambda: httpx.get(url + "/login/", timeout=2).status_code == 200, 60, name, service.process)
+    try:
+        yield url
+    finally:
+        service.stop()

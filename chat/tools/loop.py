@@ -158,7 +158,11 @@ class ToolLoop:
             try:
                 allowed = await asyncio.wait_for(decision, limit)
             except TimeoutError:
-                step["result"] = _("No one allowed this tool within %(s)d seconds, so it did not run.") % {"s": limit}
+                step["result"] = ngettext(
+                    "No one allowed this tool within %(s)d second, so it did not run.",
+                    "No one allowed this tool within %(s)d seconds, so it did not run.",
+                    int(limit),
+                ) % {"s": limit}
                 return False
         if not allowed:
             step["result"] = _("You denied this tool call, so it did not run.")
@@ -170,13 +174,25 @@ class ToolLoop:
         try:
             result = await asyncio.wait_for(providers.call(spec, arguments, user=self.user, timeout=timeout), timeout)
         except TimeoutError:
-            return ToolResult(_("The tool did not answer within %(s)d seconds and was stopped.") % {"s": timeout}, True)
+            return ToolResult(
+                ngettext(
+                    "The tool did not answer within %(s)d second and was stopped.",
+                    "The tool did not answer within %(s)d seconds and was stopped.",
+                    int(timeout),
+                )
+                % {"s": timeout},
+                True,
+            )
         except Exception:
             log.warning("tool %s failed", spec.name, exc_info=True)
             return ToolResult(_("The tool failed; nothing came back from it."), True)
         limit = settings.CHAT_TOOL_RESULT_MAX_CHARS
         if len(result.text) > limit:
-            note = _("[The tool's result was cut to %(n)d characters.]") % {"n": limit}
+            note = ngettext(
+                "[The tool's result was cut to %(n)d character.]",
+                "[The tool's result was cut to %(n)d characters.]",
+                limit,
+            ) % {"n": limit}
             return ToolResult(result.text[:limit] + "\n" + note, result.is_error, result.meta)
         return result
 

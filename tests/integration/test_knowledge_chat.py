@@ -125,14 +125,18 @@ def test_a_question_in_other_words_finds_its_passage_by_meaning(world):
 
 
 def test_nothing_found_is_the_answer_and_the_model_is_not_called(world, web_server):
-    alice = world["alice"]
-    http = login(alice)
-    conversation = Conversation.objects.create(owner=alice)
+    # A person of their own: the other tests leave Alice's hand-made answers 'streaming', and two of
+    # those are her limit of answers in flight (CHAT_TURNS_IN_FLIGHT).
+    alice, carol = world["alice"], make_user()
+    share(alice, world["handbook"].pk, carol)
+    http = login(carol)
+    conversation = Conversation.objects.create(owner=carol)
     conversation.collections.set([world["handbook"]])
     with chat_socket(http) as ws:
         send(ws, type="send", conversation=str(conversation.id), text=UNRELATED)
         events = events_until(ws, "done", timeout=300)
     kinds = [event["type"] for event in events]
+    assert kinds[-1] == "done", events[-1]
     assert "started" not in kinds  # no serving slot taken: the model was not asked
     done = events[-1]
     assert done["status"] == "complete" and done["error"] == ""

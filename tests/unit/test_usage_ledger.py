@@ -67,11 +67,15 @@ def test_a_row_and_its_days_rollup_are_recorded_with_the_persons_primary_group()
         8,
         alpha.pk,
     )
-    totals = dict(
-        UsageDayTotal.objects.filter(value__in=[str(person.pk), str(alpha.pk), model]).values_list(
-            "dimension", "output_tokens"
+    # Values are per dimension: an API key's id can equal this person's or group's id, so ask for the pairs.
+    wanted = {("person", str(person.pk)), ("group", str(alpha.pk)), ("model", model)}
+    totals = {
+        dimension: output
+        for dimension, value, output in UsageDayTotal.objects.filter(value__in=[v for _d, v in wanted]).values_list(
+            "dimension", "value", "output_tokens"
         )
-    )
+        if (dimension, value) in wanted
+    }
     assert totals == {"person": 8, "group": 8, "model": 8}
 
 

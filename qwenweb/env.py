@@ -21,3 +21,13 @@ def env_int(name: str, default: int) -> int:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_names(name: str, default: str, allowed: tuple[str, ...]) -> list[str]:
+    """A comma-separated list of names from ``allowed`` (an allowlist: any other name stops the start)."""
+    names = env_list(name, default)
+    if unknown := [item for item in names if item not in allowed]:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(f"{name}: {', '.join(unknown)} is not one of {', '.join(allowed)}")
+    return names

@@ -11,7 +11,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
-from qwenweb.env import VAR_DIR, env_bool, env_int, env_list
+from qwenweb.env import VAR_DIR, env_bool, env_int, env_list, env_names
 from qwenweb.ldap_settings import ldap_settings
 from qwenweb.network import lan_addresses, node_name_from_host, served_hosts
 from qwenweb.oidc_settings import oidc_settings
@@ -259,6 +259,9 @@ CHAT_TOOL_STEP_LIMIT = env_int("QWENWEB_TOOL_STEP_LIMIT", 5)
 CHAT_TOOL_APPROVAL_TIMEOUT_S = env_int("QWENWEB_TOOL_APPROVAL_TIMEOUT_S", 120)
 CHAT_TOOL_TIMEOUT_S = env_int("QWENWEB_TOOL_TIMEOUT_S", 30)
 CHAT_TOOL_RESULT_MAX_CHARS = env_int("QWENWEB_TOOL_RESULT_MAX_CHARS", 16_000)
+# The built-in tools offered (names from chat.tools.builtin; empty: none, MCP tools only).
+BUILTIN_TOOLS = ("calculator", "search_documents")
+CHAT_TOOL_BUILTINS = env_names("QWENWEB_TOOL_BUILTINS", ",".join(BUILTIN_TOOLS), BUILTIN_TOOLS)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  # stored text <= 1 s behind
 # Text reaching a page goes at most once per this many ms (20 pictures a second), and llama-server's
 # stream is read on the same clock (monitor/llama/wire.py); the first text and every other event go at

@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
 from chat.documents.retrieval import Passage, rank_passages, split_passages
 from chat.knowledge.search import search as search_collections
@@ -108,7 +109,9 @@ class BuiltinProvider:
     source = "builtin"
 
     def tools_for(self, user: Any, conversation: Any) -> list[ToolSpec]:
-        return [CALCULATOR, SEARCH_DOCUMENTS]
+        """The built-ins staff left on (QWENWEB_TOOL_BUILTINS), in this order."""
+        offered = settings.CHAT_TOOL_BUILTINS
+        return [spec for spec in (CALCULATOR, SEARCH_DOCUMENTS) if spec.name in offered]
 
     async def call(self, spec: ToolSpec, arguments: dict[str, Any], *, user: Any, timeout: float) -> ToolResult:
         if spec.key == CALCULATOR.key:

@@ -24,7 +24,7 @@ from django.conf import settings
 from websockets.exceptions import ConnectionClosed
 
 from tests.support import pdfs
-from tests.support.client import base_url, send, upload_document
+from tests.support.client import base_url, send, talking_to, upload_document
 from tests.support.faults import FINISHED, LONG_PROMPT, Person, lost_or_doubled, make_person, still_streaming
 from tests.support.stack import wait_until
 from tests.support.supervised import PARTS, Supervised, query, supervised_env
@@ -45,16 +45,14 @@ def product(tmp_path_factory):
     env["QWENWEB_DOCUMENT_STALL_S"] = "10"
     stack = Supervised(var_dir, env)
     stack.manage("migrate", "-v", "0")
-    own_port = os.environ["QWENWEB_PORT"]
-    os.environ["QWENWEB_PORT"] = env["QWENWEB_PORT"]  # tests.support.client talks to this run
-    stack.start()
-    try:
-        healthy = lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 200  # noqa: E731
-        wait_until(healthy, 300, "every supervised part healthy", stack.process, var_dir / "supervisord.out")
-        yield stack
-    finally:
-        stack.shutdown()
-        os.environ["QWENWEB_PORT"] = own_port
+    with talking_to(env["QWENWEB_PORT"]):  # tests.support.client talks to this run
+        stack.start()
+        try:
+            healthy = lambda: httpx.get(base_url() + "/healthz", timeout=5).status_code == 200  # noqa: E731
+            wait_until(healthy, 300, "every supervised part healthy", stack.process, var_dir / "supervisord.out")
+            yield stack
+        finally:
+            stack.shutdown()
 
 
 @pytest.fixture(scope="module")

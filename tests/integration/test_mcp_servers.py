@@ -85,7 +85,15 @@ def person(registered, staff_page):
 def test_staff_register_a_server_its_tools_are_listed_and_secrets_never_shown(mcp_server, staff_page, registered):
     page = staff_page.get(f"/staff/tools/{registered.pk}/").content.decode()
     listed = set(McpTool.objects.filter(server=registered).values_list("name", flat=True))
-    assert listed == {"lookup_ticket", "create_ticket", "slow_lookup", "broken_tool", "huge_result", "bad_schema"}
+    assert listed == {
+        "lookup_ticket",
+        "create_ticket",
+        "floor_status",
+        "slow_lookup",
+        "broken_tool",
+        "huge_result",
+        "bad_schema",
+    }
     for name in listed:
         assert f'data-tool="{name}"' in page
     # New tools: disabled and writing until staff decide.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import uuid
+from collections.abc import Iterator
 
 import httpx
 from websockets.sync.client import ClientConnection, connect
@@ -13,6 +15,17 @@ from websockets.sync.client import ClientConnection, connect
 
 def base_url() -> str:
     return f"http://127.0.0.1:{os.environ['QWENWEB_PORT']}"
+
+
+@contextlib.contextmanager
+def talking_to(port: str) -> Iterator[None]:
+    """While the block runs, these helpers talk to the web process on ``port`` (another than the session's)."""
+    previous = os.environ["QWENWEB_PORT"]
+    os.environ["QWENWEB_PORT"] = port
+    try:
+        yield
+    finally:
+        os.environ["QWENWEB_PORT"] = previous
 
 
 def make_user(username: str | None = None, password: str = "pass-Word-123", **extra):

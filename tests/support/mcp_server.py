@@ -5,6 +5,8 @@ Every MCP request must carry ``Authorization: Bearer SECRET`` (so the tests see 
 headers staff entered). Its tools:
 
 - ``lookup_ticket`` (reads) and ``create_ticket`` (writes), plain answers;
+- ``floor_status``: its one argument's schema is the constant 3, so llama-server's tool grammar writes a
+  call of it whole (the chat turn's test, tests/integration/test_mcp_in_chat.py); it counts its calls;
 - ``slow_lookup``: waits until the test releases it (``POST /release``); ``GET /state`` says how many
   calls wait there now, so a test waits on that, never on the clock;
 - ``broken_tool``: raises; ``huge_result``: answers 50 MB of text;
@@ -25,8 +27,10 @@ import subprocess
 import sys
 import urllib.request
 from pathlib import Path
+from typing import Literal
 
 HUGE_BYTES = 50 * 1024 * 1024
+FLOOR_STATUS = "Printers 3A and 3C work; 3B waits for toner"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -37,7 +41,7 @@ def _build(secret: str):
 
     server = MCPServer("office-tickets")
     release = asyncio.Event()
-    waiting = {"now": 0, "calls": 0}
+    waiting = {"now": 0, "calls": 0, "floor_calls": 0}
 
     @server.tool(description="Look a ticket up by its number.")
     def lookup_ticket(number: int) -> str:
@@ -48,6 +52,11 @@ def _build(secret: str):
     def create_ticket(title: str, priority: str = "normal") -> str:
         waiting["calls"] += 1
         return f"Created ticket 4711: {title} ({priority})."
+
+    @server.tool(description="Which printers work on a floor.")
+    def floor_status(floor: Literal[3]) -> str:
+        waiting["floor_calls"] += 1
+        return f"{FLOOR_STATUS} (floor {floor})"
 
     @server.tool(description="Look a ticket up, slowly.")
     async def slow_lookup(number: int) -> str:

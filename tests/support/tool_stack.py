@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from tests.support import stack
+from tests.support.client import talking_to
 from tests.support.qwen35 import GRAMMAR, serving_profile
 
 
@@ -27,12 +28,10 @@ def tool_web_server(run_dir: Path, **settings: str) -> Iterator[stack.Service]:
     service.start()
     url = f"http://127.0.0.1:{port}/login/"
     stack.wait_until(lambda: httpx.get(url, timeout=2).status_code == 200, 60, "daphne-tools", service.process)
-    previous = os.environ["QWENWEB_PORT"]
-    os.environ["QWENWEB_PORT"] = port
     try:
-        yield service
+        with talking_to(port):
+            yield service
     finally:
-        os.environ["QWENWEB_PORT"] = previous
         service.stop()
 
 

@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
 
 from chat.tools.approvals import Approvals
 from chat.tools.arguments import MAX_ARGUMENT_CHARS, BadArguments, parse_arguments
-from chat.tools.builtin import CALCULATOR, run_calculator
+from chat.tools.builtin import CALCULATOR, BuiltinProvider, run_calculator
 from chat.tools.calculator import CalculationError, calculate
 from chat.tools.calls import ToolCalls
+from qwenweb.env import env_names
 
 
 @pytest.mark.parametrize(
@@ -126,3 +129,13 @@ def test_only_the_owner_decides_a_waiting_step_and_once():
         assert approvals.pending() == 0 and not approvals.decide("step-1", 1, True)
 
     asyncio.run(scenario())
+
+
+def test_only_the_builtins_staff_leave_on_are_offered(monkeypatch):
+    with override_settings(CHAT_TOOL_BUILTINS=["calculator"]):
+        assert [spec.name for spec in BuiltinProvider().tools_for(None, None)] == ["calculator"]
+    with override_settings(CHAT_TOOL_BUILTINS=[]):
+        assert BuiltinProvider().tools_for(None, None) == []
+    monkeypatch.setenv("QWENWEB_TOOL_BUILTINS", "calculator, shell")
+    with pytest.raises(ImproperlyConfigured, match="shell is not one of calculator, search_documents"):
+        env_names("QWENWEB_TOOL_BUILTINS", "", ("calculator", "search_documents"))

@@ -17,6 +17,7 @@ from chat.conversations.selectors import get_conversation
 from chat.documents.removal import delete_document_rows, remove_files
 from chat.errors import ChatError
 from chat.models import Conversation, Document, Message
+from chat.tools.services import end_unfinished_steps
 from chat.usage import services as ledger
 from chat.usage.entries import answer_entry
 from monitor.public import ProfileUnavailable, ServingSlot
@@ -226,7 +227,12 @@ def mark_orphaned_streams(older_than_s: float) -> int:
     """Answers left 'streaming' by a process that died: keep their text, mark them incomplete.
     ``older_than_s=0``: every one (the box's only web process starting: none can still be written)."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    return Message.objects.filter(status=Message.Status.STREAMING, updated_at__lt=cutoff).update(
+    orphaned = Message.objects.filter(status=Message.Status.STREAMING, updated_at__lt=cutoff)
+    with_steps = list(orphaned.filter(tool_steps__isnull=False).values_list("id", "tool_steps"))
+    count = orphaned.update(
         status=Message.Status.INCOMPLETE,
         error=_("This answer was interrupted when the server restarted. The partial answer was kept."),
     )
+    for message_id, steps in with_steps:
+        end_unfinished_steps(message_id, steps)
+    return count

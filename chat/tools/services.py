@@ -21,3 +21,18 @@ def set_tools_enabled(user, conversation_id, enabled: bool) -> Conversation:
 def save_tool_steps(message_id: int, steps: list[dict]) -> None:
     """The answer's steps as they stand (each change of a step writes them all: a turn has a handful)."""
     Message.objects.filter(id=message_id).update(tool_steps=steps, updated_at=timezone.now())
+
+
+UNFINISHED = ("running", "waiting")
+
+
+def end_unfinished_steps(message_id: int, steps: list[dict]) -> None:
+    """An interrupted answer's steps left running or waiting (its web process died): stopped, saying so.
+    The step that ran may have done its work; the person reads that it is not known."""
+    if not any(step.get("state") in UNFINISHED for step in steps):
+        return
+    for step in steps:
+        if step.get("state") in UNFINISHED:
+            step["state"] = "stopped"
+            step["result"] = _("The server restarted before this tool call finished; whether it ran is not known.")
+    Message.objects.filter(id=message_id).update(tool_steps=steps)

@@ -141,6 +141,27 @@ def test_a_streaming_answer_is_indexed_once_it_ends_not_at_each_save():
     index_is_consistent()
 
 
+def test_the_sweep_stops_the_tool_steps_a_dead_web_process_left_running_or_waiting():
+    user = make_user()
+    conversation = conversation_with(user, ("question", "an older answer"))
+    steps = [
+        {"id": "a1", "name": "calculator", "state": "done", "result": "42"},
+        {"id": "b2", "name": "create_ticket", "state": "waiting", "result": ""},
+        {"id": "c3", "name": "lookup_ticket", "state": "running", "result": ""},
+    ]
+    left = Message.objects.create(conversation=conversation, role="assistant", status="streaming", tool_steps=steps)
+    plain = Message.objects.create(conversation=conversation, role="assistant", status="streaming")
+    Message.objects.filter(id__in=[left.id, plain.id]).update(updated_at=timezone.now() - dt.timedelta(hours=1))
+    services.mark_orphaned_streams(older_than_s=60)
+    left.refresh_from_db()
+    assert left.status == "incomplete" and Message.objects.get(id=plain.id).tool_steps is None
+    assert [(step["state"], step["result"]) for step in left.tool_steps] == [
+        ("done", "42"),
+        ("stopped", "The server restarted before this tool call finished; whether it ran is not known."),
+        ("stopped", "The server restarted before this tool call finished; whether it ran is not known."),
+    ]
+
+
 def test_a_save_of_the_text_so_far_stores_it_and_keeps_the_answer_alive_for_the_sweep():
     """A running answer's save writes its text and reasoning and refreshes updated_at, which is what tells
     the sweep a long answer from one a dead web process left: a save that did not would see it marked

@@ -93,9 +93,9 @@ def main() -> None:
                 step = Message.objects.filter(role="assistant").latest("id").tool_steps[0]
                 assert step["state"] == "done" and step["ms"] >= NAP_S * 1000, step
                 app.append((tool_ms - step["ms"] - stats["model_ms"] - plain_app) / stats["tool_steps"])
-                resumed = stats["resumed"]
-                total = resumed["prompt_tokens"] + resumed["cached_tokens"]
-                cached.append(100 * resumed["cached_tokens"] / total if total else 0)
+                followup = stats["followup"]
+                total = followup["prompt_tokens"] + followup["cached_tokens"]
+                cached.append(100 * followup["cached_tokens"] / total if total else 0)
                 print(f"run {_run + 1}: app {app[-1]:.1f} ms, held {holds[-1]:.1f} ms, cached {cached[-1]:.1f}%")
         print(f"tool_step_app_ms={statistics.median(app):.1f}")
         print(f"tool_slot_held_ms={statistics.median(holds):.1f}")

@@ -186,15 +186,38 @@ async def _one_resume(
                 )
                 request = await fitted(slot, continuation(payload, content, reasoning, _seed()), written)
                 answer.resumes.append(
-                    {"node": node, "at": len(content), "in_thinking": not content and bool(reasoning)}
+                    {
+                        "node": node,
+                        "at": len(content),
+                        "in_thinking": not content and bool(reasoning),
+                        "written": written,
+                    }
                 )
                 await answer.emit({"type": "resumed", "node": node})
                 log.info("answer resumed on %s after %.1f s", node, time.monotonic() - cut_at)
                 stats = await answer.stream(slot, request)
                 await slot.remember(stats)
+                note_cut_streams(answer.resumes, stats)
                 return stats
     except (LlamaStreamBroken, LlamaUnavailable) as error:  # reported to the pool by the slot
         raise _CutAgain(node, error) from error
+
+
+def note_cut_streams(resumes: list[dict], stats: dict) -> None:
+    """The tokens of the streams cut before this one, noted on their resumes (the quota and the usage
+    ledger count them: chat.usage.entries.cut_streams). A cut stream reported no figures; its prompt was
+    the question's, which is this stream's prompt less what was written before it (the continuation
+    carries the answer so far), plus what was written before that stream began; its output, what it
+    wrote. Notes from an earlier step of the same answer (a tool loop's) have their figures already."""
+    prompt = stats.get("prompt_tokens")
+    if not isinstance(prompt, int):
+        return
+    question = max(prompt + int(stats.get("cached_tokens") or 0) - resumes[-1]["written"], 0)
+    before = 0
+    for note in resumes:
+        if "cut_prompt" not in note:
+            note["cut_prompt"], note["cut_output"] = question + before, max(note["written"] - before, 0)
+        before = note["written"]
 
 
 async def _watched(slot: ServingSlot, work: Awaitable[T]) -> T:

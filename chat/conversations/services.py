@@ -19,7 +19,7 @@ from chat.errors import ChatError
 from chat.models import Conversation, Document, Message
 from chat.tools.services import end_unfinished_steps
 from chat.usage import services as ledger
-from chat.usage.entries import answer_entry
+from chat.usage.entries import answer_entry, cut_streams
 from monitor.public import ProfileUnavailable, ServingSlot
 
 TITLE_MAX = 200
@@ -215,12 +215,14 @@ def finish_message(
 def answer_tokens(content: str, reasoning: str, stats: dict | None) -> int:
     """Tokens an answer counts against its owner's quota: the whole prompt (cached or not) and the
     output, as llama-server reported them; an answer stopped before its figures came is estimated
-    from its length (about four characters a token), so stopping early does not make it free."""
+    from its length (about four characters a token), so stopping early does not make it free. An answer
+    that went on after its model server failed counts the cut streams as well (``cut_streams``)."""
     stats = stats or {}
     figures = [stats.get(name) for name in ("prompt_tokens", "cached_tokens", "output_tokens")]
+    cut = sum(cut_streams(stats))  # an answer resumed elsewhere: the streams cut before it count too
     if any(isinstance(figure, int) for figure in figures):
-        return sum(figure for figure in figures if isinstance(figure, int))
-    return (len(content) + len(reasoning)) // 4
+        return sum(figure for figure in figures if isinstance(figure, int)) + cut
+    return (len(content) + len(reasoning)) // 4 + cut
 
 
 def mark_orphaned_streams(older_than_s: float) -> int:

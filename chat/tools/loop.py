@@ -99,8 +99,8 @@ class ToolLoop:
                     if last:
                         await self._limit_notice()
                     # The last request resumed after a tool: how much of its prompt llama-server had cached.
-                    resumed = {name: stats.get(name) for name in ("prompt_tokens", "cached_tokens")}
-                    return {**stats, **totals, "tool_steps": len(self.steps), "resumed": resumed}
+                    followup = {name: stats.get(name) for name in ("prompt_tokens", "cached_tokens")}
+                    return {**stats, **totals, "tool_steps": len(self.steps), "followup": followup}
                 text = "".join(self.turn.content[text_from:])
                 result = await self._step(call)
                 messages += [

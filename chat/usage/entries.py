@@ -66,6 +66,17 @@ def api_entry(
     return _served(entry, slot)
 
 
+def cut_streams(stats: dict | None) -> tuple[int, int]:
+    """(prompt, output) tokens of the streams a model server's failure cut in an answer that went on
+    elsewhere (chat.conversations.resume notes them in ``stats["resumed"]``): they reported no figures
+    of their own, and were spent all the same."""
+    notes = (stats or {}).get("resumed")
+    if not isinstance(notes, list):
+        return 0, 0
+    prompt = sum(_count(note.get("cut_prompt")) for note in notes if isinstance(note, dict))
+    return prompt, sum(_count(note.get("cut_output")) for note in notes if isinstance(note, dict))
+
+
 def answer_entry(owner_id: int, status: str, stats: dict | None, estimate: int, slot: ServingSlot | None) -> UsageEntry:
     """A chat answer's entry. llama-server's timings count the prompt it computed (``prompt_tokens``) apart
     from what came from its cache; the ledger's prompt is both. An answer ended before its figures came
@@ -73,12 +84,13 @@ def answer_entry(owner_id: int, status: str, stats: dict | None, estimate: int, 
     stats = stats or {}
     computed, cached, output = (_count(stats.get(name)) for name in ("prompt_tokens", "cached_tokens", "output_tokens"))
     has_figures = any(isinstance(stats.get(name), int) for name in ("prompt_tokens", "output_tokens"))
+    cut_prompt, cut_output = cut_streams(stats)
     entry = UsageEntry(
         user_id=owner_id,
         kind=UsageKind.CHAT,
-        prompt_tokens=computed + cached,
+        prompt_tokens=computed + cached + cut_prompt,
         cached_tokens=cached,
-        output_tokens=output if has_figures else estimate,
+        output_tokens=(output if has_figures else estimate) + cut_output,
         outcome=ANSWER_OUTCOMES.get(status, UsageOutcome.ERROR),
     )
     return _served(entry, slot)

@@ -16,7 +16,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from chat.models import Message
+from chat.models import DailyUsage, Message, UsageRecord
 from monitor.models import Node, ServerProfile
 from monitor.profiles.presets import live_id_here
 from monitor.serving.slot import load_on_nodes
@@ -51,7 +51,8 @@ def _back(pool_nodes: list[str], second) -> None:
 
 
 def test_a_node_killed_mid_answer_its_answer_goes_on_on_the_other_node(registered, second_node):  # noqa: F811
-    http = login(make_user())
+    person = make_user()
+    http = login(person)
     with chat_socket(http) as ws:
         accepted, before, holder = _answer_on(ws, [settings.NODE_NAME])
         assert grants()[-1].node == second_node.name
@@ -67,6 +68,15 @@ def test_a_node_killed_mid_answer_its_answer_goes_on_on_the_other_node(registere
     assert [note["node"] for note in answer.stats["resumed"]] == [settings.NODE_NAME]
     roles = Message.objects.filter(conversation_id=accepted["conversation"]).values_list("role", flat=True)
     assert list(roles) == ["user", "assistant"]
+    # The cut stream's tokens count too: the ledger's row has all 80 written (the resumed stream was asked
+    # for the rest), its prompt the cut stream's besides the resumed one's, and the quota the same sum.
+    [note] = answer.stats["resumed"]
+    assert note["cut_output"] == note["written"] > 0 and note["cut_prompt"] > 0
+    row = UsageRecord.objects.get(user=person)
+    assert row.output_tokens == LONG["max_tokens"] == answer.stats["output_tokens"] + note["cut_output"]
+    resumed_prompt = answer.stats["prompt_tokens"] + answer.stats["cached_tokens"]
+    assert row.prompt_tokens == resumed_prompt + note["cut_prompt"]
+    assert DailyUsage.objects.get(user=person).tokens == row.prompt_tokens + row.output_tokens
     _back(registered, second_node)
 
 

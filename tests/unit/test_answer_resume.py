@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from chat.conversations.resume import continuation, eligible_nodes
+from chat.conversations.resume import continuation, eligible_nodes, note_cut_streams
+from chat.conversations.services import answer_tokens
+from chat.usage.entries import cut_streams
 
 PAYLOAD = {
     "messages": [{"role": "user", "content": "Why is the sky blue?"}],
@@ -47,3 +49,19 @@ def test_only_nodes_with_the_same_model_file_may_take_an_answer_and_its_own_node
     assert [node for node in digests if may(node)] == ["a", "b"]  # c: another file, d: not known
     unknown = eligible_nodes(digests, "d")
     assert [node for node in digests if unknown(node)] == ["d"]  # its file not known: only itself, once back
+
+
+def test_the_streams_cut_before_the_one_that_ended_count_with_it():
+    """Two cuts: the question took 100 tokens; 30 were written when the first stream was cut, 50 at the
+    second; the stream that ended was given the question and those 50 (90 of 150 from its cache)."""
+    resumes = [{"node": "a", "written": 30}, {"node": "b", "written": 50}]
+    note_cut_streams(resumes, {"prompt_tokens": 60, "cached_tokens": 90, "output_tokens": 30})
+    assert [(n["cut_prompt"], n["cut_output"]) for n in resumes] == [(100, 30), (130, 20)]
+    stats = {"prompt_tokens": 60, "cached_tokens": 90, "output_tokens": 30, "resumed": resumes}
+    assert cut_streams(stats) == (230, 50)
+    assert answer_tokens("", "", stats) == 60 + 90 + 30 + 230 + 50
+    assert answer_tokens("", "", {"output_tokens": 3}) == 3  # not resumed: its own figures alone
+    # A stream that ended without figures notes nothing: the answer's length is its estimate then.
+    unnoted = [{"node": "a", "written": 30}]
+    note_cut_streams(unnoted, {})
+    assert "cut_prompt" not in unnoted[0] and cut_streams({"resumed": unnoted}) == (0, 0)

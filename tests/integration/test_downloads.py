@@ -11,7 +11,7 @@ from monitor.catalog.downloads import run_job
 from monitor.catalog.registry import scan_models
 from monitor.models import DownloadJob
 from scripts.local_services import sha256_file
-from tests.support.file_server import FileServer
+from tests.support.file_server import HOLD_BYTES, FileServer
 
 MODELS = Path(os.environ["QWENWEB_MODELS_DIR"])
 SOURCE = (MODELS / "gemma-3-270m-q4_k_m.gguf").resolve()
@@ -57,19 +57,23 @@ def test_full_download_through_the_worker(celery_worker, mirror, source_sha256):
 
 def test_killed_worker_resumes_with_range(celery_worker, mirror, source_sha256):
     from monitor.tasks import download_model, resume_stalled_downloads
-
-    job = create_job(None, mirror.url("slow", "resumed.gguf"), source_sha256)
-    download_model.delay(job.id)
-    deadline = time.monotonic() + 60
-    while DownloadJob.objects.get(id=job.id).bytes_done < 40 * 2**20:
-        assert time.monotonic() < deadline, "the download did not start"
-        time.sleep(0.2)
-    celery_worker.kill()
-    kept = leftovers(job)[0].stat().st_size
-    assert 0 < kept < SOURCE.stat().st_size
-    celery_worker.start()
     from qwenweb.celery import app
     from tests.support.stack import wait_until
+
+    job = create_job(None, mirror.url("held", "resumed.gguf"), source_sha256)
+    download_model.delay(job.id)
+    assert mirror.held.wait(60), "the download did not start"  # the mirror stands at HOLD_BYTES
+
+    def written() -> int:
+        return sum(path.stat().st_size for path in leftovers(job))
+
+    # What the worker has read is on disk in moments (the mirror sends nothing more meanwhile).
+    wait_until(lambda: written() >= HOLD_BYTES // 2, 60, "the first part written")
+    celery_worker.kill()
+    mirror.release()
+    kept = written()
+    assert 0 < kept < SOURCE.stat().st_size
+    celery_worker.start()
 
     wait_until(lambda: bool(app.control.ping(timeout=0.5)), 60, "celery worker")
     # Its heartbeat stopped with the killed worker: stalled for any length of time past it.

@@ -2,7 +2,9 @@
 and the faults a mirror can have, chosen by the first path segment:
 
 /ok/NAME         the file, Range honoured
-/slow/NAME       the same, throttled (so a worker can be killed mid-download)
+/slow/NAME       the same, throttled (so a download can be cancelled mid-way)
+/held/NAME       the same, but it stops after HOLD_BYTES (``held`` is set) until the test calls ``release()``
+                 (so a worker can be killed mid-download whatever the machine's speed); once only
 /truncated/NAME  announces the full length, closes after half
 /html/NAME       a login page with status 200
 /missing/NAME    404
@@ -18,10 +20,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+HOLD_BYTES = 40 * 2**20
+
 
 class FileServer:
     def __init__(self, root: Path):
         self.root = root
+        self.held = threading.Event()  # a /held/ download stands at HOLD_BYTES
+        self._gate = threading.Event()
         self.requests: list[tuple[str, str]] = []  # (path, Range header)
         server = self
 
@@ -76,6 +82,10 @@ class FileServer:
                         sent += len(block)
                         if mode == "slow":
                             time.sleep(0.05)  # ~20 MiB/s
+                        if mode == "held" and sent >= HOLD_BYTES and not server._gate.is_set():
+                            server.held.set()
+                            server._gate.wait()
+                            return  # the client that was held is gone by now (killed): so is this answer
                         if mode == "stall" and sent - start >= 1 << 20:
                             time.sleep(3600)
                 self.close_connection = True
@@ -93,10 +103,15 @@ class FileServer:
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
 
+    def release(self) -> None:
+        """A held download's answer ends; later ones are not held."""
+        self._gate.set()
+
     def url(self, mode: str, name: str) -> str:
         return f"http://127.0.0.1:{self.port}/{mode}/{name}"
 
     def close(self) -> None:
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
 

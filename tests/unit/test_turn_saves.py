@@ -82,6 +82,13 @@ class Puts:
         return [text for _at, text in self.made]
 
 
+async def saved(puts: Puts, count: int, timeout_s: float = 30) -> None:
+    """Until ``count`` saves were made (the event loop runs their timers meanwhile)."""
+    async with asyncio.timeout(timeout_s):
+        while len(puts.made) < count:
+            await asyncio.sleep(0.01)
+
+
 @pytest.fixture
 def puts(monkeypatch) -> Puts:
     puts = Puts()
@@ -97,7 +104,7 @@ def test_text_after_a_save_is_saved_when_its_time_comes_though_nothing_more_arri
         turn._maybe_save()  # the first text is saved at once
         turn.content.append("second")  # then nothing more comes
         turn._maybe_save()
-        await asyncio.sleep(0.6)  # the loop runs meanwhile: the scheduled save is a timer of it
+        await saved(puts, 2)  # the loop runs meanwhile: the scheduled save is a timer of it
 
     asyncio.run(main())
     assert puts.texts() == ["first ", "first second"]
@@ -112,7 +119,8 @@ def test_several_batches_within_an_interval_make_one_save_of_the_newest_text(put
         for word in ("a", "b", "c"):
             turn.content.append(word)
             turn._maybe_save()
-        await asyncio.sleep(0.6)
+        await saved(puts, 1)
+        assert turn._save_timer is None  # nothing more is scheduled: that save was the only one
 
     asyncio.run(main())
     assert puts.texts() == ["abc"]
@@ -128,8 +136,9 @@ def test_a_save_still_waiting_is_dropped_by_the_final_write(puts, monkeypatch):
         turn._last_save = time.monotonic()
         turn.content.append("all of it")
         turn._maybe_save()  # due in 0.3 s
+        waiting = turn._save_timer
         await turn._finish("complete", "")
-        await asyncio.sleep(0.6)  # past the save's time: it would have run by now
+        assert waiting.cancelled() and turn._save_timer is None  # the loop will never run it
 
     asyncio.run(main())
     assert finished == ["all of it"] and puts.texts() == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 VAR_DIR = Path(os.environ.get("QWENWEB_VAR_DIR", Path(__file__).resolve().parent.parent / "var")).resolve()
 
 
@@ -27,7 +29,5 @@ def env_names(name: str, default: str, allowed: tuple[str, ...]) -> list[str]:
     """A comma-separated list of names from ``allowed`` (an allowlist: any other name stops the start)."""
     names = env_list(name, default)
     if unknown := [item for item in names if item not in allowed]:
-        from django.core.exceptions import ImproperlyConfigured
-
         raise ImproperlyConfigured(f"{name}: {', '.join(unknown)} is not one of {', '.join(allowed)}")
     return names

@@ -47,19 +47,24 @@ async def _wait_for(client: LlamaClient, model_id: str, timeout: float) -> dict:
     raise LoadFailed(_("%(id)s did not load within %(s)d s.") % {"id": model_id, "s": timeout})
 
 
-async def wait_gone(client: LlamaClient, model_id: str, timeout_s: float = 30.0) -> None:
-    """Until the router no longer counts ``model_id`` as running. Its unload only asks the instance to stop
-    and a kill is seen when the child exits: until then its status still says "loaded", and a load asked
-    meanwhile would skip it and send requests to an instance on its way out."""
+async def wait_gone(client: LlamaClient, model_id: str, timeout_s: float = 30.0) -> bool:
+    """Until the router no longer counts ``model_id`` as running: True once it says so, False if it has not
+    within ``timeout_s``. Its unload only asks the instance to stop and a kill is seen when the child
+    exits: until then its status still says "loaded", and a load asked meanwhile would skip it and send
+    requests to an instance on its way out. A router that does not answer (frozen, restarting) says
+    nothing of the instance: it is asked again (seen: a frozen router's instance killed, a load skipped
+    as the router, let go, still called the dead instance loaded, and the node left its pool for good)."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    while (left := deadline - time.monotonic()) > 0:
         try:
-            statuses = await router_status(client, fresh=True)
-        except LlamaError:
-            return
-        if statuses.get(model_id, {}).get("value") not in ("loaded", "sleeping", "loading"):
-            return
+            async with asyncio.timeout(left):
+                statuses = await router_status(client, fresh=True)
+        except (LlamaError, TimeoutError):
+            statuses = {model_id: {"value": "unknown"}}
+        if statuses.get(model_id, {}).get("value") not in ("loaded", "sleeping", "loading", "unknown"):
+            return True
         await asyncio.sleep(POLL_S)
+    return False
 
 
 async def _unload(client: LlamaClient, model_id: str) -> None:

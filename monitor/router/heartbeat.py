@@ -44,6 +44,7 @@ from monitor.router.watchdog import Watchdog
 log = logging.getLogger(__name__)
 ROUTER_TIMEOUT_S = 1.5  # the router answers its model list in about a millisecond (see readiness.HEARTBEAT_S)
 ROUTER_FAILURES = 3
+GONE_WAIT_S = 20  # a killed instance's exit seen by its router (a router frozen longer is restarted by the beats)
 MEMBERSHIP_CHECK_S = 10.0
 
 
@@ -185,7 +186,12 @@ class Heartbeat:
 
     async def _load_again(self, profile: ServerProfile, model: str) -> str:
         """Load ``profile`` again once the router has seen ``model``'s instance go; what went wrong, or ""."""
-        await wait_gone(self.client, model)
+        if not await wait_gone(self.client, model, GONE_WAIT_S):
+            return ngettext(
+                "llama-server did not say within %(s)d second that the instance had stopped.",
+                "llama-server did not say within %(s)d seconds that the instance had stopped.",
+                GONE_WAIT_S,
+            ) % {"s": GONE_WAIT_S}
         try:
             await ensure_serving(profile, self.client)
         except LlamaError as error:

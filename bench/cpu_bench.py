@@ -272,20 +272,25 @@ def followup_part() -> dict:
     return {"followup_cached_pct": f"{100 * cached / max(total, 1):.1f}"}
 
 
-def threads_part() -> dict:
-    """llama-bench's generation speed of the default model at each candidate thread count."""
+def run_llama_bench(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """llama-bench as the server runs: on an AMX host without repacking (monitor.llama.binary; llama-bench
+    reads no LLAMA_ARG_*, and repacked weights crash its prompt processing there)."""
     from monitor.llama.binary import llama_environment
 
+    env = llama_environment()
+    if env.get("LLAMA_ARG_REPACK") == "false":
+        argv = [*argv, "--repack", "0"]
+    return subprocess.run(argv, check=True, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def threads_part() -> dict:
+    """llama-bench's generation speed of the default model at each candidate thread count."""
     bench = Path(os.environ["LLAMA_SERVER_BIN"]).with_name("llama-bench")
     model = next(Path(os.environ["QWENWEB_MODELS_DIR"]).glob("gemma-3-270m*.gguf")).resolve()
     candidates = sorted({1, *range(2, (os.cpu_count() or 1) + 1)})
     argv = [str(bench), "-m", str(model), "-p", "0", "-n", "64", "-r", "3", "-o", "json"]
     argv += ["-t", ",".join(str(n) for n in candidates)]
-    env = llama_environment()
-    # As the server runs on an AMX host (monitor.llama.binary); llama-bench reads no LLAMA_ARG_*.
-    if env.get("LLAMA_ARG_REPACK") == "false":
-        argv += ["--repack", "0"]
-    result = subprocess.run(argv, check=True, capture_output=True, text=True, env=env, timeout=300)
+    result = run_llama_bench(argv, timeout=300)
     figures = {}
     for row in json.loads(result.stdout):
         figures[f"threads_{row['n_threads']}_tps"] = f"{row['avg_ts']:.1f}"

@@ -19,13 +19,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.support import stack  # noqa: E402
 
-RUNS = 7
+RUNS = 5  # each run embeds about 2,000 tokens both ways (7 s on 2 cores): the ratio's runs agree within 2%
 MODEL = "embed-2k"
-# A batch as a knowledge base's indexing sends it: 16 passages of a few hundred tokens each.
+# A batch as a knowledge base's indexing sends it: 16 passages of about 125 tokens each.
 PASSAGES = [
     f"Section {number}. The office keeps its travel, holiday and expense rules in one handbook; "
     f"rule {number} says how claims over {number * 10} euros are approved, who signs them and when "
-    "they are paid, and what a person does when a receipt is lost or a trip is cancelled. " * 4
+    "they are paid, and what a person does when a receipt is lost or a trip is cancelled. " * 2
     for number in range(16)
 ]
 

@@ -11,9 +11,10 @@ path); ``llama`` kills the supervisor process itself.
 
 Prints ``restart_<part>_s=`` for each, ``restart_max_s=`` (the longest),
 ``restart_redis_answer_kept=K/N`` (of N answers streaming while Redis is killed, a chat answer and an
-API call, K complete and are stored once), ``hang_notice_s=`` (the model instance frozen with SIGSTOP
-mid-answer, with the default hang limit: until the person is told) and ``hang_recover_s=`` (until the
-next answer, asked as soon as they are told, is complete), and
+API call, K complete and are stored once); the model instance frozen with SIGSTOP mid-answer, with the
+default limits: ``hang_notice_s=`` (until the person is told the answer paused), ``hang_resume_s=``
+(until it goes on, on the instance the heartbeat started again: issue 52) and ``hang_complete_s=``
+(until that same answer is complete; before issue 52 it ended there, incomplete); and
 ``fault_lost_messages=``: messages stored before the faults that are gone or doubled
 afterwards, plus messages the person sent during the faults (the streaming answers'
 questions and those sent while a part was down) not stored exactly once with exactly
@@ -95,9 +96,9 @@ def redis_answers_kept(product: Supervised, person: Person, key: str) -> tuple[i
     return int(bool(chat_kept)) + int(call.complete), 2
 
 
-def hang_times(product: Supervised, person: Person) -> tuple[float, float]:
-    """Freeze the instance answering the person (SIGSTOP): seconds until they are told, and until the next
-    answer, asked at once, is complete."""
+def hang_times(product: Supervised, person: Person) -> tuple[float, float, float]:
+    """Freeze the instance answering the person (SIGSTOP): seconds until they are told the answer paused,
+    until it goes on (on the instance started again: one box), and until it is complete."""
     import signal
 
     import psutil
@@ -107,13 +108,18 @@ def hang_times(product: Supervised, person: Person) -> tuple[float, float]:
     instance = next(child for child in router.children() if "--alias" in child.cmdline())
     frozen = time.monotonic()
     os.kill(instance.pid, signal.SIGSTOP)
+    seen: dict[str, float] = {}
     try:
-        done = person.until_done(answer, 300)
-        notice = time.monotonic() - frozen
-        assert done["status"] == "incomplete", done
-        while person.until_done(person.ask("Say hi.", 8), 300)["status"] != "complete":
-            time.sleep(0.5)
-        return notice, time.monotonic() - frozen
+        deadline = frozen + 300
+        while True:
+            event = person.event(max(1.0, deadline - time.monotonic()))
+            if event.get("message") not in (None, answer):
+                continue
+            if event["type"] in ("notice", "resumed", "done"):
+                seen.setdefault(event["type"], time.monotonic() - frozen)
+            if event["type"] == "done":
+                assert event["status"] == "complete" and event["stats"].get("resumed"), event
+                return seen.get("notice", seen["done"]), seen.get("resumed", seen["done"]), seen["done"]
     finally:
         if psutil.pid_exists(instance.pid):
             os.kill(instance.pid, signal.SIGCONT)
@@ -148,9 +154,8 @@ def main() -> None:
             print(f"restart_{part.replace('-', '_')}_s={times[part]:.2f}", flush=True)
         kept_answers, streaming = redis_answers_kept(product, person, key)
         print(f"restart_redis_answer_kept={kept_answers}/{streaming}", flush=True)
-        notice_s, recover_s = hang_times(product, person)
-        print(f"hang_notice_s={notice_s:.2f}", flush=True)
-        print(f"hang_recover_s={recover_s:.2f}", flush=True)
+        notice_s, resume_s, complete_s = hang_times(product, person)
+        print(f"hang_notice_s={notice_s:.2f} hang_resume_s={resume_s:.2f} hang_complete_s={complete_s:.2f}", flush=True)
         after = {row[0]: row for row in stored_messages(run_dir)}
         lost = sum(1 for row in kept if after.get(row[0]) != row)
         lost += lost_or_doubled(person, run_dir) + lost_or_doubled(tab, run_dir) + len(still_streaming(run_dir))

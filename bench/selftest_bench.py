@@ -12,12 +12,13 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from cpu_bench import run_llama_bench  # noqa: E402
 
 from tests.support import stack  # noqa: E402
 
@@ -31,7 +32,7 @@ def llama_bench(model: Path, prompt_tokens: int, generate_tokens: int) -> tuple[
         str(binary), "-m", str(model), "-p", str(prompt_tokens), "-n", str(generate_tokens),
         "-t", str(THREADS), "-r", "1", "-o", "json",
     ]  # fmt: skip
-    rows = json.loads(subprocess.run(argv, capture_output=True, text=True, check=True, timeout=600).stdout)
+    rows = json.loads(run_llama_bench(argv, timeout=600).stdout)
     pp = next(r["avg_ts"] for r in rows if r["n_prompt"] and not r["n_gen"])
     tg = next(r["avg_ts"] for r in rows if r["n_gen"] and not r["n_prompt"])
     return pp, tg

@@ -14,6 +14,9 @@ Prints
   (a resumed prompt of a few hundred tokens: the new tool messages are a large share of it, so the
   cached share of a real conversation's longer prompt is higher)
   tool_followup_cached_pct=  of the resumed request's prompt, the share llama-server took from its cache
+  tool_followup_reused_pct=  of what the first step computed (its prompt and the model's output), the
+                             share the resumed request took from the cache (the rest of its prompt is
+                             new: the tool's result and the template's turn markers)
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def main() -> None:
                 return events[-1]["stats"]
 
             timed_turn(http, conversation(True))  # warm-up: the template, the grammar, the web process
-            app, holds, cached = [], [], []
+            app, holds, cached, reused = [], [], [], []
             for _run in range(RUNS):
                 plain_ms, plain_events = timed_turn(http, conversation(False))
                 plain_app = plain_ms - answer_stats(plain_events)["model_ms"]
@@ -96,10 +99,18 @@ def main() -> None:
                 followup = stats["followup"]
                 total = followup["prompt_tokens"] + followup["cached_tokens"]
                 cached.append(100 * followup["cached_tokens"] / total if total else 0)
-                print(f"run {_run + 1}: app {app[-1]:.1f} ms, held {holds[-1]:.1f} ms, cached {cached[-1]:.1f}%")
+                # What the first step computed (its prompt and what the model wrote): all of it could be reused.
+                computed = stats["prompt_tokens"] + stats["cached_tokens"] + stats["output_tokens"] - total
+                computed -= followup["output_tokens"]
+                reused.append(100 * followup["cached_tokens"] / computed if computed else 0)
+                print(
+                    f"run {_run + 1}: app {app[-1]:.1f} ms, held {holds[-1]:.1f} ms, cached {cached[-1]:.1f}% "
+                    f"({followup['cached_tokens']} of {total}; the first step computed {computed})"
+                )
         print(f"tool_step_app_ms={statistics.median(app):.1f}")
         print(f"tool_slot_held_ms={statistics.median(holds):.1f}")
         print(f"tool_followup_cached_pct={statistics.median(cached):.1f}")
+        print(f"tool_followup_reused_pct={statistics.median(reused):.1f}")
     finally:
         for service in reversed(services):
             service.stop()

@@ -46,6 +46,7 @@ class Turn(Protocol):
     conversation: Conversation
     assistant_id: int
     content: list[str]
+    reasoning: list[str]
     tool_calls: ToolCalls | None
 
     async def _emit(self, event: dict) -> None: ...
@@ -64,6 +65,16 @@ async def tool_loop_for(turn: Turn, pool: ServingPool) -> ToolLoop | None:
 def _offered(conversation: Conversation) -> tuple[Any, list[ToolSpec]]:
     user = get_user_model().objects.get(pk=conversation.owner_id)
     return user, providers.tools_for(user, conversation)
+
+
+def step_messages(text: str, thought: str, call: ToolCall, result: str) -> list[dict]:
+    """A step as the next request carries it: the model's message with its thought, so the template
+    renders it as the model wrote it and the follow-up's prompt starts with what llama-server has
+    cached (without it the step's thought and call are computed again), then the tool's result."""
+    said = {"role": "assistant", "content": text, "tool_calls": [call.message_entry()]}
+    if thought:
+        said["reasoning_content"] = thought
+    return [said, {"role": "tool", "tool_call_id": call.id, "content": result}]
 
 
 class ToolLoop:
@@ -89,7 +100,7 @@ class ToolLoop:
                 last = len(self.steps) >= settings.CHAT_TOOL_STEP_LIMIT
                 calls = ToolCalls()
                 self.turn.tool_calls = calls
-                text_from = len(self.turn.content)
+                text_from, thought_from = len(self.turn.content), len(self.turn.reasoning)
                 request = {**payload, "messages": messages, "tool_choice": "none" if last else "auto"}
                 stats = await self.turn._answer(self.pool, request, started)
                 self.turn.tool_calls = None
@@ -99,14 +110,11 @@ class ToolLoop:
                     if last:
                         await self._limit_notice()
                     # The last request resumed after a tool: how much of its prompt llama-server had cached.
-                    followup = {name: stats.get(name) for name in ("prompt_tokens", "cached_tokens")}
+                    followup = {name: stats.get(name) for name in ("prompt_tokens", "cached_tokens", "output_tokens")}
                     return {**stats, **totals, "tool_steps": len(self.steps), "followup": followup}
-                text = "".join(self.turn.content[text_from:])
+                text, thought = "".join(self.turn.content[text_from:]), "".join(self.turn.reasoning[thought_from:])
                 result = await self._step(call)
-                messages += [
-                    {"role": "assistant", "content": text, "tool_calls": [call.message_entry()]},
-                    {"role": "tool", "tool_call_id": call.id, "content": result.text},
-                ]
+                messages += step_messages(text, thought, call, result.text)
         except asyncio.CancelledError:
             await asyncio.shield(self._stopped())
             raise

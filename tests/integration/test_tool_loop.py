@@ -193,3 +193,35 @@ def test_a_result_of_50_mb_is_cut_before_it_reaches_the_model_the_page_or_the_ro
     assert len(step["result"]) < 16_200 and step["result"].endswith("cut to 16000 characters.]")
     assert max(len(json.dumps(event)) for event in events) < 20_000
     assert message.status == "complete" and message.content.endswith(ANSWER)
+
+
+def test_a_step_goes_back_as_the_model_wrote_it_so_the_follow_up_finds_its_prompt_cached(profile, llama_server):
+    """The follow-up request's prompt, rendered by the real llama-server with Qwen3.5's own template, starts
+    with the step's prompt and what the model wrote in it, its thought included: the prefix llama-server's
+    cache holds. (The wired model cannot think and call in one step, so the step's output is written here
+    as Qwen3.5 writes it.) Without the thought the template renders an empty one, and the whole step is
+    computed again."""
+    import httpx
+
+    from chat.tools.builtin import CALCULATOR
+    from chat.tools.calls import ToolCall
+    from chat.tools.loop import step_messages
+
+    def rendered(messages: list[dict]) -> str:
+        body = {"model": live_id_here(profile), "messages": messages, "tools": [CALCULATOR.openai_tool()]}
+        answer = httpx.post(llama_server.url + "/apply-template", json=body, headers=llama_server.headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return answer.json()["prompt"]
+
+    asked = [{"role": "user", "content": "What is six times seven?"}]
+    call = ToolCall(id="call-1", name="calculator", arguments='{"expression": "6*7"}')
+    thought = "Six times seven: the calculator is exact."
+    written = (
+        f"{thought}\n</think>\n\n<tool_call>\n<function=calculator>\n<parameter=expression>\n6*7\n"
+        "</parameter>\n</function>\n</tool_call>"
+    )
+    step_prompt = rendered(asked)
+    assert step_prompt.endswith("<|im_start|>assistant\n<think>\n")
+    follow_up = rendered(asked + step_messages("", thought, call, "42"))
+    assert follow_up.startswith(step_prompt + written), follow_up[len(step_prompt) :]
+    assert follow_up.endswith("<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n")

@@ -17,3 +17,21 @@ def test_content_terms_leave_function_words_and_single_cjk_characters_out():
     assert content_terms("What is the weather like today?") == {"weather", "like", "today"}
     assert content_terms("Tell me about the company") == {"company"}
     assert content_terms("合同的期限") == {"合同", "同的", "的期", "期限"}
+
+
+def test_numpy_loaded_by_a_product_process_ranks_on_one_thread():
+    """A process that loads the product (as Daphne, Celery and manage.py do) gives numpy's OpenBLAS one
+    thread: its spinning threads took the cores llama-server was embedding the question on."""
+    import os
+    import subprocess
+    import sys
+
+    count = "import re; print(re.search(r'Threads:\\s+(\\d+)', open('/proc/self/status').read()).group(1))"
+    env = {name: value for name, value in os.environ.items() if name != "OPENBLAS_NUM_THREADS"}
+    product = subprocess.run(
+        [sys.executable, "-c", f"import qwenweb, numpy; {count}"], capture_output=True, text=True, env=env, check=True
+    )
+    assert product.stdout.strip() == "1"
+    if (os.cpu_count() or 1) > 1:  # the check can tell only where OpenBLAS would start more
+        bare = subprocess.run([sys.executable, "-c", f"import numpy; {count}"], capture_output=True, text=True, env=env)
+        assert int(bare.stdout) > 1

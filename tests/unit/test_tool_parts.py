@@ -1,5 +1,5 @@
 """The tool loop's parts that need no service: the calculator's allowlist and bounds, the check of a
-call's arguments against its tool's schema, a streamed call put together, approvals."""
+call's arguments against its tool's schema, a streamed call put together, approvals, what a step sends back."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from chat.tools.arguments import MAX_ARGUMENT_CHARS, BadArguments, parse_argumen
 from chat.tools.builtin import CALCULATOR, BuiltinProvider, run_calculator
 from chat.tools.calculator import CalculationError, calculate
 from chat.tools.calls import ToolCalls
+from chat.tools.loop import ToolLoop
 from qwenweb.env import env_names
 
 
@@ -139,3 +140,50 @@ def test_only_the_builtins_staff_leave_on_are_offered(monkeypatch):
     monkeypatch.setenv("QWENWEB_TOOL_BUILTINS", "calculator, shell")
     with pytest.raises(ImproperlyConfigured, match="shell is not one of calculator, search_documents"):
         env_names("QWENWEB_TOOL_BUILTINS", "", ("calculator", "search_documents"))
+
+
+class _Turn:
+    """What the loop needs of a turn: each model step streams what ``steps`` says (a thought, a call,
+    text) into the turn's lists as ``TurnRunner._answer`` does, and the requests are kept."""
+
+    conversation = None
+    assistant_id = 0
+
+    def __init__(self, steps: list[dict]):
+        self.steps, self.requests = steps, []
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.tool_calls: ToolCalls | None = None
+
+    async def _emit(self, event: dict) -> None:
+        pass
+
+    async def _answer(self, pool, payload: dict, started: float) -> dict:
+        step = self.steps[len(self.requests)]
+        self.requests.append(payload)
+        self.reasoning.append(step.get("thought", ""))
+        self.content.append(step.get("text", ""))
+        if "call" in step:
+            self.tool_calls.feed([{"index": 0, "id": "call-1", "function": step["call"]}])
+        return {"prompt_tokens": 10, "cached_tokens": 5}
+
+
+def test_each_step_goes_back_with_its_own_thought_and_text(monkeypatch):
+    """The follow-up carries the step's thought (so the template renders the prefix llama-server has
+    cached: tests/integration/test_tool_loop.py checks the rendering) and only that step's."""
+    monkeypatch.setattr("chat.tools.loop.save_tool_steps", lambda *args: None)
+    call = {"name": "calculator", "arguments": '{"expression": "6*7"}'}
+    turn = _Turn(
+        [
+            {"thought": "Multiply.", "call": call},
+            {"text": "Then ", "call": {"name": "calculator", "arguments": '{"expression": "42+1"}'}},
+            {"thought": "Done.", "text": "43."},
+        ]
+    )
+    with override_settings(CHAT_TOOL_STEP_LIMIT=5):
+        stats = asyncio.run(ToolLoop(turn, None, None, [CALCULATOR]).run({"messages": []}, 0.0))
+    assert stats["tool_steps"] == 2 and stats["prompt_tokens"] == 30
+    said = [message for message in turn.requests[-1]["messages"] if message["role"] == "assistant"]
+    assert [(m.get("reasoning_content"), m["content"]) for m in said] == [("Multiply.", ""), (None, "Then ")]
+    results = [m["content"] for m in turn.requests[-1]["messages"] if m["role"] == "tool"]
+    assert results == ["42", "43"]

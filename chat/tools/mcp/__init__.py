@@ -15,7 +15,7 @@ from asgiref.sync import sync_to_async
 from django.utils.translation import gettext as _
 
 from chat.tools.base import ToolResult, ToolSpec
-from chat.tools.mcp import client, selectors
+from chat.tools.mcp import selectors
 from chat.tools.mcp.errors import McpError
 from chat.tools.mcp.schemas import arguments_problem
 
@@ -50,6 +50,8 @@ class McpProvider:
         problem = arguments_problem(tool.input_schema, arguments)
         if problem:
             return ToolResult(problem, is_error=True)
+        from chat.tools.mcp import client  # the SDK takes half a second to import: not in every process's start
+
         try:
             outcome = await client.call_tool(connection, tool.name, arguments, timeout=timeout)
         except McpError as error:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 
 from chat.tools.mcp.addresses import parse_url
 from chat.tools.mcp.errors import McpError
+from chat.tools.mcp.selectors import Connection
 from chat.tools.mcp.transport import PinnedTransport
 
 logger = logging.getLogger(__name__)
@@ -32,16 +33,6 @@ T = TypeVar("T")
 LIST_PAGES_MAX = 20
 SERVER_TEXT_MAX_CHARS = 300
 CLIENT_INFO = mcp_types.Implementation(name="qwenweb", version="1")
-
-
-@dataclass(frozen=True)
-class Connection:
-    """What a call needs to know of a server (read from its row): never logged whole (headers)."""
-
-    name: str
-    url: str
-    headers: dict[str, str] = field(repr=False)
-    addresses: list[str]
 
 
 @dataclass(frozen=True)

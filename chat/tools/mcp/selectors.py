@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import Count, Q, QuerySet
 
-from chat.tools.mcp.client import Connection
 from chat.tools.mcp.models import McpServer, McpTool
+
+
+@dataclass(frozen=True)
+class Connection:
+    """What a call needs to know of a server (read from its row): never logged whole (headers)."""
+
+    name: str
+    url: str
+    headers: dict[str, str] = field(repr=False)
+    addresses: list[str]
 
 
 def server_rows() -> QuerySet[McpServer]:

@@ -13,7 +13,6 @@ An empty result means nothing relevant was found, and the caller says so.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, replace
 
 from asgiref.sync import sync_to_async
@@ -112,16 +111,12 @@ async def retrieve(user, collection_ids: list[int], question: str, k: int = 5, *
     if not collections or not question.strip():
         return Retrieved([])
     limit = settings.KNOWLEDGE_CANDIDATES
-    # The words are ranked while the question's embedding is on its way (SQLite and the network both
-    # leave the process free): the query costs the longer of the two, not their sum.
-    ranking_words = sync_to_async(lexical)([c.pk for c in collections], question, limit)
+    words = await sync_to_async(lexical)([c.pk for c in collections], question, limit)
     meaning: list[tuple[int, float]] = []
     similarity: dict[int, float] = {}
     compared = False
-    if not hybrid:
-        words = await ranking_words
-    else:
-        words, (query, comparable) = await asyncio.gather(ranking_words, _question_vector(user, question, collections))
+    if hybrid:
+        query, comparable = await _question_vector(user, question, collections)
         if query is not None:
             compared = True
             meaning = await sync_to_async(nearest)(comparable, query, limit)

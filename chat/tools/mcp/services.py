@@ -15,7 +15,6 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from chat.errors import ChatError, NotFound
-from chat.tools.mcp import client
 from chat.tools.mcp.addresses import addresses_to_pin, parse_url
 from chat.tools.mcp.errors import McpError
 from chat.tools.mcp.models import McpServer, McpTool
@@ -86,6 +85,8 @@ def refresh_tools(server_id: int) -> int:
     message also kept on the server for its page)."""
     row = _server(server_id)
     try:
+        from chat.tools.mcp import client  # the SDK loads where a call is made (chat.tools.mcp)
+
         listed = async_to_sync(client.list_tools)(connection_of(row), timeout=settings.MCP_LIST_TIMEOUT_S)
     except McpError as error:
         McpServer.objects.filter(pk=row.pk).update(list_error=str(error))

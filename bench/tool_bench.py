@@ -14,9 +14,11 @@ Prints
   (a resumed prompt of a few hundred tokens: the new tool messages are a large share of it, so the
   cached share of a real conversation's longer prompt is higher)
   tool_followup_cached_pct=  of the resumed request's prompt, the share llama-server took from its cache
-  tool_followup_reused_pct=  of what the first step computed (its prompt and the model's output), the
-                             share the resumed request took from the cache (the rest of its prompt is
-                             new: the tool's result and the template's turn markers)
+  tool_followup_reused_pct=  of the first step's prompt, the share the resumed request took from the
+                             cache (the rest of its prompt is the model's call, written again by the
+                             template, and the tool's result: llama-server checkpoints a hybrid model's
+                             recurrent state, which cannot be cut back, only while it reads a prompt,
+                             so what the model wrote is computed again on qwen35moe)
 """
 
 from __future__ import annotations
@@ -99,13 +101,13 @@ def main() -> None:
                 followup = stats["followup"]
                 total = followup["prompt_tokens"] + followup["cached_tokens"]
                 cached.append(100 * followup["cached_tokens"] / total if total else 0)
-                # What the first step computed (its prompt and what the model wrote): all of it could be reused.
-                computed = stats["prompt_tokens"] + stats["cached_tokens"] + stats["output_tokens"] - total
-                computed -= followup["output_tokens"]
-                reused.append(100 * followup["cached_tokens"] / computed if computed else 0)
+                # The first step's prompt (every step's prompt tokens less the follow-up's).
+                first = stats["prompt_tokens"] + stats["cached_tokens"] - total
+                reused.append(100 * followup["cached_tokens"] / first if first else 0)
                 print(
                     f"run {_run + 1}: app {app[-1]:.1f} ms, held {holds[-1]:.1f} ms, cached {cached[-1]:.1f}% "
-                    f"({followup['cached_tokens']} of {total}; the first step computed {computed})"
+                    f"({followup['cached_tokens']} of {total}; the first step's prompt {first}, its output "
+                    f"{stats['output_tokens'] - followup['output_tokens']})"
                 )
         print(f"tool_step_app_ms={statistics.median(app):.1f}")
         print(f"tool_slot_held_ms={statistics.median(holds):.1f}")

@@ -24,6 +24,8 @@ from monitor.public import LlamaError, LoadFailed, QueueUnavailable, close_loop_
 
 log = logging.getLogger(__name__)
 State = CollectionDocument.State
+EMBED_TRIES = 3
+EMBED_RETRY_S = 5.0
 
 
 def mark(entry_id: int, state: str, error: str = "", **fields) -> None:
@@ -83,12 +85,27 @@ async def embed_passages(
         batch = settings.KNOWLEDGE_EMBED_BATCH
         for start in range(0, len(passages), batch):
             part = passages[start : start + batch]
-            # The pool each batch: a profile unloaded meanwhile is brought up again, not waited for.
-            pool = await serving_pool(model.profile)
-            vectors = await embed(pool, owner, [passage.text for passage in part], "background")
+            vectors = await _embed_batch(model, owner, [passage.text for passage in part])
             await _store(entry, model, part, vectors, start + len(part), record_model)
     finally:
         await close_loop_clients()
+
+
+async def _embed_batch(model: Embedder, owner: str, texts: list[str]) -> list[list[float]]:
+    """One batch's vectors. The pool each batch: a profile unloaded meanwhile is brought up again, not
+    waited for. A model server that does not answer (its instance being loaded again or restarted after
+    a crash) is asked again EMBED_RETRY_S later, EMBED_TRIES times in all, before the document fails."""
+    tries = 1
+    while True:
+        try:
+            pool = await serving_pool(model.profile)
+            return await embed(pool, owner, texts, "background")
+        except LlamaError as error:
+            if tries == EMBED_TRIES:
+                raise
+            tries += 1
+            log.info("embedding asked again in %s s: %s", EMBED_RETRY_S, error)
+            await asyncio.sleep(EMBED_RETRY_S)
 
 
 def _store_sync(entry, model: Embedder, part, vectors, done: int, record_model: bool) -> None:

@@ -1,6 +1,8 @@
 """The chat turn's reading of a question: which collections it mentions, the words searched without the
 mentions, and the content terms that make a passage relevant without a reranker."""
 
+import pytest
+
 from chat.knowledge.in_chat import content_terms, mentions, without_mentions
 
 
@@ -39,3 +41,38 @@ def test_numpy_loaded_by_a_product_process_ranks_on_one_thread():
     assert threads_added("import qwenweb") == 0
     if len(os.sched_getaffinity(0)) > 1:  # the check can tell only where OpenBLAS would start more
         assert threads_added("pass") > 0
+
+
+def test_a_batch_is_asked_again_while_the_model_server_does_not_answer(monkeypatch):
+    """Indexing is background work: a model server that does not answer for a moment (its instance loaded
+    again; seen in a whole-suite run) is asked again before the document fails, and only a few times.
+    The pool and the request are stand-ins here; the error is the one the real client raises."""
+    import asyncio
+
+    from chat.knowledge import indexing
+    from monitor.public import LlamaError
+
+    calls = []
+
+    async def pool(profile):
+        return "pool"
+
+    async def embed(pool, owner, texts, priority):
+        calls.append(priority)
+        if len(calls) < failures_then_ok:
+            raise LlamaError("The model server is not reachable right now.")
+        return [[1.0] for _ in texts]
+
+    monkeypatch.setattr(indexing, "serving_pool", pool)
+    monkeypatch.setattr(indexing, "embed", embed)
+    monkeypatch.setattr(indexing, "EMBED_RETRY_S", 0.0)
+    model = type("Model", (), {"profile": None})()
+
+    failures_then_ok = 3  # two failures, then an answer
+    assert asyncio.run(indexing._embed_batch(model, "owner:1", ["a", "b"])) == [[1.0], [1.0]]
+    assert calls == ["background"] * 3
+    calls.clear()
+    failures_then_ok = 99  # never answers: the error after EMBED_TRIES asks
+    with pytest.raises(LlamaError):
+        asyncio.run(indexing._embed_batch(model, "owner:1", ["a"]))
+    assert len(calls) == indexing.EMBED_TRIES

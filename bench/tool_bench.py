@@ -106,8 +106,7 @@ def main() -> None:
                 reused.append(100 * followup["cached_tokens"] / first if first else 0)
                 print(
                     f"run {_run + 1}: app {app[-1]:.1f} ms, held {holds[-1]:.1f} ms, cached {cached[-1]:.1f}% "
-                    f"({followup['cached_tokens']} of {total}; the first step's prompt {first}, its output "
-                    f"{stats['output_tokens'] - followup['output_tokens']})"
+                    f"({followup['cached_tokens']} of {total}; the first step's prompt {first})"
                 )
         print(f"tool_step_app_ms={statistics.median(app):.1f}")
         print(f"tool_slot_held_ms={statistics.median(holds):.1f}")

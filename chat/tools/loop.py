@@ -111,7 +111,7 @@ class ToolLoop:
                     if last:
                         await self._limit_notice()
                     # The last request resumed after a tool: how much of its prompt llama-server had cached.
-                    followup = {name: stats.get(name) for name in ("prompt_tokens", "cached_tokens", "output_tokens")}
+                    followup = {name: stats.get(name) for name in ("prompt_tokens", "cached_tokens")}
                     return {**stats, **totals, "tool_steps": len(self.steps), "followup": followup}
                 text, thought = "".join(self.turn.content[text_from:]), "".join(self.turn.reasoning[thought_from:])
                 result = await self._step(call)

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
+from chat import document_kinds as kinds
+
 
 class Conversation(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -120,11 +122,11 @@ class Document(models.Model):
     are rows, its summary is built from chunks."""
 
     class Kind(models.TextChoices):
-        PDF = "pdf", "PDF"
-        TEXT = "txt", _("Text")
-        MARKDOWN = "md", "Markdown"
-        DOCX = "docx", "Word (DOCX)"
-        HTML = "html", "HTML"
+        PDF = kinds.PDF, "PDF"
+        TEXT = kinds.TEXT, _("Text")
+        MARKDOWN = kinds.MARKDOWN, "Markdown"
+        DOCX = kinds.DOCX, "Word (DOCX)"
+        HTML = kinds.HTML, "HTML"
 
     class Status(models.TextChoices):
         QUEUED = "queued", _("Queued")

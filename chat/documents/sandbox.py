@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from django.conf import settings
+from django.utils import translation
 from django.utils.translation import gettext as _
 
 from chat.documents.child_limits import MEMORY_EXIT
@@ -30,10 +31,28 @@ from chat.errors import DocumentError
 
 POLL_S = 0.5
 _EOF = object()
+# What the reading reads of the settings (``extraction``, ``formats``, ``pdf.reader``), handed down to
+# the child with the locale and the language: it loads neither the project's settings nor its apps.
+READING_SETTINGS = (
+    "DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES",
+    "DOCUMENT_OCR",
+    "DOCUMENT_OCR_BINARY",
+    "DOCUMENT_OCR_LANGUAGES",
+    "DOCUMENT_OCR_DPI",
+    "DOCUMENT_OCR_PAGE_S",
+    "DOCUMENT_PDFTOTEXT_BINARY",
+)
 
 
 class Cancelled(Exception):
     """The person asked to stop reading the document."""
+
+
+def reading_settings() -> str:
+    values = {name: getattr(settings, name) for name in READING_SETTINGS}
+    values["LOCALE_PATHS"] = [str(path) for path in settings.LOCALE_PATHS]
+    values["LANGUAGE_CODE"] = translation.get_language() or settings.LANGUAGE_CODE
+    return json.dumps(values)
 
 
 def worker_argv(path: Path, kind: str, scan_image_edge: int = 0) -> list[str]:
@@ -47,6 +66,7 @@ def worker_argv(path: Path, kind: str, scan_image_edge: int = 0) -> list[str]:
         str(settings.DOCUMENT_EXTRACT_MEMORY_MB),
         str(settings.DOCUMENT_EXTRACT_PROCESSES),
         str(scan_image_edge),
+        reading_settings(),
     ]
 
 

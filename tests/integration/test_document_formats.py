@@ -14,6 +14,7 @@ from tests.integration.test_document_limits import assert_cancelled_mid_read, ex
 from tests.integration.test_documents import wait_for
 from tests.support import office, pdfs
 from tests.support.client import login, make_user, upload_document
+from tests.support.hold import reading_held
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 
@@ -71,13 +72,13 @@ def test_docx_zip_bomb_is_refused_with_the_limit_named():
     assert not Document.objects.filter(owner=user).exists()
 
 
-def test_a_held_reading_does_not_hold_up_the_default_worker():
+def test_a_held_reading_does_not_hold_up_the_default_worker(celery_worker):
     """The documents' worker is stuck in a reading (its extractor suspended by the test); a task
     of the default queue still runs at once."""
     from chat.tasks import sweep_orphaned_streams
 
     http = login(make_user())
-    body = upload_document(http, "report.pdf", pdfs.report_pdf(3)).json()["document"]
+    body = reading_held(celery_worker, lambda: upload_document(http, "report.pdf", pdfs.report_pdf(3)).json())
     child = extractor_of(body["id"])
     child.suspend()
     try:

@@ -1,7 +1,8 @@
 """Documents against poison files and people's changes of mind, through HTTP and the real worker.
 
-Faults are injected for real: the worker's extractor child is found by its argv and killed
-(a crash) or stopped (a hang, and a hold point the test releases by cancelling or deleting).
+Faults are injected for real: the worker's extractor child, held at its file's opening
+(``hold.reading_held``), is found by its argv and killed (a crash) or stopped (a hang, and a hold
+point the test releases by cancelling or deleting).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from monitor.profiles.selectors import find_profile
 from tests.integration.test_documents import post, wait_for
 from tests.support import pdfs
 from tests.support.client import login, make_user, upload_document
-from tests.support.hold import queue_slots_held
+from tests.support.hold import queue_slots_held, reading_held
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 
 
 def extractor_of(document_id: str, timeout: float = 60) -> psutil.Process:
-    """The worker's extractor child for this document (it takes a second to start: plenty to find it)."""
+    """The worker's extractor child for this document, held at its file's opening (``reading_held``):
+    it waits there until the test ends it, so finding it races nothing."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for process in psutil.process_iter(["cmdline"]):
@@ -41,10 +43,12 @@ def gone(process: psutil.Process) -> bool:
         return True
 
 
-def test_a_reader_that_crashes_fails_its_document_only(llama):
+def test_a_reader_that_crashes_fails_its_document_only(llama, celery_worker):
     user = make_user()
     http = login(user)
-    poison = upload_document(http, "poison.pdf", pdfs.report_pdf(3), language="en").json()["document"]
+    poison = reading_held(
+        celery_worker, lambda: upload_document(http, "poison.pdf", pdfs.report_pdf(3), language="en").json()
+    )
     extractor_of(poison["id"]).kill()  # what a PDF that crashes PDFium does to its reader
     healthy = upload_document(http, "notes.txt", b"The lighthouse keeper counts ships.\n" * 20, language="en").json()
     failed = wait_for(poison["id"], {"failed", "ready", "summarizing"}, timeout=60)
@@ -67,10 +71,10 @@ def assert_cancelled_mid_read(http, body: dict) -> Document:
     return document
 
 
-def test_cancel_ends_a_reading_held_mid_way():
+def test_cancel_ends_a_reading_held_mid_way(celery_worker):
     user = make_user()
     http = login(user)
-    body = upload_document(http, "report.pdf", pdfs.report_pdf(3)).json()["document"]
+    body = reading_held(celery_worker, lambda: upload_document(http, "report.pdf", pdfs.report_pdf(3)).json())
     child = extractor_of(body["id"])
     child.suspend()  # the reader hangs here until the test cancels
     wait_for(body["id"], {"extracting"}, timeout=30)
@@ -95,7 +99,7 @@ def test_cancel_ends_a_summary_waiting_in_line(llama):
         assert_cancelled_mid_read(http, body)
 
 
-def test_deleting_a_conversation_deletes_its_documents_rows_and_files(llama):
+def test_deleting_a_conversation_deletes_its_documents_rows_and_files(llama, celery_worker):
     user = make_user()
     http = login(user)
     read = upload_document(http, "notes.txt", b"The harbour has three piers.\n" * 10, language="en").json()
@@ -103,9 +107,10 @@ def test_deleting_a_conversation_deletes_its_documents_rows_and_files(llama):
     assert wait_for(read["document"]["id"], {"ready", "failed"}).status == "ready"
     assert DocumentChunk.objects.filter(document_id=read["document"]["id"]).exists()
     # A second one still being read: its stored file is on disk, its reader held.
-    reading = upload_document(http, "report.pdf", pdfs.report_pdf(3), conversation=str(conversation.id)).json()[
-        "document"
-    ]
+    reading = reading_held(
+        celery_worker,
+        lambda: upload_document(http, "report.pdf", pdfs.report_pdf(3), conversation=str(conversation.id)).json(),
+    )
     child = extractor_of(reading["id"])
     child.suspend()
     stored = uploads.stored_file(Document.objects.get(id=reading["id"]))

@@ -190,6 +190,26 @@ def worker_paused(worker) -> Iterator[None]:
         yield
 
 
+def reading_held(workers, upload: Callable[[], dict]) -> dict:
+    """A document whose reader is held at its file's opening: uploaded (``upload()`` returns the
+    upload's JSON) while the documents worker is frozen, its stored file swapped meanwhile for a named
+    pipe nobody writes to. The reader child the worker then starts waits there, however fast the
+    machine, for as long as the test needs (to kill it, stop it, cancel or delete its document).
+    Returns the uploaded document's JSON."""
+    import os
+
+    from chat.documents.uploads import stored_file
+    from chat.models import Document
+
+    with worker_paused(workers.documents):
+        body = upload()["document"]
+        stored = stored_file(Document.objects.get(id=body["id"]))
+        pipe = stored.with_name(f"{stored.name}.held")
+        os.mkfifo(pipe)
+        os.replace(pipe, stored)
+    return body
+
+
 @contextlib.contextmanager
 def group_paused(group: int) -> Iterator[None]:
     """Freeze a process group (SIGSTOP) until the block ends: a worker's task (a download) stops where it

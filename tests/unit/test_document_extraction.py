@@ -133,8 +133,8 @@ def test_the_upload_check_holds_the_text_about_once():
     assert peak < 1.5 * len(data), f"{peak / 1_048_576:.0f} MB for a 50 MB upload"
 
 
-def test_ingest_stores_pages_and_reports_scans(monkeypatch):
-    monkeypatch.setenv("QWENWEB_DOCUMENT_OCR", "0")  # the extraction child reads it: scans are left out
+@override_settings(DOCUMENT_OCR=False)  # handed down to the extraction child: scans are left out
+def test_ingest_stores_pages_and_reports_scans():
     user = client.make_user()
     document = uploads.create_document(user, None, "mixed.pdf", pdfs.scanned_page_pdf(2, (3,)))
     assert uploads.stored_file(document).exists()
@@ -147,8 +147,8 @@ def test_ingest_stores_pages_and_reports_scans(monkeypatch):
     assert payload["scanned_note"].startswith("Page 3 has no text layer (a scanned image) and was left out")
 
 
-def test_scan_only_document_fails_and_leaves_nothing(monkeypatch):
-    monkeypatch.setenv("QWENWEB_DOCUMENT_OCR", "0")
+@override_settings(DOCUMENT_OCR=False)
+def test_scan_only_document_fails_and_leaves_nothing():
     user = client.make_user()
     document = uploads.create_document(user, None, "scan.pdf", pdfs.scanned_page_pdf(0, (1, 2)))
     assert ingest.ingest(document.id) is False

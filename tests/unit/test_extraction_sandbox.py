@@ -1,5 +1,6 @@
 """Extraction in its limited child process: real children, real limits, faults injected for real
-(the child is killed or stopped by its pid, found by its argv)."""
+(the child is killed or stopped by its pid, found by its argv, while it waits at its file's opening:
+a named pipe nobody writes to, so the test races nothing)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,22 @@ import time
 import psutil
 import pytest
 from django.test import override_settings
+from django.utils import translation
 
 from chat.documents.sandbox import Cancelled, extract_in_child
 from chat.errors import DocumentError
-from tests.support import pdfs
+from tests.support import office, pdfs
+
+
+def held_file(tmp_path, name: str = "report.pdf"):
+    """A file whose reader waits at its opening until it is ended: a named pipe nobody writes to."""
+    path = tmp_path / name
+    os.mkfifo(path)
+    return path
 
 
 def find_child(path) -> psutil.Process:
-    """The extractor child reading ``path`` (it takes a second to start: plenty to find it)."""
+    """The extractor child reading ``path``."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         for process in psutil.Process().children():
@@ -59,9 +68,26 @@ def test_a_refusal_in_the_child_is_the_documents_message(tmp_path):
     assert str(caught.value) == "This PDF is damaged and cannot be read."
 
 
+def test_the_childs_refusal_is_in_the_readers_language(tmp_path):
+    """The child loads none of the project's apps: the language and the settings it reads with are
+    handed down, so a person reading in Chinese is refused in Chinese, at the configured limit."""
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"%PDF-1.4 renamed")
+    with translation.override("zh-hans"), pytest.raises(DocumentError) as caught:
+        read_all(path, "txt")
+    assert str(caught.value) == "此文件是 PDF，不是文本文件：请将其重命名为 .pdf。"
+    docx = tmp_path / "bomb.docx"
+    docx.write_bytes(office.docx_zip_bomb(inflated_mb=3))
+    with (
+        override_settings(DOCUMENT_DOCX_MAX_UNCOMPRESSED_BYTES=2 * 1024 * 1024),
+        pytest.raises(DocumentError) as caught,
+    ):
+        read_all(docx, "docx")
+    assert str(caught.value) == "This Word document unpacks to more than 2 MB; the limit is there to stop zip bombs."
+
+
 def test_a_crashed_reader_fails_with_its_reason(tmp_path):
-    path = tmp_path / "report.pdf"
-    path.write_bytes(pdfs.report_pdf(2))
+    path = held_file(tmp_path)
     killer = in_background(signal.SIGKILL, path)
     with pytest.raises(DocumentError) as caught:
         read_all(path, "pdf")
@@ -71,8 +97,7 @@ def test_a_crashed_reader_fails_with_its_reason(tmp_path):
 
 @override_settings(DOCUMENT_EXTRACT_STALL_S=2)
 def test_a_hung_reader_is_ended(tmp_path):
-    path = tmp_path / "report.pdf"
-    path.write_bytes(pdfs.report_pdf(2))
+    path = held_file(tmp_path)
     stopper = in_background(signal.SIGSTOP, path)
     with pytest.raises(DocumentError) as caught:  # a reader never ended would hang here
         read_all(path, "pdf")
@@ -80,9 +105,10 @@ def test_a_hung_reader_is_ended(tmp_path):
     assert str(caught.value) == "The file could not be read: it took too long."
 
 
-@override_settings(DOCUMENT_EXTRACT_MEMORY_MB=300)
+@override_settings(DOCUMENT_EXTRACT_MEMORY_MB=100)
 def test_a_file_that_needs_too_much_memory_fails_alone(tmp_path):
-    # 60 MB of Chinese text: decoded, it is 80 MB of UCS-2 and more while it is cut into pages.
+    # 60 MB of Chinese text: read, then decoded (40 MB of UCS-2), and more while it is cut into pages,
+    # past 100 MB; a small file's reader needs under 40 MB.
     path = tmp_path / "huge.txt"
     path.write_bytes(("灯塔" * 10_000_000).encode())
     with pytest.raises(DocumentError) as caught:
@@ -97,8 +123,7 @@ def test_a_file_that_needs_too_much_memory_fails_alone(tmp_path):
 def test_cancel_ends_a_held_child(tmp_path):
     """The child is stopped (it would never end by itself) when the reading is no longer wanted: the
     reading ends as cancelled, and the child with it."""
-    path = tmp_path / "report.pdf"
-    path.write_bytes(pdfs.report_pdf(2))
+    path = held_file(tmp_path)
     stopper = in_background(signal.SIGSTOP, path)  # the child holds until it is ended
     wanted = threading.Event()
     wanted.set()

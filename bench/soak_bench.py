@@ -17,10 +17,12 @@ a chat answer or an API call:
   1,000 turns (a least-squares slope of USS over turns after the warm-up; goal: under 500 each);
 - ``soak_<process>_fds=``/``soak_<process>_threads=`` at the end and their change after warm-up;
 - ``soak_redis_used_kib_delta=``, ``soak_redis_keys_delta=``, ``soak_db_kib_per_1k_turns=``,
-  ``soak_log_kib_per_1k_turns=``;
+  ``soak_log_kib_per_1k_turns=``; Redis's keys at the end by kind (``soak_redis_keys_kind=``: count /
+  with a time to live) and ``soak_redis_keys_no_ttl=`` (keys that never expire);
 - ``soak_ttft_p50_ms_w1=`` ... (median time to first text of the chat turns in each quarter after
-  the warm-up) and the counts: ``soak_turns=``, ``soak_api_calls=``, ``soak_stops=``,
-  ``soak_reconnects=``, ``soak_errors=``.
+  the warm-up), ``soak_web_uss_mib_w1=`` ... (the web process's private memory at each quarter's
+  end) and the counts: ``soak_turns=``, ``soak_api_calls=``, ``soak_stops=``, ``soak_reconnects=``,
+  ``soak_errors=``.
 
 ``QWENWEB_SOAK_S`` sets the time (default 600 s; 120 for a quick check), ``QWENWEB_SOAK_PEOPLE``
 (default 6) and ``QWENWEB_SOAK_API_CLIENTS`` (default 2) the load; ``QWENWEB_SOAK_TOKENS`` the
@@ -191,6 +193,23 @@ def sample(processes: dict[str, psutil.Process], redis_client, db: Path, logs: P
     return row
 
 
+def redis_census(redis_client) -> str:
+    """Redis's keys at the end by kind (their name up to the first id), and how many never expire:
+    ``soak_redis_keys_kind=qwenweb:affinity:N/ttl,...`` (keys that expire are bounded by their time to
+    live), ``soak_redis_keys_no_ttl=``."""
+    kinds: dict[str, list[int]] = {}
+    for key in redis_client.scan_iter(count=1000):
+        name = key.decode(errors="replace")
+        parts = [part for part in name.split(":") if not any(char.isdigit() for char in part)][:2]
+        counts = kinds.setdefault(":".join(parts) or name[:16], [0, 0])
+        counts[0] += 1
+        counts[1] += redis_client.ttl(key) >= 0
+    top = sorted(kinds.items(), key=lambda item: -item[1][0])[:8]
+    listed = ",".join(f"{kind}:{count}/{expiring}" for kind, (count, expiring) in top)
+    never = sum(count - expiring for count, expiring in kinds.values())
+    return f"soak_redis_keys_kind={listed} soak_redis_keys_no_ttl={never}"
+
+
 def slope_per_1k(rows: list[dict], field: str) -> float | None:
     """Least-squares growth of ``field`` per 1,000 answers over ``rows``."""
     points = [(row["answers"], row[field]) for row in rows if field in row]
@@ -262,6 +281,7 @@ def run(run_dir: Path, web, workers, beat, sampler) -> None:
     rows.append(sample(processes, redis_client, db, run_dir, tally))
     after = [row for row in rows if row["t"] >= warm_until] or rows[-2:]
     report(rows, after, list(processes), tally, warm_until, until)
+    print(redis_census(redis_client))
 
 
 def report(
@@ -287,6 +307,9 @@ def report(
         start = warm_until + window * window_s
         times = [ms for when, ms in tally.ttft if start <= when < start + window_s]
         figures[f"soak_ttft_p50_ms_w{window + 1}"] = round(statistics.median(times)) if times else "n/a"
+        # The web process's private memory at the window's end: a line, or a curve that levels off.
+        ending = [row["web_uss"] for row in after if "web_uss" in row and row["t"] < start + window_s]
+        figures[f"soak_web_uss_mib_w{window + 1}"] = round(ending[-1] / 1024, 1) if ending else "n/a"
     figures.update(
         soak_turns=tally.turns,
         soak_api_calls=tally.api_calls,

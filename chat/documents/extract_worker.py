@@ -10,15 +10,18 @@ same limits, each its own. Each page goes to stdout as one JSON line; a refusal 
 is a last line ``{"error": ...}``. Exit codes the parent reads: 0 done, MEMORY_EXIT out of
 memory; killed by SIGXCPU: out of CPU time; any other death: the reader crashed.
 
-SETTINGS (JSON, from ``sandbox.reading_settings``) are the few settings the reading uses and
-the language of its messages: this process configures Django with them and no apps, where loading
-the project's settings and apps took more than a second of each document's reading on two cores.
+SETTINGS (JSON, from ``sandbox.reading_settings``) are the few settings the reading uses and the
+language of its messages (the caller's active one; the worker's is LANGUAGE_CODE): this process
+configures Django with them and no apps, where loading the project's settings and apps took more
+than a second of each document's reading on two cores. Its environment holds none of the app's
+settings (``sandbox.child_environment``).
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -31,6 +34,8 @@ from chat.errors import DocumentError
 
 
 def _configure(values: dict) -> None:
+    # Its warnings (a pdftotext range PDFium read instead) go to the worker's log, on its stderr.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings.configure(USE_I18N=True, INSTALLED_APPS=[], **values)
     apps.populate([])  # no apps: the translations are the project's locale folder's and Django's
 

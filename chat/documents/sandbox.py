@@ -48,6 +48,16 @@ class Cancelled(Exception):
     """The person asked to stop reading the document."""
 
 
+def child_environment() -> dict[str, str]:
+    """A reading child's environment: none of the app's settings and secrets (database and Redis
+    addresses, keys), so none can turn up in what it writes; where Tesseract's languages are, if set.
+    (A limit on faults, not on privileges: it runs as the same user.)"""
+    environment = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
+    if "TESSDATA_PREFIX" in os.environ:
+        environment["TESSDATA_PREFIX"] = os.environ["TESSDATA_PREFIX"]
+    return environment
+
+
 def reading_settings() -> str:
     values = {name: getattr(settings, name) for name in READING_SETTINGS}
     values["LOCALE_PATHS"] = [str(path) for path in settings.LOCALE_PATHS]
@@ -103,6 +113,7 @@ def extract_in_child(
         stdin=subprocess.DEVNULL,
         text=True,
         cwd=settings.BASE_DIR,
+        env=child_environment(),
         start_new_session=True,
     )
     lines: queue.Queue = queue.Queue()

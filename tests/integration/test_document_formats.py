@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Document, DocumentPage
-from tests.integration.test_document_limits import assert_cancelled_mid_read, extractor_of
+from tests.integration.test_document_limits import NOTES, assert_cancelled_mid_read, extractor_of
 from tests.integration.test_documents import wait_for
 from tests.support import office, pdfs
 from tests.support.client import login, make_user, upload_document
@@ -78,7 +78,7 @@ def test_a_held_reading_does_not_hold_up_the_default_worker(celery_worker):
     from chat.tasks import sweep_orphaned_streams
 
     http = login(make_user())
-    body = reading_held(celery_worker, lambda: upload_document(http, "report.pdf", pdfs.report_pdf(3)).json())
+    body = reading_held(celery_worker, lambda: upload_document(http, "notes.txt", NOTES).json())
     child = extractor_of(body["id"])
     child.suspend()
     try:

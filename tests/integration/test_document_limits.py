@@ -16,11 +16,12 @@ from chat.documents import uploads
 from chat.models import Conversation, Document, DocumentChunk, DocumentPage, Message
 from monitor.profiles.selectors import find_profile
 from tests.integration.test_documents import post, wait_for
-from tests.support import pdfs
 from tests.support.client import login, make_user, upload_document
 from tests.support.hold import queue_slots_held, reading_held
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
+# What the held readings upload: a text file, whose reader waits at a named pipe (``reading_held``).
+NOTES = b"The lighthouse keeper counts ships.\n" * 20
 
 
 def extractor_of(document_id: str, timeout: float = 60) -> psutil.Process:
@@ -46,11 +47,9 @@ def gone(process: psutil.Process) -> bool:
 def test_a_reader_that_crashes_fails_its_document_only(llama, celery_worker):
     user = make_user()
     http = login(user)
-    poison = reading_held(
-        celery_worker, lambda: upload_document(http, "poison.pdf", pdfs.report_pdf(3), language="en").json()
-    )
-    extractor_of(poison["id"]).kill()  # what a PDF that crashes PDFium does to its reader
-    healthy = upload_document(http, "notes.txt", b"The lighthouse keeper counts ships.\n" * 20, language="en").json()
+    poison = reading_held(celery_worker, lambda: upload_document(http, "poison.txt", NOTES, language="en").json())
+    extractor_of(poison["id"]).kill()  # what a file that crashes its reader (PDFium, lxml) does
+    healthy = upload_document(http, "notes.txt", NOTES, language="en").json()
     failed = wait_for(poison["id"], {"failed", "ready", "summarizing"}, timeout=60)
     assert failed.status == "failed"
     status = http.get(poison["urls"]["status"]).json()["document"]
@@ -74,7 +73,7 @@ def assert_cancelled_mid_read(http, body: dict) -> Document:
 def test_cancel_ends_a_reading_held_mid_way(celery_worker):
     user = make_user()
     http = login(user)
-    body = reading_held(celery_worker, lambda: upload_document(http, "report.pdf", pdfs.report_pdf(3)).json())
+    body = reading_held(celery_worker, lambda: upload_document(http, "notes.txt", NOTES).json())
     child = extractor_of(body["id"])
     child.suspend()  # the reader hangs here until the test cancels
     wait_for(body["id"], {"extracting"}, timeout=30)
@@ -109,7 +108,7 @@ def test_deleting_a_conversation_deletes_its_documents_rows_and_files(llama, cel
     # A second one still being read: its stored file is on disk, its reader held.
     reading = reading_held(
         celery_worker,
-        lambda: upload_document(http, "report.pdf", pdfs.report_pdf(3), conversation=str(conversation.id)).json(),
+        lambda: upload_document(http, "notes.txt", NOTES, conversation=str(conversation.id)).json(),
     )
     child = extractor_of(reading["id"])
     child.suspend()

@@ -192,8 +192,9 @@ def worker_paused(worker) -> Iterator[None]:
 
 def reading_held(workers, upload: Callable[[], dict]) -> dict:
     """A document whose reader is held at its file's opening: uploaded (``upload()`` returns the
-    upload's JSON) while the documents worker is frozen, its stored file swapped meanwhile for a named
-    pipe nobody writes to. The reader child the worker then starts waits there, however fast the
+    upload's JSON; a text file: PDFium refuses a path that is not a regular file, so a held PDF's reader
+    would end at once) while the documents worker is frozen, its stored file swapped meanwhile for a
+    named pipe nobody writes to. The reader child the worker then starts waits there, however fast the
     machine, for as long as the test needs (to kill it, stop it, cancel or delete its document).
     Returns the uploaded document's JSON."""
     import os
@@ -203,6 +204,7 @@ def reading_held(workers, upload: Callable[[], dict]) -> dict:
 
     with worker_paused(workers.documents):
         body = upload()["document"]
+        assert body["kind"] in ("txt", "md"), "hold a text file's reading"
         stored = stored_file(Document.objects.get(id=body["id"]))
         pipe = stored.with_name(f"{stored.name}.held")
         os.mkfifo(pipe)

@@ -19,9 +19,10 @@ from chat.errors import DocumentError
 from tests.support import office, pdfs
 
 
-def held_file(tmp_path, name: str = "report.pdf"):
-    """A file whose reader waits at its opening until it is ended: a named pipe nobody writes to."""
-    path = tmp_path / name
+def held_file(tmp_path):
+    """A text file whose reader waits at its opening until it is ended: a named pipe nobody writes to
+    (read as "txt": PDFium refuses a path that is not a regular file, so a held PDF would not wait)."""
+    path = tmp_path / "notes.txt"
     os.mkfifo(path)
     return path
 
@@ -68,9 +69,9 @@ def test_a_refusal_in_the_child_is_the_documents_message(tmp_path):
     assert str(caught.value) == "This PDF is damaged and cannot be read."
 
 
-def test_the_childs_refusal_is_in_the_readers_language(tmp_path):
+def test_the_childs_refusal_is_in_the_callers_language(tmp_path):
     """The child loads none of the project's apps: the language and the settings it reads with are
-    handed down, so a person reading in Chinese is refused in Chinese, at the configured limit."""
+    handed down, so a caller reading in Chinese is refused in Chinese, at the configured limit."""
     path = tmp_path / "notes.txt"
     path.write_bytes(b"%PDF-1.4 renamed")
     with translation.override("zh-hans"), pytest.raises(DocumentError) as caught:
@@ -90,7 +91,7 @@ def test_a_crashed_reader_fails_with_its_reason(tmp_path):
     path = held_file(tmp_path)
     killer = in_background(signal.SIGKILL, path)
     with pytest.raises(DocumentError) as caught:
-        read_all(path, "pdf")
+        read_all(path, "txt")
     killer.join()
     assert str(caught.value) == "The file could not be read: it crashed the reader."
 
@@ -100,7 +101,7 @@ def test_a_hung_reader_is_ended(tmp_path):
     path = held_file(tmp_path)
     stopper = in_background(signal.SIGSTOP, path)
     with pytest.raises(DocumentError) as caught:  # a reader never ended would hang here
-        read_all(path, "pdf")
+        read_all(path, "txt")
     stopper.join()
     assert str(caught.value) == "The file could not be read: it took too long."
 
@@ -137,7 +138,7 @@ def test_cancel_ends_a_held_child(tmp_path):
     canceller = threading.Thread(target=cancel_once_held)
     canceller.start()
     with pytest.raises(Cancelled):
-        read_all(path, "pdf", wanted.is_set)
+        read_all(path, "txt", wanted.is_set)
     canceller.join()
     assert not child[0].is_running() or child[0].status() == psutil.STATUS_ZOMBIE
     assert os.path.exists(path)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import sys
 
@@ -14,17 +13,11 @@ from django.utils.translation import gettext as _
 
 from chat.documents.pdf import opening
 from chat.documents.pdf.reader import pdf_refusal
-from chat.documents.sandbox import death_message
+from chat.documents.sandbox import child_environment, death_message
 from chat.errors import DocumentError
 
 CHECK_WORKER = "chat.documents.pdf.upload_check_worker"  # the check's child (tests swap in a stand-in)
 log = logging.getLogger(__name__)
-
-
-def _check_environment() -> dict[str, str]:
-    """The check's child's environment: none of the web process's settings and secrets, so none can
-    turn up in what it writes. (A limit on faults, not on privileges: it runs as the same user.)"""
-    return {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
 
 
 def _no_constant(name: str):
@@ -72,7 +65,7 @@ def check_pdf_in_child(data: bytes, password: str | None) -> tuple[int, bytes | 
             capture_output=True,
             timeout=limit_s,
             cwd=settings.BASE_DIR,
-            env=_check_environment(),
+            env=child_environment(),
             start_new_session=True,
         )
     except subprocess.TimeoutExpired:  # a hang that uses no CPU: run() has killed the child

@@ -35,7 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 os.environ.setdefault("QWENWEB_MODELS_MAX", "3")  # both pool profiles and the default beside each other
 
-from tests.support import stack  # noqa: E402
+from monitor.redis_clients import close_loop_clients  # noqa: E402
+from tests.support import (
+    queue_state,  # noqa: E402
+    stack,  # noqa: E402
+)
 
 ROUNDS = 3
 STREAM_TOKENS = 192
@@ -149,9 +153,9 @@ def grants(pool: str) -> list:
     async def read():
         queue = FairQueue(pool)
         try:
-            return await queue.grants()
+            return await queue_state.grants(queue)
         finally:
-            await queue.aclose()
+            await close_loop_clients()
 
     return asyncio.run(read())
 
@@ -244,7 +248,7 @@ def measure_failover(profile, second) -> tuple[float, int]:
         async with held_slot(queue, "bench-holder", [settings.NODE_NAME]):
             held.set()
             await asyncio.to_thread(release.wait)
-        await queue.aclose()
+        await close_loop_clients()
 
     threading.Thread(target=asyncio.run, args=(hold_main(),), daemon=True).start()
     held.wait(60)

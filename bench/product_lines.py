@@ -15,6 +15,7 @@ FEATURES = (
     "chat/usage/",
     "chat/accounts/directory.py",
     "chat/accounts/directory_check.py",
+    "chat/accounts/directory_tasks.py",
     "chat/accounts/external.py",
     "chat/accounts/groups.py",
     "chat/accounts/oidc.py",
@@ -31,6 +32,7 @@ FEATURES = (
     "qwenweb/knowledge_settings.py",
     "qwenweb/ldap_settings.py",
     "qwenweb/oidc_settings.py",
+    "qwenweb/tool_settings.py",
 )
 
 

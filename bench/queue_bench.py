@@ -29,7 +29,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support import stack  # noqa: E402
+from tests.support import (
+    queue_state,  # noqa: E402
+    stack,  # noqa: E402
+)
 
 FOLLOW_UPS = 5
 WAITERS = 10
@@ -128,7 +131,7 @@ def main() -> None:
                 send(socket, type="send", text=f"Wait in line ({index}).", options={"max_tokens": 4})
                 events_until(socket, "queued")
                 sockets.append(socket)
-            assert read_queue(name, lambda queue: queue.waiting_count()) == WAITERS
+            assert read_queue(name, lambda queue: queue_state.waiting_count(queue)) == WAITERS
             before, started = cpu_s(web), time.monotonic()
             time.sleep(WAIT_MEASURE_S)
             used, elapsed = cpu_s(web) - before, time.monotonic() - started

@@ -26,6 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from monitor.redis_clients import close_loop_clients
+from tests.support import queue_state
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 IDLE_RUNS = 5
@@ -66,9 +69,11 @@ def queue_waits(user_key: str, sent_at: list[float]) -> list[float]:
     async def grants():
         queue = FairQueue(name)
         try:
-            return [g.at_ms / 1000 for g in await queue.grants() if g.user == user_key and g.priority == "person"]
+            return [
+                g.at_ms / 1000 for g in await queue_state.grants(queue) if g.user == user_key and g.priority == "person"
+            ]
         finally:
-            await queue.aclose()
+            await close_loop_clients()
 
     granted = asyncio.run(grants())
     return [(min(t for t in granted if t >= sent - 0.05) - sent) * 1000 for sent in sent_at]

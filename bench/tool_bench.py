@@ -31,7 +31,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support import stack  # noqa: E402
+from tests.support import (
+    queue_state,  # noqa: E402
+    stack,  # noqa: E402
+)
 
 RUNS = 3
 
@@ -78,7 +81,7 @@ def main() -> None:
                 look, an HTTP call and a Redis read, takes tens of ms itself)."""
                 began = look = time.monotonic()
                 while any(s["is_processing"] for s in llama.slots(live_id_here(profile))) or read_queue(
-                    profile.name, lambda queue: queue.active_count()
+                    profile.name, lambda queue: queue_state.active_count(queue)
                 ):
                     time.sleep(0.005)
                     look = time.monotonic()

@@ -42,7 +42,6 @@ __all__ = [
     "ServingSlot",
     "await_while_alive",
     "close_loop_clients",
-    "conversation_profile",
     "find_profile",
     "model_digests",
     "model_sha256",
@@ -53,15 +52,6 @@ __all__ = [
     "sync_redis",
     "user_profiles",
 ]
-
-
-def conversation_profile(profile_id: int | None) -> ServerProfile:
-    """The profile a conversation picked, when people may still use it; else the default one."""
-    if profile_id:
-        profile = user_profiles(ServerProfile.Kind.CHAT).filter(pk=profile_id).first()
-        if profile is not None:
-            return profile
-    return find_profile(None)
 
 
 def model_sha256(profile: ServerProfile) -> str:

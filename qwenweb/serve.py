@@ -21,16 +21,9 @@ from django.conf import settings
 
 def daphne_argv(arguments: list[str]) -> list[str]:
     size = str(settings.WEBSOCKET_MAX_MESSAGE_BYTES)
-    return [
-        *arguments,
-        "--verbosity",
-        "0",
-        "--websocket-max-message-size",
-        size,
-        "--websocket-max-frame-size",
-        size,
-        settings.ASGI_APPLICATION.rsplit(".", 1)[0] + ":application",
-    ]
+    app = settings.ASGI_APPLICATION.rsplit(".", 1)[0] + ":application"
+    sizes = ["--websocket-max-message-size", size, "--websocket-max-frame-size", size]
+    return [*arguments, "--verbosity", "0", *sizes, app]
 
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
-from qwenweb.env import VAR_DIR, env_bool, env_int, env_list, env_names
+from qwenweb.env import VAR_DIR, env_bool, env_int, env_list
 from qwenweb.ldap_settings import ldap_settings
 from qwenweb.network import lan_addresses, node_name_from_host, served_hosts
 from qwenweb.oidc_settings import oidc_settings
@@ -252,16 +252,6 @@ QUOTA_TOKENS_PER_DAY = env_int("QWENWEB_TOKENS_PER_DAY", 0)
 # Sign-up (its mode is set by staff on the users page): attempts per address an hour, invite links' life.
 SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)
 INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)
-# Tools in a chat turn (docs/tools.md, "The tool loop"): the model's tool calls a turn may make (then it
-# answers without tools), how long a writing tool waits for the person's Allow, how long a tool may run,
-# and how much of a tool's result goes back to the model.
-CHAT_TOOL_STEP_LIMIT = env_int("QWENWEB_TOOL_STEP_LIMIT", 5)
-CHAT_TOOL_APPROVAL_TIMEOUT_S = env_int("QWENWEB_TOOL_APPROVAL_TIMEOUT_S", 120)
-CHAT_TOOL_TIMEOUT_S = env_int("QWENWEB_TOOL_TIMEOUT_S", 30)
-CHAT_TOOL_RESULT_MAX_CHARS = env_int("QWENWEB_TOOL_RESULT_MAX_CHARS", 16_000)
-# The built-in tools offered (names from chat.tools.builtin; empty: none, MCP tools only).
-BUILTIN_TOOLS = ("calculator", "search_documents")
-CHAT_TOOL_BUILTINS = env_names("QWENWEB_TOOL_BUILTINS", ",".join(BUILTIN_TOOLS), BUILTIN_TOOLS)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  # stored text <= 1 s behind
 # Text reaching a page goes at most once per this many ms (20 pictures a second), and llama-server's
 # stream is read on the same clock (monitor/llama/wire.py); the first text and every other event go at
@@ -335,7 +325,6 @@ USAGE_RETENTION_DAYS = env_int("QWENWEB_USAGE_RETENTION_DAYS", 400)
 API_MAX_BODY_BYTES = env_int("QWENWEB_API_MAX_BODY_BYTES", 20 * 1024 * 1024)
 API_KEY_CONCURRENCY = env_int("QWENWEB_API_KEY_CONCURRENCY", 4)
 API_RERANK_MAX_DOCUMENTS = env_int("QWENWEB_API_RERANK_MAX_DOCUMENTS", 1000)  # documents one /v1/rerank may rank
-API_RERANK_MAX_DOCUMENTS = env_int("QWENWEB_API_RERANK_MAX_DOCUMENTS", 1000)  # documents one /v1/rerank may rank
 API_MAX_TOKENS = env_int("QWENWEB_API_MAX_TOKENS", 4096)  # max_tokens above it is refused; absent, it is sent
 API_KEY_RPM = env_int("QWENWEB_API_KEY_RPM", 120)  # requests per key in any 60 seconds
 MAX_API_KEYS_PER_USER = env_int("QWENWEB_MAX_API_KEYS_PER_USER", 10)  # keys not revoked
@@ -347,6 +336,7 @@ MULTIPART_OVERHEAD_BYTES = 64 * 1024
 
 from qwenweb.document_settings import *  # noqa: E402, F403  (uploads, extraction, summaries)
 from qwenweb.knowledge_settings import *  # noqa: E402, F403  (collections, passages, retrieval)
+from qwenweb.tool_settings import *  # noqa: E402, F403  (tools in the chat, MCP servers)
 
 HEALTH_TIMEOUT_S = float(os.environ.get("QWENWEB_HEALTH_TIMEOUT_S", "1.5"))  # each part's, in the health checks
 
@@ -392,8 +382,3 @@ CELERY_BEAT_SCHEDULE = {
         else {}
     ),
 }
-
-# MCP servers staff register (chat/tools/mcp, docs/tools.md): the most a server's answers to one call
-# may weigh (read no further: the call ends with a message), and the limit on listing a server's tools.
-MCP_MAX_RESULT_BYTES = env_int("QWENWEB_MCP_MAX_RESULT_BYTES", 1024 * 1024)
-MCP_LIST_TIMEOUT_S = env_int("QWENWEB_MCP_LIST_TIMEOUT_S", 20)

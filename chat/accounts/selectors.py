@@ -100,7 +100,6 @@ class GroupRow:
     tokens_per_day: int | None
     profile_ids: set[int]
     member_ids: set[int]
-    member_names: list[str]
 
 
 def group_rows() -> list[GroupRow]:
@@ -117,7 +116,6 @@ def group_rows() -> list[GroupRow]:
                 tokens_per_day=policy.tokens_per_day if policy else None,
                 profile_ids={profile.pk for profile in policy.profiles.all()} if policy else set(),
                 member_ids={user.pk for user in members},
-                member_names=[user.get_username() for user in members],
             )
         )
     return rows

@@ -19,7 +19,7 @@ from chat.api import keys
 from chat.api.calls import KINDS, ApiCall
 from chat.api.errors import ApiError, from_llama, not_found
 from chat.api.keys import CallerKey
-from chat.api.limits import KeyLimiter, OverLimit, TooManyRequests, get_limiter
+from chat.api.limits import OverLimit, TooManyRequests, get_limiter
 from chat.api.request_fields import parse_request
 from monitor.public import (
     LlamaError,
@@ -30,17 +30,17 @@ from monitor.public import (
 )
 
 
-async def admit(authorization: str | None, *, limiter: KeyLimiter | None = None) -> CallerKey:
+async def admit(authorization: str | None) -> CallerKey:
     """The caller's key (401 when missing, wrong or revoked), counted against its requests per minute
     (429), in one hop to a database thread."""
-    return await sync_to_async(_admit)(keys.bearer_key(authorization), limiter or get_limiter())
+    return await sync_to_async(_admit)(keys.bearer_key(authorization))
 
 
-def _admit(bearer_key: str, limiter: KeyLimiter) -> CallerKey:
+def _admit(bearer_key: str) -> CallerKey:
     key = keys.caller_of(bearer_key)
     limit = settings.API_KEY_RPM
     try:
-        limiter.count_request(key.id, limit)
+        get_limiter().count_request(key.id, limit)
     except TooManyRequests as error:
         raise ApiError(
             429,
@@ -58,25 +58,21 @@ def _admit(bearer_key: str, limiter: KeyLimiter) -> CallerKey:
 
 
 async def open_call(
-    authorization: str | None, endpoint: str, read_body: Callable[[], bytes], *, limiter: KeyLimiter | None = None
+    authorization: str | None, endpoint: str, read_body: Callable[[], bytes]
 ) -> tuple[CallerKey, ApiCall]:
     """A call's key admitted (``admit``), its owner's daily quotas counted (429 named in OpenAI's shape,
     before any model is loaded for someone over them), the request parsed and checked (400) and the
     profile its ``model`` names found (404), in one hop to a database thread; then that profile loaded
     when it is not (503 when it cannot be). ``read_body`` gives the request's body: read only for a
     caller who passed the key, rate and quota checks."""
-    key, body, profile = await sync_to_async(_open_call)(
-        keys.bearer_key(authorization), endpoint, read_body, limiter or get_limiter()
-    )
+    key, body, profile = await sync_to_async(_open_call)(keys.bearer_key(authorization), endpoint, read_body)
     returns_documents = bool(body.pop("return_documents", False))
     pool = await _pool(body["model"], profile)
     return key, ApiCall(endpoint=endpoint, body=body, pool=pool, returns_documents=returns_documents)
 
 
-def _open_call(
-    bearer_key: str, endpoint: str, read_body: Callable[[], bytes], limiter: KeyLimiter
-) -> tuple[CallerKey, dict, ServerProfile]:
-    key = _admit(bearer_key, limiter)
+def _open_call(bearer_key: str, endpoint: str, read_body: Callable[[], bytes]) -> tuple[CallerKey, dict, ServerProfile]:
+    key = _admit(bearer_key)
     try:
         with transaction.atomic():  # the quota's reads and writes in one transaction (one commit)
             check_quota(key.owner_id)
@@ -121,10 +117,10 @@ async def _pool(model: str, profile: ServerProfile):
 
 
 @asynccontextmanager
-async def key_place(key: CallerKey, limiter: KeyLimiter | None = None) -> AsyncIterator[None]:
+async def key_place(key: CallerKey) -> AsyncIterator[None]:
     """One of the key's places in flight for the block (429 when all are taken)."""
     try:
-        async with (limiter or get_limiter()).hold(key.id, key.concurrency_limit):
+        async with get_limiter().hold(key.id, key.concurrency_limit):
             yield
     except OverLimit as error:
         raise ApiError(

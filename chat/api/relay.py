@@ -20,17 +20,16 @@ from chat.api.admission import key_place
 from chat.api.calls import ApiCall
 from chat.api.errors import broken, from_llama, queue_unavailable
 from chat.api.keys import CallerKey
-from chat.api.limits import KeyLimiter
 from chat.api.tally import StreamTally, drop_cache_figures, timings_of, usage_of
 from chat.usage.entries import api_entry
 from monitor.public import LlamaError, QueueUnavailable, ServingSlot
 
 
 @asynccontextmanager
-async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter | None) -> AsyncIterator[ServingSlot]:
+async def _turn(call: ApiCall, key: CallerKey) -> AsyncIterator[ServingSlot]:
     """The key's place, then the owner's serving slot, in line with their chats."""
     continues, makes = call.affinity()
-    async with key_place(key, limiter):
+    async with key_place(key):
         try:
             slot = call.pool.slot(str(key.owner_id), priority="person", affinity=continues, remember_as=makes)
             async with slot as serving:
@@ -39,9 +38,9 @@ async def _turn(call: ApiCall, key: CallerKey, limiter: KeyLimiter | None) -> As
             raise queue_unavailable() from error
 
 
-async def complete(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None) -> bytes:
+async def complete(call: ApiCall, key: CallerKey) -> bytes:
     """A plain answer: llama-server's JSON body, relayed as is (less its cache figures)."""
-    async with _turn(call, key, limiter) as slot:
+    async with _turn(call, key) as slot:
         usage, figures = (0, 0), {}
         try:
             content = await slot.post_raw(call.path, call.body)
@@ -67,7 +66,7 @@ def _read_answer(call: ApiCall, content: bytes) -> tuple[bytes, tuple[int, int],
     return content, usage, figures
 
 
-async def stream(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = None) -> AsyncIterator[bytes | None]:
+async def stream(call: ApiCall, key: CallerKey) -> AsyncIterator[bytes | None]:
     """A streamed answer. Yields ``None`` first, once llama-server has begun answering (anything that
     fails before that raises ApiError, for a plain error response), then its SSE bytes as they come. A
     failure after that ends the stream with an OpenAI-shaped error event.
@@ -75,7 +74,7 @@ async def stream(call: ApiCall, key: CallerKey, *, limiter: KeyLimiter | None = 
     Closing the iteration early (the client went away) closes the upstream request, which frees
     llama-server's slot, and gives back the serving slot and the key's place."""
     tally = StreamTally()
-    async with _turn(call, key, limiter) as slot:
+    async with _turn(call, key) as slot:
         upstream = slot.stream_raw(call.path, call.body, pace_s=settings.API_FRAME_S)
         try:
             async with aclosing(_relayed(upstream, tally)) as relayed:

@@ -24,6 +24,10 @@ def clean_question(text: str) -> str:
     text = (text or "").strip()
     if not text:
         raise ChatError(_("The message is empty."))
+    return check_length(text)
+
+
+def check_length(text: str) -> str:
     if len(text) > settings.CHAT_MAX_MESSAGE_CHARS:
         raise ChatError(
             ngettext(

@@ -1,19 +1,10 @@
 """The web process gives the memory it freed back to the system, at most once a minute.
 
-What the web process keeps after an answer or a socket has ended is, measured (issue 52), almost
-none of Python's objects (tracemalloc on a real Daphne: about 0.1 KiB a chat turn, 0.3 KiB a fresh
-login with its socket) but freed C heap that glibc's allocator keeps for later: it hands memory
-back by itself only from the top of its heap, and a chunk still in use above freed ones keeps
-them. Against a fast stand-in upstream that was about 1.2 KiB a chat turn and 4.4 KiB a fresh
-login with its socket, in a straight line, never given back (the same with MALLOC_ARENA_MAX=1 and
-with 16 KiB socket reads in place of 256 KiB); one ``malloc_trim(0)`` gave all of it back (the
-web process's private memory fell below its level before the load).
-
-So when an answer ends or a socket closes, and the last trim is at least ``TRIM_INTERVAL_S`` old,
-``malloc_trim(0)`` runs in a worker thread (ctypes releases the GIL; the event loop goes on
-streaming). It costs a few milliseconds of one core for a web process of about 100 MiB: once a
-minute at most, nothing beside an answer's own cost. Where the C library is not glibc (no
-``malloc_trim``), nothing is done.
+What it keeps after an answer or a socket has ended is mostly freed C heap that glibc keeps (it
+returns memory by itself only from the top of its heap); ``malloc_trim(0)`` gives it back. So when
+an answer ends or a socket closes, and the last trim is at least ``TRIM_INTERVAL_S`` old, it runs in a
+worker thread (ctypes releases the GIL). Without glibc (no ``malloc_trim``) nothing is done. The
+measurements: docs/operations.md, "Over a month".
 """
 
 from __future__ import annotations

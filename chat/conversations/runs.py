@@ -104,9 +104,6 @@ class RunningAnswers:
     def sender(self, send, user_id: object) -> FrameSender:
         return FrameSender(send, self.frame_s, user_id)
 
-    def running(self, conversation_id: str) -> Run | None:
-        return self._runs.get(conversation_id)
-
     @contextlib.contextmanager
     def claim(self, conversation_id: str | None, user_id: object) -> Iterator[None]:
         """Refuse a second answer in a conversation that has one running (or being set up, by another page).
@@ -166,10 +163,6 @@ class RunningAnswers:
         watchers.discard(sender)
         if not watchers:
             del self._watchers[key]
-
-    def watched(self, sender: FrameSender) -> list[str]:
-        """The conversations the page watches, oldest first."""
-        return list(self._watching.get(sender, ()))
 
     async def start(
         self,

@@ -19,7 +19,6 @@ from chat.documents.overlap import shingles
 
 _NUMBERS = r"\d{1,5}(?:\s*(?:-|–|—|~|to)\s*\d{1,5})?(?:\s*(?:,|and|&)\s*\d{1,5}(?:\s*(?:-|–|—|~|to)\s*\d{1,5})?)*"
 _REFERENCE = rf"(?:(?P<word>\b(?:pp?|pg)\.|\b[Pp]ages?\b|§§?)\s*(?P<numbers>{_NUMBERS})|第\s*(?P<cjk>{_NUMBERS})\s*页)"
-_REFERENCE_RE = re.compile(_REFERENCE)
 # A whole bracketed citation, possibly naming its document: removed whole when nothing in it stands.
 _GROUP_RE = re.compile(
     rf"\s?(?P<open>[\[(（])(?P<before>[^\[\]()（）\n]{{0,120}}?){_REFERENCE}(?P<after>[^\[\]()（）\n]{{0,40}}?)(?P<close>[\])）])"

@@ -28,36 +28,9 @@ DOCX_MAX_ENTRIES = 10_000
 DOCX_READ_BYTES = 1 << 20  # a part is inflated at most this much at a time while it is checked
 _HEADING_STYLE = re.compile(r"^(heading \d|title)$", re.IGNORECASE)
 _HTML_HEADING = re.compile(r"^h[1-6]$")
-_HTML_DROPPED = [
-    "script",
-    "style",
-    "template",
-    "noscript",
-    "iframe",
-    "object",
-    "embed",
-    "svg",
-    "math",
-    "canvas",
-    "head",
-]
+_HTML_DROPPED = "script style template noscript iframe object embed svg math canvas head".split()
 # Elements that end a line of text; inline ones (b, a, span) run on.
-_HTML_BLOCKS = [
-    "p",
-    "div",
-    "br",
-    "li",
-    "tr",
-    "td",
-    "th",
-    "section",
-    "article",
-    "blockquote",
-    "pre",
-    "table",
-    "dd",
-    "dt",
-]
+_HTML_BLOCKS = frozenset("p div br li tr td th section article blockquote pre table dd dt".split())
 _MARK = "\ue000"  # a private-use character: where a heading was (removed from the text first)
 _BLANK_LINES = re.compile(r"\n{3,}")
 

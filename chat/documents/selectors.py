@@ -62,9 +62,7 @@ def document_payload(document: Document) -> dict:
         "chunks": [
             {
                 "level": c["level"],
-                "pages": f"{c['first_page']}–{c['last_page']}"
-                if c["first_page"] != c["last_page"]
-                else str(c["first_page"]),
+                "pages": page_list(range(c["first_page"], c["last_page"] + 1)),
                 "state": "done" if c["done"] else ("running" if c["requests"] else "waiting"),
             }
             for c in chunks

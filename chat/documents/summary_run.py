@@ -84,65 +84,51 @@ class SummaryRun:
             self.profile = self.pool.profile
         except LoadFailed:
             message = _("The summary could not start: the server profile did not load. An admin sees why on its page.")
-            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
-            return Document.Status.FAILED
+            return await self._stop(Document.Status.FAILED, message)
         except LlamaError as error:
-            message = _("The summary could not start: %(reason)s") % {"reason": str(error)}
-            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
-            return Document.Status.FAILED
+            return await self._stop(
+                Document.Status.FAILED, _("The summary could not start: %(reason)s") % {"reason": error}
+            )
         try:
             alive = sync_to_async(HeartbeatAndCancelCheck(self.document_id))
             summary = await await_while_alive(self._summarize(document), alive, CANCEL_POLL_S, Cancelled)
         except Cancelled:
-            await sync_to_async(stop_summary)(self.document_id, Document.Status.CANCELLED)
-            return Document.Status.CANCELLED
+            return await self._stop(Document.Status.CANCELLED)
         except (LlamaError, QueueUnavailable) as error:
-            message = _("The summary stopped: %(reason)s The parts already done are kept; try again to continue.") % {
-                "reason": str(error)
-            }
-            await sync_to_async(stop_summary)(self.document_id, Document.Status.FAILED, message)
-            return Document.Status.FAILED
+            message = _("The summary stopped: %(reason)s The parts already done are kept; try again to continue.")
+            return await self._stop(Document.Status.FAILED, message % {"reason": error})
         await sync_to_async(finish_summary)(self.document_id, summary)
         return Document.Status.READY
 
+    async def _stop(self, status: str, message: str = "") -> str:
+        await sync_to_async(stop_summary)(self.document_id, status, message)
+        return status
+
     async def _summarize(self, document: Document) -> str:
+        """Level 0 summarizes the pages, each level above the summaries below it, until one is left."""
         pages = await sync_to_async(text_pages)(document.id)
         self.language = language_name(document, "\n".join(text for _number, text in pages[:20]))
         self.budget = await plan_budget(self.pool, MAP_SYSTEM.format(language=self.language))
-        level0 = await sync_to_async(summary_chunks)(document.id, 0)
-        if not level0:
-            marked = [f"[p. {number}]\n{text}" for number, text in pages]
-            counts = await count_all(self.pool.client, marked)
-            pieces = [
-                Piece(number, number, text, tokens)
-                for (number, _text), text, tokens in zip(pages, marked, counts, strict=True)
-            ]
-            level0 = await sync_to_async(save_summary_plan)(
-                document.id, 0, await pack(self.pool.client, pieces, self.budget.input_tokens)
-            )
-        await self._run_level(level0, total=len(level0))
-        level0 = await sync_to_async(summary_chunks)(document.id, 0)
-        if len(level0) == 1:
-            return compose(level0[0], level0)
-        current, level = level0, 1
+        pieces = [(number, number, f"[p. {number}]\n{text}") for number, text in pages]
+        level, level0 = 0, []
         while True:
             planned = await sync_to_async(summary_chunks)(document.id, level)
             if not planned:
-                pieces = [
-                    Piece(c.first_page, c.last_page, f"({c.pages_label})\n{c.summary.strip()}", 0) for c in current
-                ]
-                for piece, tokens in zip(
-                    pieces, await count_all(self.pool.client, [p.text for p in pieces]), strict=True
-                ):
-                    piece.tokens = tokens
-                planned = await sync_to_async(save_summary_plan)(
-                    document.id, level, await pack(self.pool.client, pieces, self.budget.input_tokens)
-                )
+                planned = await self._plan(document.id, level, pieces)
             await self._run_level(planned, total=len(planned))
-            current = await sync_to_async(summary_chunks)(document.id, level)
-            if len(current) == 1:
-                return compose(current[0], level0)
+            done = await sync_to_async(summary_chunks)(document.id, level)
+            level0 = level0 or done
+            if len(done) == 1:
+                return compose(done[0], level0)
+            pieces = [(c.first_page, c.last_page, f"({c.pages_label})\n{c.summary.strip()}") for c in done]
             level += 1
+
+    async def _plan(self, document_id, level: int, pieces: list[tuple[int, int, str]]) -> list[DocumentChunk]:
+        """A level's chunks: its pieces (first page, last page, text) counted and packed, the plan stored."""
+        counts = await count_all(self.pool.client, [text for _first, _last, text in pieces])
+        counted = [Piece(first, last, text, tokens) for (first, last, text), tokens in zip(pieces, counts, strict=True)]
+        chunks = await pack(self.pool.client, counted, self.budget.input_tokens)
+        return await sync_to_async(save_summary_plan)(document_id, level, chunks)
 
     async def _run_level(self, chunks: list[DocumentChunk], total: int) -> None:
         gate = asyncio.Semaphore(self.budget.slots)

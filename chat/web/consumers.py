@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from chat.conversations import images, services
+from chat.conversations.editing import check_length
 from chat.conversations.messages import sampling_options
 from chat.conversations.runs import running_answers
 from chat.conversations.selectors import (
@@ -31,10 +32,6 @@ from chat.errors import ChatError
 from chat.tools.approvals import approvals
 
 log = logging.getLogger(__name__)
-
-
-def max_frame_chars() -> int:
-    return settings.CHAT_MAX_FRAME_CHARS
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
@@ -60,7 +57,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             frames.close()
 
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
-        if text_data is None or len(text_data) > max_frame_chars():
+        if text_data is None or len(text_data) > settings.CHAT_MAX_FRAME_CHARS:
             await self._error(
                 ngettext(
                     "The message is too large: text is limited to %(chars)d character and images to %(mb).0f MB.",
@@ -73,8 +70,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         try:
             content = json.loads(text_data)
         except ValueError:
-            await self._error(_("The message could not be read."))
-            return
+            content = None
         if not isinstance(content, dict):
             await self._error(_("The message could not be read."))
             return
@@ -105,16 +101,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         text = content.get("text") or ""
         if not isinstance(text, str):
             raise ChatError(_("The message could not be read."))
-        text = text.strip()
-        if len(text) > settings.CHAT_MAX_MESSAGE_CHARS:
-            raise ChatError(
-                ngettext(
-                    "The message is too long: the limit is %(chars)d character.",
-                    "The message is too long: the limit is %(chars)d characters.",
-                    settings.CHAT_MAX_MESSAGE_CHARS,
-                )
-                % {"chars": settings.CHAT_MAX_MESSAGE_CHARS}
-            )
+        text = check_length(text.strip())
         image = None
         if content.get("image"):
             # Decoding and scaling is CPU work: keep it off the event loop that streams tokens.

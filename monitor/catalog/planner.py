@@ -126,7 +126,6 @@ class Plan:
     runtime_gpu: int = 0
     covered: bool = True  # False: the architecture's cache rules are unknown, only weights are exact
     compute_source: str = "graph"  # "graph": llama.cpp's graph replayed; "estimate"; "llama.cpp": its projection
-    draft_compute: int = 0  # of which the MTP draft context's (on the device the compute is on)
     output_cpu: int = 0  # logits (and MTP hidden state) output buffers, host memory
     projector_gpu: int = 0  # vision projector weights and compute buffer
     projector_cpu: int = 0
@@ -298,7 +297,6 @@ def _plan_compute(model: ModelInfo, request: PlanRequest, cells: tuple[int, int]
     else:
         main = estimate_compute(model, request, *cells)
         result.compute_source = "estimate"
-    result.draft_compute = draft
     if on_gpu:
         result.compute_gpu = main + draft
         result.runtime_gpu = GPU_RUNTIME_BYTES

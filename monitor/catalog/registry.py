@@ -54,8 +54,6 @@ class ModelInfo:
     input_bytes: int = 0  # token embeddings: always in host memory
     output_bytes: int = 0  # output norm + output matrix: offloaded with the last layer
     tied_output: bool = False  # no output matrix: llama.cpp reuses (and, offloaded, copies) token_embd
-    tensor_bytes_by_type: dict[str, int] = field(default_factory=dict)
-    layer_bytes_by_type: list[dict[str, int]] = field(default_factory=list)
     facts: LayerFacts = field(default_factory=LayerFacts)
     expert_shared_count: int = 0
     expert_ff: int = 0
@@ -92,10 +90,6 @@ class ModelInfo:
 
     def kv_heads(self, il: int) -> int:
         return self.facts.head_count_kv[il] if il < len(self.facts.head_count_kv) else self.n_head_kv
-
-    @property
-    def total_tensor_bytes(self) -> int:
-        return self.input_bytes + self.output_bytes + sum(self.layer_bytes)
 
     @property
     def is_moe(self) -> bool:
@@ -169,20 +163,15 @@ def read_model_info(path: Path) -> ModelInfo:
 
     layer_bytes = [0] * n_layer
     expert_bytes = [0] * n_layer
-    layer_types: list[dict[str, int]] = [{} for _ in range(n_layer)]
-    by_type: dict[str, int] = {}
     input_bytes = output_bytes = parameters = 0
     names = {tensor.name for tensor in header.tensors}
     for tensor in header.tensors:
         size = tensor.n_bytes
-        kind = tensor.type_name
         parameters += tensor.n_elements
-        by_type[kind] = by_type.get(kind, 0) + size
         match = re.match(r"blk\.(\d+)\.", tensor.name)
         if match and int(match.group(1)) < n_layer:
             il = int(match.group(1))
             layer_bytes[il] += size
-            layer_types[il][kind] = layer_types[il].get(kind, 0) + size
             if CPU_MOE_TENSOR.search(tensor.name):
                 expert_bytes[il] += size
         elif tensor.name.startswith(("token_embd", "per_layer_token_embd")):
@@ -215,8 +204,6 @@ def read_model_info(path: Path) -> ModelInfo:
         input_bytes=input_bytes,
         output_bytes=output_bytes,
         tied_output="output.weight" not in names,
-        tensor_bytes_by_type=by_type,
-        layer_bytes_by_type=layer_types,
         facts=facts,
         expert_shared_count=number("expert_shared_count"),
         expert_ff=number("expert_feed_forward_length"),

@@ -12,8 +12,6 @@ from django.db.models import QuerySet
 
 from monitor.models import Node, Placement, ServerProfile
 
-# A node's fields that say where the pools' members are reached (a save of others changes no pool).
-
 
 def local_node() -> Node:
     """The main box's own node, named after the host (renamed when the name changed)."""

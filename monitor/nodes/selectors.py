@@ -36,10 +36,6 @@ class NodeRow:
     def serving(self) -> list[str]:
         return sorted((self.beat or {}).get("serving") or {})
 
-    @property
-    def vram_bytes(self) -> int:
-        return sum(int(gpu.get("total_bytes") or 0) for gpu in self.node.facts.get("gpus") or [])
-
 
 def node_rows() -> list[NodeRow]:
     nodes = list(Node.objects.prefetch_related("placements__profile"))

@@ -169,8 +169,3 @@ def withdraw(profile: ServerProfile) -> None:
     """No new request goes to the profile on any node (its instances are about to be unloaded)."""
     for node in nodes_serving(profile):
         async_to_sync(readiness.mark_failed)(node.name, profile.name)
-
-
-def unload(profile: ServerProfile) -> None:
-    """Unload every served revision of a profile now; raises LlamaError when the router cannot."""
-    async_to_sync(unload_profile)(profile.name)

@@ -73,17 +73,6 @@ class Grant:
     nodes: tuple[str, ...] = field(default=(), compare=False)
 
 
-@dataclass(frozen=True)
-class GrantRecord:
-    """One slot handed out, as the queue logged it."""
-
-    at_ms: int
-    priority: str
-    ticket: str
-    user: str
-    node: str
-
-
 class FairQueue:
     """The queue of one pool (named after its profile)."""
 
@@ -102,10 +91,6 @@ class FairQueue:
         self.lease_ms = int((lease_s or settings.QUEUE_LEASE_S) * 1000)
         self.poll_s = poll_s or settings.QUEUE_POLL_S
         self.stale_ms = int((stale_s or settings.QUEUE_STALE_S) * 1000)
-
-    async def aclose(self) -> None:
-        """Close this loop's Redis connection (a Celery task's loop ends with its task)."""
-        await self.redis.drop_current()
 
     # ------------------------------------------------------------------ the script
 
@@ -245,47 +230,6 @@ class FairQueue:
             args += [grant.ticket, grant.owner, grant.priority, holder, grant.node, grant.model]
         return [_text(answer) for answer in await self._run("refresh", (), *args)]
 
-    async def dispatch(self, nodes: Iterable[str]) -> None:
-        """Hand out what can be handed out now (after a node came back, say)."""
-        await self._run("dispatch", nodes)
-
-    # ------------------------------------------------------------------ reading
-
-    async def active_count(self, priority: Priority | None = None, node: str | None = None) -> int:
-        """Slots held now (by one class, or on one node, when given)."""
-        now = await self._now_ms()
-        client = self.redis.get()
-        if node is not None:
-            return int(await client.zcount(self.prefix + "node:" + node, now, "+inf"))
-        total = int(await client.zcount(self.prefix + "active", now, "+inf"))
-        if priority is None:
-            return total
-        background = int(await client.zcount(self.prefix + "bg:active", now, "+inf"))
-        return background if priority == "background" else total - background
-
-    async def waiting_count(self, priority: Priority | None = None) -> int:
-        """Requests in line (of one class only when ``priority`` is given)."""
-        client = self.redis.get()
-        total = 0
-        for klass in (priority,) if priority else PRIORITIES:
-            users, wait = _lines(self.prefix, klass)
-            for user in await client.lrange(users, 0, -1):
-                total += await client.llen(wait + user.decode())
-        return total
-
-    async def grants(self, limit: int = GRANT_LOG_LENGTH) -> list[GrantRecord]:
-        """The last slots handed out, oldest first."""
-        entries = await self.redis.get().lrange(self.prefix + "grants", 0, limit - 1)
-        records = []
-        for entry in reversed(entries):
-            at_ms, priority, ticket, user, node = entry.decode().split(" ", 4)
-            records.append(GrantRecord(int(at_ms), priority, ticket, user, node))
-        return records
-
-    async def _now_ms(self) -> int:
-        seconds, microseconds = await self.redis.get().time()
-        return seconds * 1000 + microseconds // 1000
-
 
 def drop_holder(holder: str) -> int:
     """Free every ticket of a process that is gone, in every pool; synchronous, for start-up."""
@@ -301,12 +245,6 @@ def free_slots_of_gone_predecessors(kind: str) -> int:
     except REDIS_DOWN:
         log.warning("Redis is not answering: the slots of a process that is gone come back with their leases")
         return 0
-
-
-def _lines(prefix: str, priority: Priority) -> tuple[str, str]:
-    if priority == "background":
-        return prefix + "bg:users", prefix + "bg:wait:"
-    return prefix + "users", prefix + "wait:"
 
 
 def _text(value: object) -> str:

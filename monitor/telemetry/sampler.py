@@ -131,10 +131,7 @@ class Sampler:
         except TimeoutError:
             figures["error"] = "timeout"
             return figures
-        except LlamaError as error:
-            figures["error"] = str(error)
-            return figures
-        except Exception as error:  # a page that is not Prometheus text, JSON of another shape
+        except Exception as error:  # LlamaError; a page that is not Prometheus text, JSON of another shape
             figures["error"] = str(error) or error.__class__.__name__
             return figures
         metrics = parse_llama_metrics(text)

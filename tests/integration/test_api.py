@@ -18,6 +18,7 @@ from chat.models import ApiKey
 from monitor.models import ServerProfile
 from monitor.profiles.selectors import user_profiles
 from monitor.serving.queue import FairQueue
+from tests.support import queue_state
 from tests.support.client import base_url, login, make_user
 
 pytestmark = pytest.mark.usefixtures("web_server")
@@ -375,12 +376,12 @@ def test_client_disconnect_frees_the_slot_and_the_turn_at_once(owner_key, llama)
     _, row, key = owner_key
     client, response, _lines = open_stream(key)
     assert any(slot["is_processing"] for slot in llama.slots())
-    assert asyncio.run(FairQueue(MODEL).active_count()) == 1
+    assert asyncio.run(queue_state.active_count(FairQueue(MODEL))) == 1
     response.close()
     client.close()
     # 1000 tokens take far longer than this even on a fast box; a loaded 2-core box needs seconds to notice.
     assert slots_idle_within(llama, 10), "llama-server kept generating after the client left"
-    assert asyncio.run(FairQueue(MODEL).active_count()) == 0
+    assert asyncio.run(queue_state.active_count(FairQueue(MODEL))) == 0
     assert asyncio.run(KeyLimiter().in_flight(row.id)) == 0
     row.refresh_from_db()
     assert row.requests == 1 and row.completion_tokens >= 5
@@ -420,10 +421,10 @@ def test_api_requests_wait_in_the_fair_queue(owner_key, llama):
     thread.start()
     try:
         deadline = time.monotonic() + 30
-        while asyncio.run(FairQueue(MODEL).waiting_count()) < 1:  # it reached the line
+        while asyncio.run(queue_state.waiting_count(FairQueue(MODEL))) < 1:  # it reached the line
             assert time.monotonic() < deadline and not started.is_set(), "the third request never waited"
             time.sleep(0.05)
-        assert not started.is_set() and asyncio.run(FairQueue(MODEL).waiting_count()) == 1
+        assert not started.is_set() and asyncio.run(queue_state.waiting_count(FairQueue(MODEL))) == 1
     finally:
         for client, response, _lines in (first, second):
             response.close()

@@ -20,8 +20,7 @@ from monitor.llama.serving import serving_info
 from monitor.nodes.registry import placement_here
 from monitor.profiles.clients import profile_client
 from monitor.profiles.selectors import find_profile
-from monitor.serving.queue import FairQueue
-from tests.support import pdfs
+from tests.support import pdfs, queue_state
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send, upload_document
 from tests.support.hold import queue_slots_held, read_queue
 
@@ -77,7 +76,7 @@ def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, cele
     def chunk_calls_in_line() -> None:
         """Until every chunk the summary runs at once waits for a slot (so one that ran is done, or
         asked again): nothing changes from then on while the test holds the slots."""
-        wait_until(lambda: background(FairQueue.waiting_count) == slots, 300, "the summary's chunks in line")
+        wait_until(lambda: background(queue_state.waiting_count) == slots, 300, "the summary's chunks in line")
 
     # Documents other tests left half-run in this shared database (unit tests run pieces of the
     # pipeline by hand) must not stand in this summary's line, nor take the one worker from it.
@@ -95,7 +94,7 @@ def test_summary_covers_every_page_and_resumes_after_a_killed_worker(llama, cele
         chunk_calls_in_line()
         while not done_chunks():
             gate.close()  # one chunk's call takes the slot (no person waits)
-            wait_until(lambda: background(FairQueue.active_count) == 1, 60, "a chunk's call running")
+            wait_until(lambda: background(queue_state.active_count) == 1, 60, "a chunk's call running")
             gate.enter_context(queue_slots_held(profile.name, 1, wait_s=600))  # back as that call ends
             chunk_calls_in_line()
             assert Document.objects.get(id=document_id).status in Document.ACTIVE

@@ -25,7 +25,7 @@ from monitor.serving import queue as fair_queue
 from monitor.serving.holders import process_holder
 from monitor.serving.leases import keeper
 from monitor.serving.queue import FairQueue
-from tests.support import stack
+from tests.support import queue_state, stack
 
 
 class Pool:
@@ -53,7 +53,7 @@ class Pool:
         return await self.queue.acquire(owner, self.nodes, **options)
 
     async def dispatch(self) -> None:
-        await self.queue.dispatch(self.nodes)
+        await queue_state.dispatch(self.queue, self.nodes)
 
 
 @pytest.fixture
@@ -78,7 +78,7 @@ async def _eventually(check: Callable[[], Awaitable[bool]], failure: str, timeou
 
 async def _in_line(queue: FairQueue, priority: str | None, count: int) -> None:
     async def check() -> bool:
-        return await queue.waiting_count(priority) >= count
+        return await queue_state.waiting_count(queue, priority) >= count
 
     await _eventually(check, f"{count} {priority or ''} request(s) never stood in line")
 
@@ -117,7 +117,7 @@ def test_capacity_is_never_exceeded_and_owners_take_turns(pool_factory):
         # time a release returns (its wake-up comes with the release), and must still be counted.
         unserved = {task: name for name, task in jobs}
         while unserved:
-            assert await pool.queue.active_count() == 1
+            assert await queue_state.active_count(pool.queue) == 1
             await pool.queue.release(grant)
             done, _ = await asyncio.wait(unserved, return_when=asyncio.FIRST_COMPLETED)
             assert len(done) == 1  # one slot: one grant at a time
@@ -199,13 +199,13 @@ def test_a_cancelled_waiter_leaves_the_line(pool_factory):
         places = Places()
         waiter = asyncio.create_task(pool.acquire("B", on_position=places))
         await places.told.wait()
-        assert await pool.queue.waiting_count() == 1
+        assert await queue_state.waiting_count(pool.queue) == 1
         waiter.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiter
-        assert await pool.queue.waiting_count() == 0
+        assert await queue_state.waiting_count(pool.queue) == 0
         await pool.queue.release(holder)
-        assert await pool.queue.active_count() == 0
+        assert await queue_state.active_count(pool.queue) == 0
 
     asyncio.run(main())
 
@@ -232,8 +232,8 @@ def test_a_slot_granted_as_the_waiter_is_cancelled_is_given_back(pool_factory):
         await pool.queue.release(holder)
         with pytest.raises(asyncio.CancelledError):
             await waiter
-        assert await pool.queue.active_count() == 0
-        assert [grant.user for grant in await pool.queue.grants()] == ["A", "B"]  # granted, then given back
+        assert await queue_state.active_count(pool.queue) == 0
+        assert [grant.user for grant in await queue_state.grants(pool.queue)] == ["A", "B"]  # granted, then given back
 
     asyncio.run(main())
 
@@ -249,7 +249,7 @@ def test_the_slot_of_a_frozen_holder_comes_back_after_its_lease(pool_factory):
         lease_end_ms = await _lease_end_ms(pool, frozen)
         grant = await asyncio.wait_for(pool.acquire("B"), timeout=30)
         await pool.queue.release(grant)
-        granted_at_ms = (await pool.queue.grants(1))[-1].at_ms
+        granted_at_ms = (await queue_state.grants(pool.queue, 1))[-1].at_ms
         return lease_end_ms, granted_at_ms
 
     lease_end_ms, granted_at_ms = asyncio.run(main())
@@ -274,8 +274,8 @@ def test_a_held_lease_is_refreshed_for_as_long_as_it_is_held(pool_factory):
 
         await _eventually(two_leases_on, "Redis's clock never passed the second lease's end")
         await pool.dispatch()  # the queue decides now: an expired lease would go to B
-        assert await pool.queue.active_count() == 1 and await pool.queue.waiting_count() == 1
-        assert [grant.user for grant in await pool.queue.grants()] == ["A"]
+        assert await queue_state.active_count(pool.queue) == 1 and await queue_state.waiting_count(pool.queue) == 1
+        assert [grant.user for grant in await queue_state.grants(pool.queue)] == ["A"]
         assert not waiter.done()
         await pool.queue.release(holder)
         await pool.queue.release(await asyncio.wait_for(waiter, timeout=30))
@@ -310,7 +310,7 @@ def test_a_waiter_no_longer_heard_is_dropped_and_joins_again_if_it_comes_back(po
         await c_places.told.wait()
 
         async def dropped() -> bool:
-            return await pool.queue.waiting_count() == 1 and c_places.seen[-1] == 1
+            return await queue_state.waiting_count(pool.queue) == 1 and c_places.seen[-1] == 1
 
         await _eventually(dropped, "B was never dropped")
         await pool.queue.release(holder)
@@ -342,9 +342,9 @@ def test_a_person_takes_the_next_slot_before_background_work_on_one_slot(pool_fa
         return person_grant.ticket
 
     person_ticket = asyncio.run(main())
-    order = [grant.priority for grant in asyncio.run(pool.queue.grants())]
+    order = [grant.priority for grant in asyncio.run(queue_state.grants(pool.queue))]
     assert order == ["background", "person", "background"], order
-    assert asyncio.run(pool.queue.grants())[1].ticket == person_ticket
+    assert asyncio.run(queue_state.grants(pool.queue))[1].ticket == person_ticket
 
 
 def test_background_keeps_one_slot_free_for_people_where_there_are_several(pool_factory):
@@ -357,7 +357,10 @@ def test_background_keeps_one_slot_free_for_people_where_there_are_several(pool_
         assert not second_chunk.done(), "background work took the last slot"
         # The person is served at once, beside the running chunk, though the chunk queued first.
         person = await asyncio.wait_for(pool.acquire("alice"), timeout=5)
-        assert await pool.queue.active_count("person") == 1 and await pool.queue.active_count("background") == 1
+        assert (
+            await queue_state.active_count(pool.queue, "person") == 1
+            and await queue_state.active_count(pool.queue, "background") == 1
+        )
         await pool.queue.release(person)
         await pool.queue.release(first_chunk)
         await pool.queue.release(await asyncio.wait_for(second_chunk, timeout=5))
@@ -403,7 +406,7 @@ def test_documents_take_turns_by_owner_not_by_document(pool_factory):
         await asyncio.wait_for(asyncio.gather(*burst, late), timeout=10)
 
     asyncio.run(main())
-    owners = [grant.user for grant in asyncio.run(pool.queue.grants()) if grant.priority == "background"]
+    owners = [grant.user for grant in asyncio.run(queue_state.grants(pool.queue)) if grant.priority == "background"]
     assert owners.index("owner:B") <= 1, owners
 
 
@@ -477,7 +480,7 @@ def test_a_follow_up_takes_another_node_once_its_patience_runs_out(pool_factory)
         grant = await asyncio.wait_for(pool.acquire("alice", affinity=first, patience_s=0.5), timeout=30)
         await pool.queue.release(grant)
         await pool.queue.release(busy)
-        return grant.node, [record.at_ms for record in await pool.queue.grants()]
+        return grant.node, [record.at_ms for record in await queue_state.grants(pool.queue)]
 
     node, (busy_at_ms, granted_at_ms) = asyncio.run(main())
     assert node == second and granted_at_ms - busy_at_ms >= 500
@@ -514,14 +517,14 @@ def test_a_gone_process_slots_are_freed_by_its_successor_at_once(pool_factory, r
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait(10)
-    assert asyncio.run(pool.queue.active_count()) == 1  # still held: nobody refreshes it, its lease is long
+    assert asyncio.run(queue_state.active_count(pool.queue)) == 1  # still held: nobody refreshes it, its lease is long
     previous = os.environ.get("QWENWEB_PROCESS_KIND")
     try:
         assert fair_queue.free_slots_of_gone_predecessors("test-web") == 1
     finally:
         os.environ["QWENWEB_PROCESS_KIND"] = previous or "process"
         process_holder.cache_clear()
-    assert asyncio.run(pool.queue.active_count()) == 0
+    assert asyncio.run(queue_state.active_count(pool.queue)) == 0
 
 
 @pytest.fixture
@@ -567,13 +570,13 @@ def test_leases_survive_a_redis_restart_and_nothing_is_granted_twice(own_redis, 
 
         async def grace_over_and_waiter_back_in_line() -> bool:
             uptime_s = pool.redis.info("server")["uptime_in_seconds"]
-            return uptime_s >= settings.QUEUE_GRACE_S and await pool.queue.waiting_count() == 1
+            return uptime_s >= settings.QUEUE_GRACE_S and await queue_state.waiting_count(pool.queue) == 1
 
         await _eventually(grace_over_and_waiter_back_in_line, "the waiter never stood in line again", 30)
         await pool.dispatch()  # the queue decides now: a lease not put back would go to the waiter
-        assert await pool.queue.grants() == [], "the slot was given twice"  # none since the restart
+        assert await queue_state.grants(pool.queue) == [], "the slot was given twice"  # none since the restart
         assert not waiter.done()
-        assert await pool.queue.active_count(node=node) == 1  # the holder's, put back
+        assert await queue_state.active_count(pool.queue, node=node) == 1  # the holder's, put back
         return (await _handed_on(pool, holder, waiter, 10)).node
 
     assert asyncio.run(main()) == node

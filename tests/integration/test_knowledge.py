@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
 from chat.knowledge.services import add_document, create_collection, delete_document
+from chat.knowledge.tasks import reembed_stale_collections
 from chat.models import Document
-from chat.tasks import reembed_stale_collections, resume_stalled_documents
+from chat.tasks import resume_stalled_documents
 from chat.usage.models import UsageRecord
 from monitor.models import Node, ServerProfile
 from monitor.nodes.facts import sha256_of

@@ -22,6 +22,7 @@ from monitor.profiles.loading import load_profile
 from monitor.profiles.selectors import find_profile
 from monitor.profiles.services import apply_here, save_profile
 from tests.integration.test_documents import long_report, wait_for
+from tests.support import queue_state
 from tests.support.client import chat_socket, events_until, login, make_user, send, upload_document
 from tests.support.hold import queue_slots_held, read_queue
 
@@ -30,14 +31,14 @@ pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")
 
 def wait_for_waiting_chunk(name: str) -> None:
     deadline = time.monotonic() + 120
-    while read_queue(name, lambda queue: queue.waiting_count("background")) < 1:
+    while read_queue(name, lambda queue: queue_state.waiting_count(queue, "background")) < 1:
         assert time.monotonic() < deadline, "the summary's next chunk never stood in line"
         time.sleep(0.2)
 
 
 def grants_of(name: str, user) -> list[str]:
     """The order in which this person's turn ('person') and their document's chunks ('chunk') got a slot."""
-    grants = read_queue(name, lambda queue: queue.grants())
+    grants = read_queue(name, lambda queue: queue_state.grants(queue))
     kinds = {(str(user.pk), "person"): "person", (f"owner:{user.pk}", "background"): "chunk"}
     return [kinds[grant.user, grant.priority] for grant in grants if (grant.user, grant.priority) in kinds]
 
@@ -71,7 +72,7 @@ def summary_waiting_behind(name: str, ws_user, holds: contextlib.ExitStack, rele
             # waits while the turn runs. (Where the chunk's slot went to the person, the chunk may
             # take it back as soon as this short turn ends: that is no longer a race to check.)
             assert "chunk" not in granted
-            assert read_queue(name, lambda queue: queue.waiting_count("background")) >= 1
+            assert read_queue(name, lambda queue: queue_state.waiting_count(queue, "background")) >= 1
         done = events_until(ws)[-1]
         assert done["type"] == "done" and done["status"] == "complete", done
     holds.close()

@@ -22,9 +22,11 @@ from monitor.nodes import readiness
 from monitor.nodes.registry import local_node
 from monitor.profiles.services import save_profile
 from monitor.profiles.validation import validate_profile
+from monitor.redis_clients import close_loop_clients
 from monitor.serving.members import pool_nodes
 from monitor.serving.queue import FairQueue
 from monitor.serving.slot import load_on_nodes
+from tests.support import queue_state
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send
 from tests.support.hold import NodeSlotsHeld, node_slots_held
 from tests.support.nodes import SecondNode
@@ -73,9 +75,9 @@ def grants() -> list:
     async def read():
         queue = FairQueue(POOL)
         try:
-            return await queue.grants()
+            return await queue_state.grants(queue)
         finally:
-            await queue.aclose()
+            await close_loop_clients()
 
     return asyncio.run(read())
 

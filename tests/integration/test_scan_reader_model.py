@@ -21,8 +21,7 @@ from chat.models import Conversation, Document
 from monitor.models import ServerProfile
 from monitor.nodes.registry import placement_here
 from monitor.profiles.presets import live_id
-from monitor.serving.queue import FairQueue
-from tests.support import pdfs
+from tests.support import pdfs, queue_state
 from tests.support.client import login, make_user, upload_document
 from tests.support.hold import assert_queue_left_idle, queue_slots_held, read_queue
 from tests.support.qwen35 import ANSWER, GRAMMAR, PROJECTOR_FILE, serving_profile
@@ -84,7 +83,7 @@ def test_the_model_reads_each_scanned_page_as_background_work(reader, llama_serv
     assert pages and "<|vision_start|>" in pages[0]["prompt"]
     assert 100 < pages[0]["n_prompt_tokens"] <= 40 * 52 + 120, pages[0]["n_prompt_tokens"]
     # Each page took a slot of the profile's fair queue as background work: people go first.
-    grants = read_queue(reader.name, FairQueue.grants)
+    grants = read_queue(reader.name, queue_state.grants)
     assert [grant.priority for grant in grants][-2:] == ["background", "background"]
     _cancel(http, document)  # the summary that follows is not this test's business
     _wait(document, lambda d: d.status not in Document.ACTIVE)
@@ -107,7 +106,7 @@ def _wait_for_waiter(queue_name: str, timeout: float = 120) -> int:
     """The number of requests waiting in the queue, once the document's first page is one of them."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        count = read_queue(queue_name, lambda queue: queue.waiting_count("background"))
+        count = read_queue(queue_name, lambda queue: queue_state.waiting_count(queue, "background"))
         if count:
             return count
         time.sleep(0.2)

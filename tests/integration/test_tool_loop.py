@@ -14,6 +14,7 @@ import pytest
 
 from chat.models import Conversation, Message
 from monitor.profiles.presets import live_id_here
+from tests.support import queue_state
 from tests.support.client import chat_socket, login, make_user, send
 from tests.support.hold import read_queue
 from tests.support.qwen35 import ANSWER, rendered_prompt
@@ -70,7 +71,7 @@ def _steps(events: list[dict]) -> list[dict]:
 def _slot_free(llama_server, profile) -> bool:
     """llama-server's slots all idle, and no grant of the profile's fair queue held."""
     slots = llama_server.slots(live_id_here(profile))
-    held = read_queue(profile.name, lambda queue: queue.active_count())
+    held = read_queue(profile.name, lambda queue: queue_state.active_count(queue))
     return not any(slot["is_processing"] for slot in slots) and held == 0
 
 

@@ -9,9 +9,11 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from monitor.models import ServerProfile
+from monitor.redis_clients import close_loop_clients
 from monitor.serving.members import pool_nodes
 from monitor.serving.queue import FairQueue, Priority
 from monitor.serving.slot import serving_pool
+from tests.support import queue_state
 
 HOLD_WAIT_S = 30  # how long a hold waits for work that a test left in the queue
 
@@ -58,7 +60,7 @@ def queue_slots_held(
                 held.set()
                 await asyncio.to_thread(release.wait)
         finally:
-            await queue.aclose()
+            await close_loop_clients()
 
     def run() -> None:
         try:
@@ -106,7 +108,7 @@ def node_slots_held(queue_name: str, nodes: list[str], owner: str = "test-holder
                 handle.held.set()
                 await asyncio.to_thread(handle.release_event.wait)
         finally:
-            await queue.aclose()
+            await close_loop_clients()
 
     threading.Thread(target=asyncio.run, args=(hold(),), daemon=True).start()
     assert handle.held.wait(HOLD_WAIT_S * 2), f"could not hold slots of {queue_name} on {nodes}"
@@ -121,7 +123,7 @@ def read_queue(queue_name: str, read: Callable[[FairQueue], Awaitable]):
         try:
             return await read(queue)
         finally:
-            await queue.aclose()
+            await close_loop_clients()
 
     return asyncio.run(run())
 
@@ -130,7 +132,7 @@ def _holders(queue_name: str) -> str:
     """Who holds the queue's slots now, from its grant log (for a failure's message)."""
 
     async def read(queue: FairQueue) -> str:
-        return f"{await queue.active_count()} held; last grants: {(await queue.grants(5))!r}"
+        return f"{await queue_state.active_count(queue)} held; last grants: {(await queue_state.grants(queue, 5))!r}"
 
     return read_queue(queue_name, read)
 
@@ -143,7 +145,7 @@ def assert_queue_left_idle(queue_name: str, settle_s: float = 1.0) -> None:
     test's own hold (which took every slot) has ended.
     """
     time.sleep(settle_s)
-    active = read_queue(queue_name, FairQueue.active_count)
+    active = read_queue(queue_name, queue_state.active_count)
     assert active == 0, f"the test left work in the queue: {_holders(queue_name)}"
 
 

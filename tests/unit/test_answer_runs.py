@@ -213,7 +213,7 @@ def test_a_page_that_opens_mid_answer_gets_the_snapshot_then_the_rest_once():
         assert all(e["seq"] > snapshot["seq"] for e in live)
         assert snapshot["content"] + "".join(e["text"] for e in live) == "one two three four"
         assert second.events()[-1]["type"] == "done"
-        assert answers.running(str(conversation.id)) is None
+        assert answers._runs.get(str(conversation.id)) is None
         assert [e["type"] for e in first.events()] == ["accepted", "token", "token"]
 
     asyncio.run(scenario())
@@ -236,7 +236,7 @@ def test_stop_from_any_page_of_the_owner_and_nobody_elses():
         run.runner.tokens.put_nowait("hello")
         await delivered(run)
         answers.stop(str(conversation.id), 8)  # not theirs: nothing happens
-        assert run.runner.stops == [] and answers.running(str(conversation.id)) is run
+        assert run.runner.stops == [] and answers._runs.get(str(conversation.id)) is run
         run.runner.tokens.put_nowait("still here")
         await delivered(run)  # the answer went on after the stranger's Stop
         answers.stop(str(conversation.id), 7)
@@ -246,7 +246,7 @@ def test_stop_from_any_page_of_the_owner_and_nobody_elses():
             assert [e["type"] for e in page.events()] == ["accepted", "token", "token", "done"]
             assert page.events()[-1]["status"] == "stopped"
         assert stranger.frames == []
-        assert answers.running(str(conversation.id)) is None
+        assert answers._runs.get(str(conversation.id)) is None
 
     asyncio.run(scenario())
 
@@ -268,9 +268,9 @@ def test_deleting_conversations_stops_their_running_answers(monkeypatch):
         assert client.post(f"/c/{conversations[0].id}/delete/").status_code == 302
         assert client.post("/c/delete-many/", {"ids": [str(conversations[1].id)]}).status_code == 302
         deadline = time.monotonic() + 5
-        while any(answers.running(str(c.id)) for c in conversations) and time.monotonic() < deadline:
+        while any(answers._runs.get(str(c.id)) for c in conversations) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert [answers.running(str(c.id)) for c in conversations] == [None, None]
+        assert [answers._runs.get(str(c.id)) for c in conversations] == [None, None]
         assert [run.runner.stop_status for run in runs] == ["stopped", "stopped"]
     finally:
         loop.call_soon_threadsafe(loop.stop)
@@ -285,9 +285,9 @@ def test_stop_from_thread_stops_only_the_owners_answer():
         run = await start_scripted(answers, conversation)
         await asyncio.to_thread(answers.stop_from_thread, [conversation.id, uuid.uuid4()], 8)  # not theirs
         await loop_caught_up()  # what the view's thread handed to the loop has run
-        assert run.runner.stops == [] and answers.running(str(conversation.id)) is run
+        assert run.runner.stops == [] and answers._runs.get(str(conversation.id)) is run
         await asyncio.to_thread(answers.stop_from_thread, [conversation.id], 7)
         await ended(run)
-        assert answers.running(str(conversation.id)) is None and run.runner.stops == ["stopped"]
+        assert answers._runs.get(str(conversation.id)) is None and run.runner.stops == ["stopped"]
 
     asyncio.run(scenario())

@@ -43,17 +43,7 @@ def available(binary: str) -> bool:
 
 
 def tesseract_argv(options: OcrOptions) -> list[str]:
-    return [
-        options.binary,
-        "stdin",
-        "stdout",
-        "-l",
-        options.languages,
-        "--dpi",
-        str(options.dpi),
-        "--psm",
-        "3",
-    ]
+    return [options.binary, "stdin", "stdout", "-l", options.languages, "--dpi", str(options.dpi), "--psm", "3"]
 
 
 def render_png(page: pdfium.PdfPage, dpi: int, max_edge: int = 0) -> bytes:

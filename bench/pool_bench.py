@@ -35,11 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 os.environ.setdefault("QWENWEB_MODELS_MAX", "3")  # both pool profiles and the default beside each other
 
-from monitor.redis_clients import close_loop_clients  # noqa: E402
-from tests.support import (
-    queue_state,  # noqa: E402
-    stack,  # noqa: E402
-)
+from tests.support import stack  # noqa: E402
 
 ROUNDS = 3
 STREAM_TOKENS = 192
@@ -148,7 +144,9 @@ def measure_ratio(profile, served: dict, second, llama) -> tuple[float, float, f
 
 
 def grants(pool: str) -> list:
+    from monitor.redis_clients import close_loop_clients
     from monitor.serving.queue import FairQueue
+    from tests.support import queue_state
 
     async def read():
         queue = FairQueue(pool)
@@ -237,6 +235,7 @@ def measure_failover(profile, second) -> tuple[float, int]:
     from django.conf import settings
 
     from chat.models import Message
+    from monitor.redis_clients import close_loop_clients
     from monitor.serving.queue import FairQueue
     from tests.support.client import chat_socket, login, make_user, send
     from tests.support.hold import held_slot

@@ -29,10 +29,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support import (
-    queue_state,  # noqa: E402
-    stack,  # noqa: E402
-)
+from tests.support import stack  # noqa: E402
 
 FOLLOW_UPS = 5
 WAITERS = 10
@@ -109,6 +106,7 @@ def main() -> None:
         os.environ["LLAMA_SERVER_URL"] = real_url
     try:
         from monitor.profiles.selectors import find_profile
+        from tests.support import queue_state
         from tests.support.client import chat_socket, events_until, login, make_user, send
         from tests.support.hold import queue_slots_held, read_queue
 

@@ -26,9 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-from monitor.redis_clients import close_loop_clients
-from tests.support import queue_state
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 IDLE_RUNS = 5
@@ -62,7 +59,9 @@ def queue_waits(user_key: str, sent_at: list[float]) -> list[float]:
     import asyncio
 
     from monitor.profiles.selectors import find_profile
+    from monitor.redis_clients import close_loop_clients
     from monitor.serving.queue import FairQueue
+    from tests.support import queue_state
 
     name = find_profile(None).name
 

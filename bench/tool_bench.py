@@ -31,10 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support import (
-    queue_state,  # noqa: E402
-    stack,  # noqa: E402
-)
+from tests.support import stack  # noqa: E402
 
 RUNS = 3
 
@@ -62,6 +59,7 @@ def main() -> None:
     try:
         from chat.models import Conversation, Message
         from monitor.profiles.presets import live_id_here
+        from tests.support import queue_state
         from tests.support.client import login, make_user
         from tests.support.hold import read_queue
         from tests.support.tool_provider import NAP_S

@@ -50,12 +50,6 @@ class LoopRedis:
             client = _loop_clients[key] = aioredis.Redis.from_url(self.url)
         return client
 
-    async def drop_current(self) -> None:
-        """Close the running loop's client (a Celery task's loop ends with its task)."""
-        client = _loop_clients.pop((self.url, asyncio.get_running_loop()), None)
-        if client is not None:
-            await client.aclose()
-
 
 async def close_loop_clients() -> None:
     """Close every Redis client of the running loop: the end of a Celery task's ``asyncio.run``."""

@@ -4,6 +4,7 @@ reads of its pages and chunks."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -21,7 +22,7 @@ def get_document(user, document_id) -> Document:
         raise NotFound(_("This document does not exist.")) from error
 
 
-def page_list(numbers: list[int]) -> str:
+def page_list(numbers: Iterable[int]) -> str:
     """1, 2, 3, 5 -> '1–3, 5'"""
     ranges: list[str] = []
     start = previous = None

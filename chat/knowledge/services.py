@@ -79,7 +79,7 @@ def _check_limits(collection: Collection, size: int) -> None:
 
 def add_document(user, collection_id, name: str, data: bytes, *, password: str | None = None) -> Document:
     """Check the upload (the documents' own checks) and the collection's limits; the caller queues its
-    reading and indexing (``chat.tasks.queue_indexing``) once this is committed."""
+    reading and indexing (``chat.knowledge.tasks.queue_indexing``) once this is committed."""
     with transaction.atomic():
         collection = get_editable(user, collection_id)
         Collection.objects.select_for_update().filter(pk=collection.pk).first()  # one add at a time

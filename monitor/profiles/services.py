@@ -1,4 +1,4 @@
-"""Writes to server profiles: save (a new revision when launch options change), apply, clone, delete, unload.
+"""Writes to server profiles: save (a new revision when launch options change), apply, clone, delete.
 
 Views, the planner page and tasks call these; none of them writes a profile itself.
 A profile that serves keeps serving while its new revision loads (see ``loading``);

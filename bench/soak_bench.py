@@ -15,6 +15,8 @@ a chat answer or an API call:
 - ``soak_web_kib_per_1k_turns=``, ``soak_worker_kib_per_1k_turns=``, ``soak_documents_kib_per_1k_turns=``,
   ``soak_beat_kib_per_1k_turns=``, ``soak_sampler_kib_per_1k_turns=``: private memory growth per
   1,000 turns (a least-squares slope of USS over turns after the warm-up; goal: under 500 each);
+- ``soak_web_kib_per_1k_turns_late=``: the web process's slope over the later half after the warm-up
+  (a curve that levels off is flat there, a leak is not);
 - ``soak_<process>_fds=``/``soak_<process>_threads=`` at the end and their change after warm-up;
 - ``soak_redis_used_kib_delta=``, ``soak_redis_keys_delta=``, ``soak_db_kib_per_1k_turns=``,
   ``soak_log_kib_per_1k_turns=``; Redis's keys at the end by kind (``soak_redis_keys_kind=``: count /
@@ -292,6 +294,11 @@ def report(
     for name in names:
         slope = slope_per_1k(after, f"{name}_uss")
         figures[f"soak_{name}_kib_per_1k_turns"] = "n/a" if slope is None else round(slope)
+    # The web process's growth in the later half after the warm-up: a curve that levels off (the C heap's
+    # and Python's arenas reaching their high-water mark under this load) is flat here, a leak is not.
+    late = [row for row in after if row["t"] >= (warm_until + until) / 2]
+    slope = slope_per_1k(late, "web_uss")
+    figures["soak_web_kib_per_1k_turns_late"] = "n/a" if slope is None else round(slope)
     for name in names:
         for kind in ("fds", "threads"):
             figures[f"soak_{name}_{kind}"] = last.get(f"{name}_{kind}")

@@ -9,9 +9,9 @@ from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import gettext_lazy, ngettext
 
-from chat.conversations.presets import preset_choices
+from chat.conversations.presets import SYSTEM_PROMPT_MAX_CHARS, preset_choices
 from chat.conversations.services import THINKING_BUDGET_MAX
 from chat.documents.languages import language_choices
 
@@ -75,8 +75,16 @@ BAD_PRESET = gettext_lazy("Unknown sampling preset.")
 
 
 class PromptSettingsForm(forms.Form):
-    system_prompt = forms.CharField(required=False)  # its length: services.update_prompt_settings
+    system_prompt = forms.CharField(required=False, max_length=SYSTEM_PROMPT_MAX_CHARS)
     preset = forms.ChoiceField(required=False, choices=preset_choices, error_messages={"invalid_choice": BAD_PRESET})
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["system_prompt"].error_messages["max_length"] = ngettext(
+            "A system prompt can have at most %(limit)d character.",
+            "A system prompt can have at most %(limit)d characters.",
+            SYSTEM_PROMPT_MAX_CHARS,
+        ) % {"limit": SYSTEM_PROMPT_MAX_CHARS}
 
 
 class EditQuestionForm(forms.Form):

@@ -63,7 +63,9 @@ def document_payload(document: Document) -> dict:
         "chunks": [
             {
                 "level": c["level"],
-                "pages": page_list(range(c["first_page"], c["last_page"] + 1)),
+                "pages": f"{c['first_page']}–{c['last_page']}"
+                if c["first_page"] != c["last_page"]
+                else str(c["first_page"]),
                 "state": "done" if c["done"] else ("running" if c["requests"] else "waiting"),
             }
             for c in chunks

@@ -153,8 +153,10 @@ CPU_MASK = Pattern(r"(0x)?[0-9A-Fa-f]{1,256}", "0xFF")
 CPU_RANGE = Pattern(r"\d{1,4}-\d{1,4}", "0-7")
 ZERO_ONE = Choice(("0", "1"))
 TEXT = Pattern(r"[^\x00-\x1f\x7f]{1,200}", "STRING")
-SPEC_TYPES = "none draft-simple draft-eagle3 draft-mtp draft-dflash draft-dspark ngram-simple ngram-map-k ngram-map-k4v"
-SPEC_TYPES += " ngram-mod ngram-cache"
+SPEC_TYPES = tuple(
+    "none draft-simple draft-eagle3 draft-mtp draft-dflash draft-dspark ngram-simple ngram-map-k ngram-map-k4v"
+    " ngram-mod ngram-cache".split()
+)
 
 # One row per option: every spelling llama-server accepts for it, and its value.
 _REVIEWED: list[tuple[str, object]] = [
@@ -244,7 +246,7 @@ _REVIEWED: list[tuple[str, object]] = [
     ("--spec-draft-sampling", Choice(("greedy", "probabilistic"))),
     ("--spec-draft-device -devd --device-draft", DEVICES),
     ("--spec-draft-ngl -ngld --gpu-layers-draft --n-gpu-layers-draft", Pattern(r"auto|all|\d{1,5}", "auto|all|99")),
-    ("--spec-type", Choice(tuple(SPEC_TYPES.split()), many=True)),
+    ("--spec-type", Choice(SPEC_TYPES, many=True)),
     ("--spec-ngram-mod-n-min --spec-ngram-mod-n-max --spec-ngram-mod-n-match", COUNT),
     ("--spec-ngram-simple-size-n --spec-ngram-simple-size-m --spec-ngram-simple-min-hits", COUNT),
     ("--spec-ngram-map-k-size-n --spec-ngram-map-k-size-m --spec-ngram-map-k-min-hits", COUNT),

@@ -94,10 +94,6 @@ class KeyLimiter:
         if int(wait_ms):
             raise TooManyRequests(-(-int(wait_ms) // 1000))
 
-    async def in_flight(self, key_id: int) -> int:
-        now = int(time.time() * 1000)
-        return int(await self.redis.get().zcount(self._set(key_id), now, "+inf"))
-
     async def _keep_alive(self, key_id: int, ticket: str) -> None:
         while True:
             await asyncio.sleep(self.lease_ms / 3000)

@@ -372,17 +372,24 @@ def open_stream(key: str, max_tokens: int = 1000):
     return client, response, lines
 
 
+async def _key_in_flight(key_id: int) -> int:
+    """The key's requests whose concurrency tickets are still live (the limiter's sorted set)."""
+    limiter = KeyLimiter()
+    return int(await limiter.redis.get().zcount(limiter._set(key_id), int(time.time() * 1000), "+inf"))
+
+
 def test_client_disconnect_frees_the_slot_and_the_turn_at_once(owner_key, llama):
     _, row, key = owner_key
     client, response, _lines = open_stream(key)
     assert any(slot["is_processing"] for slot in llama.slots())
     assert asyncio.run(queue_state.active_count(FairQueue(MODEL))) == 1
+    assert asyncio.run(_key_in_flight(row.id)) == 1
     response.close()
     client.close()
     # 1000 tokens take far longer than this even on a fast box; a loaded 2-core box needs seconds to notice.
     assert slots_idle_within(llama, 10), "llama-server kept generating after the client left"
     assert asyncio.run(queue_state.active_count(FairQueue(MODEL))) == 0
-    assert asyncio.run(KeyLimiter().in_flight(row.id)) == 0
+    assert asyncio.run(_key_in_flight(row.id)) == 0
     row.refresh_from_db()
     assert row.requests == 1 and row.completion_tokens >= 5
 

@@ -161,11 +161,17 @@ def api_client(index: int, key: str, tally: Tally, until: float) -> None:
             try:
                 if body["stream"]:
                     with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                        if response.is_error:
+                            response.read()  # its body names the error
                         response.raise_for_status()
                         for _line in response.iter_lines():
                             pass
                 else:
                     client.post("/v1/chat/completions", json=body).raise_for_status()
+            except httpx.HTTPStatusError as error:
+                tally.errors.append(
+                    f"api {'stream' if body['stream'] else 'call'}: {error.response.status_code} {error.response.text[:300]}"
+                )
             except httpx.HTTPError as error:
                 tally.errors.append(f"api: {error!r}")
             tally.add(api_calls=1)

@@ -194,3 +194,25 @@ def test_a_collection_document_whose_worker_died_is_read_again_and_indexed_not_s
     assert entry.state == CollectionDocument.State.INDEXED and entry.passages_done == entry.passage_count == 1
     read = Document.objects.get(pk=document.id)
     assert read.status == Document.Status.READY and read.summary == ""  # indexed, never summarized
+
+
+def test_a_question_the_embedder_refuses_is_answered_by_its_words(embed_2k):
+    """llama-server embeds a text within one batch only: a longer question is refused there (its own
+    refusal, checked first), and the search goes on by the question's words, started in parallel."""
+    from chat.knowledge.embedder import embed
+    from chat.knowledge.search import retrieve
+    from monitor.public import LlamaRejected, serving_pool
+
+    owner = make_user()
+    collection = filled_collection(owner, "long", files(NOTES))
+    question = "Where does the cat sleep? " + "windowsill afternoon " * 1500
+
+    async def refused():
+        with pytest.raises(LlamaRejected):
+            await embed(await serving_pool(embed_2k), str(owner.pk), [question], "person")
+
+    asyncio.run(refused())
+    retrieved = asyncio.run(retrieve(owner, [collection.pk], question))
+    assert not retrieved.compared
+    assert documents_found(retrieved.found)[:1] == ["cat.txt"]
+    assert documents_found(ask(owner, [collection], "How much did sales increase?"))[0] == "revenue.txt"

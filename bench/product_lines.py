@@ -8,7 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("monitor", "chat", "qwenweb")
-# Issue 49 (knowledge), 50 (groups, directory login, ledger), 51 (tools), 52 (answers resumed).
+# Issue 49 (knowledge), 50 (groups, directory login, ledger), 51 (tools), 52 (answers resumed, the web
+# process's freed heap given back).
 FEATURES = (
     "chat/knowledge/",
     "chat/tools/",
@@ -22,6 +23,7 @@ FEATURES = (
     "chat/accounts/oidc_check.py",
     "chat/accounts/oidc_provider.py",
     "chat/accounts/profiles.py",
+    "chat/conversations/heap.py",
     "chat/conversations/resume.py",
     "chat/web/knowledge_forms.py",
     "chat/web/knowledge_views.py",

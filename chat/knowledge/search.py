@@ -75,21 +75,31 @@ def _found(ids_scores: list[tuple[int, float]]) -> list[Found]:
 
 async def _start_question_vector(user, question: str, collections: list[Collection]):
     """The question's embedding, started (a task, or None when no collection asked can be compared with
-    it), and the collections whose vectors it may be compared with. The lookups it needs (the embedder,
-    its pool) run first: the words are then ranked while llama-server embeds."""
+    it), the event set as its request goes out, and the collections whose vectors it may be compared with."""
     model = await sync_to_async(embedder)()
     if model is None:
-        return None, []
+        return None, None, []
     same = [
         c.pk for c in collections if c.embed_model_file == model.model_file and c.embed_model_sha256 == model.sha256
     ]
     if not same:
-        return None, []
+        return None, None, []
     try:
         pool = await serving_pool(model.profile)
     except (LoadFailed, LlamaError, QueueUnavailable):
-        return None, []  # the words still answer
-    return asyncio.create_task(embed(pool, str(user.pk), [question], "person")), same
+        return None, None, []  # the words still answer
+    sending = asyncio.Event()
+    return asyncio.create_task(embed(pool, str(user.pk), [question], "person", sending)), sending, same
+
+
+async def _sent(embedding: asyncio.Task, sending: asyncio.Event) -> None:
+    """Until the embedding's request goes out (or it ended): the lookups on its way (its slot's) share the
+    sync thread with the words' ranking, which then runs while llama-server embeds."""
+    sent = asyncio.create_task(sending.wait())
+    try:
+        await asyncio.wait((embedding, sent), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sent.cancel()
 
 
 async def _question_vector(embedding: asyncio.Task):
@@ -123,12 +133,17 @@ async def retrieve(user, collection_ids: list[int], question: str, k: int = 5, *
     if not collections or not question.strip():
         return Retrieved([])
     limit = settings.KNOWLEDGE_CANDIDATES
-    embedding, comparable = await _start_question_vector(user, question, collections) if hybrid else (None, [])
+    embedding, sending, comparable = (
+        await _start_question_vector(user, question, collections) if hybrid else (None, None, [])
+    )
     try:
+        if embedding is not None:
+            await _sent(embedding, sending)
         words = await sync_to_async(lexical)([c.pk for c in collections], question, limit)
     except BaseException:
         if embedding is not None:
             embedding.cancel()
+            await asyncio.gather(embedding, return_exceptions=True)
         raise
     meaning: list[tuple[int, float]] = []
     similarity: dict[int, float] = {}

@@ -3,7 +3,6 @@ a document's passages as background work, a person's question at person priority
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 
 import orjson
@@ -54,13 +53,9 @@ async def _post(slot: ServingSlot, owner: str, path: str, body: dict) -> dict:
             await sync_to_async(ledger.record)(knowledge_entry(int(person), slot, tokens))
 
 
-async def embed(
-    pool: ServingPool, owner: str, texts: list[str], priority: Priority, sending: asyncio.Event | None = None
-) -> list[list[float]]:
-    """One vector per text, in order; ``sending`` is set once the slot is held, as the request goes out."""
+async def embed(pool: ServingPool, owner: str, texts: list[str], priority: Priority) -> list[list[float]]:
+    """One vector per text, in order."""
     async with pool.slot(owner, priority=priority) as slot:
-        if sending is not None:
-            sending.set()
         answer = await _post(slot, owner, "/v1/embeddings", {"input": texts, "encoding_format": "float"})
     data = sorted(answer["data"], key=lambda item: item["index"])
     return [item["embedding"] for item in data]

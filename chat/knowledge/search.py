@@ -3,10 +3,9 @@
 1. The collections asked are narrowed to those the person may read (``readable_collections``, asked
    again at every search: an unshared collection is gone from the next one), before anything is ranked.
 2. Words: the passages' FTS5 table ranked by bm25 (the top ``KNOWLEDGE_CANDIDATES``).
-3. Meaning: the question embedded by the embeddings profile (at person priority in its fair queue;
-   started before step 2, which runs while llama-server embeds), the passages' vectors of collections
-   indexed by that same model ranked by cosine similarity; those under ``KNOWLEDGE_MIN_SIMILARITY`` are
-   not candidates.
+3. Meaning: the question embedded by the embeddings profile (at person priority in its fair queue),
+   the passages' vectors of collections indexed by that same model ranked by cosine similarity; those
+   under ``KNOWLEDGE_MIN_SIMILARITY`` are not candidates.
 4. Reciprocal rank fusion (k = 60) of the two lists; then, when a reranking profile exists, its scores
    order them, and those under ``KNOWLEDGE_MIN_RERANK_SCORE`` are dropped.
 An empty result means nothing relevant was found, and the caller says so.
@@ -14,7 +13,6 @@ An empty result means nothing relevant was found, and the caller says so.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, replace
 
 from asgiref.sync import sync_to_async
@@ -73,42 +71,22 @@ def _found(ids_scores: list[tuple[int, float]]) -> list[Found]:
     ]
 
 
-async def _start_question_vector(user, question: str, collections: list[Collection]):
-    """The question's embedding, started (a task, or None when no collection asked can be compared with
-    it), the event set as its request goes out, and the collections whose vectors it may be compared with."""
+async def _question_vector(user, question: str, collections: list[Collection]):
+    """The question's vector and the collections whose vectors it may be compared with."""
     model = await sync_to_async(embedder)()
     if model is None:
-        return None, None, []
+        return None, []
     same = [
         c.pk for c in collections if c.embed_model_file == model.model_file and c.embed_model_sha256 == model.sha256
     ]
     if not same:
-        return None, None, []
+        return None, []
     try:
         pool = await serving_pool(model.profile)
+        vectors = await embed(pool, str(user.pk), [question], "person")
     except (LoadFailed, LlamaError, QueueUnavailable):
-        return None, None, []  # the words still answer
-    sending = asyncio.Event()
-    return asyncio.create_task(embed(pool, str(user.pk), [question], "person", sending)), sending, same
-
-
-async def _sent(embedding: asyncio.Task, sending: asyncio.Event) -> None:
-    """Until the embedding's request goes out (or it ended): the lookups on its way (its slot's) share the
-    sync thread with the words' ranking, which then runs while llama-server embeds."""
-    sent = asyncio.create_task(sending.wait())
-    try:
-        await asyncio.wait((embedding, sent), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        sent.cancel()
-
-
-async def _question_vector(embedding: asyncio.Task):
-    """The started embedding's unit vector; None when it failed (the words still answer)."""
-    try:
-        vectors = await embedding
-    except (LoadFailed, LlamaError, QueueUnavailable):
-        return None
-    return unit(vectors[0])
+        return None, []  # the words still answer
+    return unit(vectors[0]), same
 
 
 @dataclass(frozen=True)
@@ -133,23 +111,12 @@ async def retrieve(user, collection_ids: list[int], question: str, k: int = 5, *
     if not collections or not question.strip():
         return Retrieved([])
     limit = settings.KNOWLEDGE_CANDIDATES
-    embedding, sending, comparable = (
-        await _start_question_vector(user, question, collections) if hybrid else (None, None, [])
-    )
-    try:
-        if embedding is not None:
-            await _sent(embedding, sending)
-        words = await sync_to_async(lexical)([c.pk for c in collections], question, limit)
-    except BaseException:
-        if embedding is not None:
-            embedding.cancel()
-            await asyncio.gather(embedding, return_exceptions=True)
-        raise
+    words = await sync_to_async(lexical)([c.pk for c in collections], question, limit)
     meaning: list[tuple[int, float]] = []
     similarity: dict[int, float] = {}
     compared = False
-    if embedding is not None:
-        query = await _question_vector(embedding)
+    if hybrid:
+        query, comparable = await _question_vector(user, question, collections)
         if query is not None:
             compared = True
             meaning = await sync_to_async(nearest)(comparable, query, limit)

@@ -198,7 +198,7 @@ def test_a_collection_document_whose_worker_died_is_read_again_and_indexed_not_s
 
 def test_a_question_the_embedder_refuses_is_answered_by_its_words(embed_2k):
     """llama-server embeds a text within one batch only: a longer question is refused there (its own
-    refusal, checked first), and the search goes on by the question's words, started in parallel."""
+    refusal, checked first), and the search goes on by the question's words."""
     from chat.knowledge.embedder import embed
     from chat.knowledge.search import retrieve
     from monitor.public import LlamaRejected, serving_pool

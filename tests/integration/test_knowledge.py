@@ -13,7 +13,9 @@ import pytest
 from django.conf import settings
 from django.utils import timezone
 
+from chat.knowledge.embedder import embed
 from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
+from chat.knowledge.search import retrieve
 from chat.knowledge.services import add_document, create_collection, delete_document
 from chat.knowledge.tasks import reembed_stale_collections
 from chat.models import Document
@@ -22,7 +24,7 @@ from chat.usage.models import UsageRecord
 from monitor.models import Node, ServerProfile
 from monitor.nodes.facts import sha256_of
 from monitor.profiles.loading import unload_profile
-from monitor.public import model_sha256
+from monitor.public import LlamaRejected, close_loop_clients, model_sha256, serving_pool
 from tests.support import pdfs
 from tests.support.client import make_user
 from tests.support.knowledge import ask, documents_found, filled_collection, row_counts
@@ -124,9 +126,6 @@ def test_deleting_a_document_removes_its_passages_words_and_vectors_at_once(embe
 def test_a_batch_of_vectors_is_read_whole_though_its_answer_comes_with_its_head(embed_2k):
     """An indexing batch's answer (16 vectors: over 64 KiB of JSON) may come in the same read as its
     head; the transport once took it for a head too long."""
-    from chat.knowledge.embedder import embed
-    from monitor.public import close_loop_clients, serving_pool
-
     texts = [f"Note {n} about the office." for n in range(16)]
 
     async def run() -> list[list[float]]:
@@ -199,10 +198,6 @@ def test_a_collection_document_whose_worker_died_is_read_again_and_indexed_not_s
 def test_a_question_the_embedder_refuses_is_answered_by_its_words(embed_2k):
     """llama-server embeds a text within one batch only: a longer question is refused there (its own
     refusal, checked first), and the search goes on by the question's words."""
-    from chat.knowledge.embedder import embed
-    from chat.knowledge.search import retrieve
-    from monitor.public import LlamaRejected, serving_pool
-
     owner = make_user()
     collection = filled_collection(owner, "long", files(NOTES))
     question = "Where does the cat sleep? " + "windowsill afternoon " * 1500

@@ -203,8 +203,11 @@ def test_a_question_the_embedder_refuses_is_answered_by_its_words(embed_2k):
     question = "Where does the cat sleep? " + "windowsill afternoon " * 1500
 
     async def refused():
-        with pytest.raises(LlamaRejected):
-            await embed(await serving_pool(embed_2k), str(owner.pk), [question], "person")
+        try:
+            with pytest.raises(LlamaRejected):
+                await embed(await serving_pool(embed_2k), str(owner.pk), [question], "person")
+        finally:
+            await close_loop_clients()
 
     asyncio.run(refused())
     retrieved = asyncio.run(retrieve(owner, [collection.pk], question))

@@ -31,19 +31,15 @@ CUDA_ALIGNMENT = 128
 
 def shape_from_model(model) -> Shape:
     """The graph-relevant facts of a ``registry.ModelInfo``."""
-    trunk = model.trunk_layers
-    kinds = tuple(model.layer_kinds[:trunk])
+    kinds = tuple(model.layer_kinds[: model.trunk_layers])
     heads = tuple(model.facts.head_count) or (model.n_head,) * model.n_layer
     kv_heads = tuple(model.kv_heads(il) for il in range(model.n_layer))
     ff = tuple(model.facts.feed_forward) or (0,) * model.n_layer
-    ssm = model.facts.ssm
     return Shape(
         arch=model.architecture, kinds=kinds, n_embd=model.n_embd, n_head=heads, n_head_kv=kv_heads,
         head_k=model.head_dim_k, head_v=model.head_dim_v, n_ff=ff, n_vocab=model.vocab_size,
         n_expert=model.expert_count, n_expert_used=model.expert_used_count, n_ff_exp=model.expert_ff,
-        n_ff_shexp=model.shared_expert_ff, ssm_conv=ssm.conv_kernel, ssm_inner=ssm.inner_size,
-        ssm_state=ssm.state_size, ssm_groups=ssm.group_count, ssm_dt_rank=ssm.time_step_rank,
-        nextn=model.nextn_layers,
+        n_ff_shexp=model.shared_expert_ff, ssm=model.facts.ssm, nextn=model.nextn_layers,
     )  # fmt: skip
 
 

@@ -24,16 +24,8 @@ class Shape:
     n_expert_used: int = 0
     n_ff_exp: int = 0
     n_ff_shexp: int = 0
-    ssm_conv: int = 0
-    ssm_inner: int = 0
-    ssm_state: int = 0
-    ssm_groups: int = 0
-    ssm_dt_rank: int = 0
+    ssm: SSMSizes = SSMSizes()
     nextn: int = 0
-
-    @property
-    def ssm(self) -> SSMSizes:
-        return SSMSizes(self.ssm_conv, self.ssm_inner, self.ssm_state, self.ssm_groups, self.ssm_dt_rank)
 
     @property
     def n_embd_r(self) -> int:

@@ -9,7 +9,7 @@ exact (they come from the tensor table) but its cache is not claimed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from monitor.catalog.gguf_header import ArrayInfo
 
@@ -41,8 +41,10 @@ SWA_PATTERNS = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class SSMSizes:
+    """The recurrent layers' sizes: each field is the metadata key ``<arch>.ssm.<field>``."""
+
     conv_kernel: int = 0
     inner_size: int = 0
     state_size: int = 0
@@ -129,22 +131,10 @@ def layer_facts(meta: Metadata, block_count: int, sliding_window: int) -> LayerF
     head_count_kv = meta.per_layer("attention.head_count_kv", block_count, default_kv)
     recurrent = _recurrent_flags(meta, block_count, trunk)
     sliding = _swa_flags(meta, block_count, sliding_window)
-    kinds = []
-    for il in range(block_count):
-        if il >= trunk:
-            kinds.append(MTP)
-        elif recurrent[il]:
-            kinds.append(RECURRENT)
-        elif sliding[il]:
-            kinds.append(SLIDING)
-        else:
-            kinds.append(ATTENTION)
-    ssm = SSMSizes(
-        conv_kernel=meta.number("ssm.conv_kernel"),
-        inner_size=meta.number("ssm.inner_size"),
-        state_size=meta.number("ssm.state_size"),
-        group_count=meta.number("ssm.group_count"),
-        time_step_rank=meta.number("ssm.time_step_rank"),
-    )
+    kinds = [
+        MTP if il >= trunk else RECURRENT if recurrent[il] else SLIDING if sliding[il] else ATTENTION
+        for il in range(block_count)
+    ]
+    ssm = SSMSizes(**{size.name: meta.number(f"ssm.{size.name}") for size in fields(SSMSizes)})
     feed_forward = meta.per_layer("feed_forward_length", block_count, 0)
     return LayerFacts(kinds, head_count, head_count_kv, nextn, feed_forward, ssm, meta.arch in COVERED)

@@ -180,8 +180,8 @@ class GraphBuilder:
         """qwen35moe's build_layer_attn_linear with the fused Gated DeltaNet kernel."""
         s, c, gf = self.s, self.c, self.gf
         seqs, seq_tokens = self.n_seqs, self.n_seq_tokens
-        head_k, k_heads, v_heads = s.ssm_state, s.ssm_groups, s.ssm_dt_rank
-        head_v = s.ssm_inner // v_heads
+        head_k, k_heads, v_heads = s.ssm.state_size, s.ssm.group_count, s.ssm.time_step_rank
+        head_v = s.ssm.inner_size // v_heads
         key_dim, value_dim = head_k * k_heads, head_v * v_heads
         conv_dim = 2 * key_dim + value_dim
         rows = c.n_seq * (1 + c.rs_snapshots)
@@ -206,13 +206,13 @@ class GraphBuilder:
         conv_states_all = g.weight("f32", s.n_embd_r, rows)
         ssm_states_all = g.weight("f32", s.n_embd_s, rows)
         # build_conv_state
-        conv_states = g.reshape(self.rs(conv_states_all, s.n_embd_r, s_copy), s.ssm_conv - 1, conv_dim, seqs)
+        conv_states = g.reshape(self.rs(conv_states_all, s.n_embd_r, s_copy), s.ssm.conv_kernel - 1, conv_dim, seqs)
         conv_input = g.concat(conv_states, g.transpose(qkv), 0)
         for _ in range(c.rs_snapshots + 1):
-            last = g.view(conv_input, (s.ssm_conv - 1, conv_dim, seqs), conv_input.nb[1:3])
+            last = g.view(conv_input, (s.ssm.conv_kernel - 1, conv_dim, seqs), conv_input.nb[1:3])
             gf.expand(g.cpy(last, g.view(conv_states_all, (s.n_embd_r, seqs), (conv_states_all.nb[1],))))
         state = g.reshape(self.rs(ssm_states_all, s.n_embd_s, s_copy), head_v, head_v, v_heads, seqs)
-        conv = g.unary(g.ssm_conv(conv_input, g.weight("f32", s.ssm_conv, conv_dim)))
+        conv = g.unary(g.ssm_conv(conv_input, g.weight("f32", s.ssm.conv_kernel, conv_dim)))
         q = g.view(conv, (head_k, k_heads, seq_tokens, seqs), (head_k * 4, conv.nb[1], conv.nb[1] * seq_tokens))
         k = g.view(conv, (head_k, k_heads, seq_tokens, seqs), (head_k * 4, conv.nb[1], conv.nb[1] * seq_tokens))
         v = g.view(conv, (head_v, v_heads, seq_tokens, seqs), (head_v * 4, conv.nb[1], conv.nb[1] * seq_tokens))

@@ -23,22 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from monitor.catalog import compute
+from monitor.catalog.ggml_graph import TYPE_SIZES
 from monitor.catalog.layers import ATTENTION, MTP, RECURRENT, RS_ROLLBACK, SLIDING
 from monitor.catalog.registry import ModelInfo, projector_bytes
 
 GIB = 1024**3
 MIB = 1024**2
-# Bytes per element of each KV cache type llama-server accepts (blocks of 32 values).
+# Bytes per element of each KV cache type llama-server accepts (ggml's block sizes).
 CACHE_TYPE_BYTES = {
-    "f32": 4.0,
-    "f16": 2.0,
-    "bf16": 2.0,
-    "q8_0": 34 / 32,
-    "q4_0": 18 / 32,
-    "q4_1": 20 / 32,
-    "iq4_nl": 18 / 32,
-    "q5_0": 22 / 32,
-    "q5_1": 24 / 32,
+    name: TYPE_SIZES[name][0] / TYPE_SIZES[name][1]
+    for name in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 }
 SWA_PAD = 256
 # What the CUDA runtime itself holds per llama-server process (context, cuBLAS workspace):

@@ -6,11 +6,8 @@ import queue
 import threading
 from pathlib import Path
 
-# One network read. Measured on 2 cores, 250 MB over loopback, 12 downloads each (bench/download_bench.py):
-# 1 MiB reads ran at 1080-1230 MB/s, steady; 2 and 4 MiB reads at 1000-1200 too, but one download
-# in four or five fell to 380-770 MB/s, with two to three times the kernel time (copies of blocks
-# that no longer stay in the CPU's caches between the read, the hash and the write); 256-512 KiB
-# reads cost more Python per byte (940-1100 MB/s).
+# One network read: larger blocks leave the CPU's caches between the read, the hash and the write, smaller
+# ones cost more Python per byte (docs/performance.md, monitor/catalog/blocks.py).
 CHUNK = 1 << 20
 BUFFERS = 8  # reads in flight between the reader and the hashing and writing threads
 

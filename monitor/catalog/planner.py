@@ -35,17 +35,14 @@ CACHE_TYPE_BYTES = {
     for name in ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 }
 SWA_PAD = 256
-# What the CUDA runtime itself holds per llama-server process (context, cuBLAS workspace):
-# NVML's per-process figure minus llama.cpp's buffers was 590 MiB at three context sizes
-# on an H200 (driver 580, CUDA 13; bench/gpu_check.py). Smaller cards hold somewhat less.
+# What the CUDA runtime itself holds per llama-server process (context, cuBLAS workspace), as measured on an
+# H200 (docs/performance.md, monitor/catalog/planner.py); smaller cards hold somewhat less.
 GPU_RUNTIME_BYTES = 590 * 1024**2
 # llama-server's defaults for what it keeps in RAM besides the model (common/common.h).
 DEFAULT_CACHE_RAM_MIB = 8192
 DEFAULT_CTX_CHECKPOINTS = 32
-# The process itself: the binary's pages, its threads and heap, and the vocabulary's tables. The
-# resident memory of an idle llama-server, less every buffer it reports, was 60-70 MiB with Qwen3.5's
-# 152k-token vocabulary (and merges) and 80-90 MiB with Gemma 3's 262k tokens (bench/ram_bench.py's model,
-# tests/support/qwen35.py's, the default model; CPU build).
+# The process itself: the binary's pages, its threads and heap, and the vocabulary's tables, fitted to an
+# idle llama-server's resident memory less its buffers (docs/performance.md, monitor/catalog/planner.py).
 PROCESS_BASE_BYTES = 24 * MIB
 VOCAB_BYTES_PER_TOKEN = 260
 # The host-side staging of a GPU context (the input embeddings and the logits), per token of a micro-batch.

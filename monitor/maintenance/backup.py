@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import tarfile
 import tempfile
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -62,12 +63,8 @@ def current_database() -> Database:
 
 def _sqlite_copy(source: Path, target: Path) -> None:
     """SQLite's online backup: a consistent copy even while others write (WAL included)."""
-    src, dst = sqlite3.connect(source), sqlite3.connect(target)
-    try:
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(target)) as dst:
         src.backup(dst)
-    finally:
-        src.close()
-        dst.close()
 
 
 def _models_left_out() -> list[dict]:
@@ -145,14 +142,12 @@ def prune_backups(dest: Path, keep: int) -> list[Path]:
 
 def _safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
     """Only plain files and folders under the names a backup writes; no links, no escapes."""
-    members = []
-    for member in tar.getmembers():
+    members = tar.getmembers()
+    for member in members:
         path = PurePosixPath(member.name)
-        if path.is_absolute() or ".." in path.parts or path.parts[0] not in TOP_LEVEL:
+        escapes = path.is_absolute() or ".." in path.parts or path.parts[0] not in TOP_LEVEL
+        if escapes or not (member.isfile() or member.isdir()):
             raise BackupError(_("This archive is not a qwenweb backup: it holds %(name)s.") % {"name": member.name})
-        if not (member.isfile() or member.isdir()):
-            raise BackupError(_("This archive is not a qwenweb backup: it holds %(name)s.") % {"name": member.name})
-        members.append(member)
     return members
 
 
@@ -178,10 +173,8 @@ def _restore_database(database: Database, dump: Path) -> None:
 
 
 def _replace_tree(source: Path, target: Path) -> None:
-    if not source.is_dir():
-        return
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, target, dirs_exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, dirs_exist_ok=True)
 
 
 def restore_backup(archive: Path, *, force: bool = False) -> dict:

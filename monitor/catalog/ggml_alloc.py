@@ -81,9 +81,6 @@ def reserve(graph: Graph, alignment: int = 32) -> int:
     def state(t: Tensor) -> _State:
         return states.setdefault(id(t), _State())
 
-    def own(t: Tensor) -> bool:
-        return state(t).allocated
-
     def allocate(t: Tensor) -> None:
         s = state(t)
         if t.external or s.allocated or t.view_src is not None:
@@ -95,7 +92,7 @@ def reserve(graph: Graph, alignment: int = 32) -> int:
 
     def _reuse_parent(t: Tensor, s: _State) -> bool:
         for parent in t.src:
-            if parent is None or not own(parent) or not _same_layout(t, parent):
+            if parent is None or not state(parent).allocated or not _same_layout(t, parent):
                 continue
             if parent.is_output or (parent.view_src is not None and parent.view_src.is_output):
                 continue

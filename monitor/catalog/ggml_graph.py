@@ -48,15 +48,8 @@ class Tensor:
         if any(n <= 0 for n in self.ne):
             return 0
         size, block = TYPE_SIZES[self.type]
-        if block == 1:
-            total = size
-            for n, stride in zip(self.ne, self.nb, strict=True):
-                total += (n - 1) * stride
-            return total
-        total = self.ne[0] * self.nb[0] // block
-        for n, stride in zip(self.ne[1:], self.nb[1:], strict=True):
-            total += (n - 1) * stride
-        return total
+        first = size + (self.ne[0] - 1) * self.nb[0] if block == 1 else self.ne[0] * self.nb[0] // block
+        return first + sum((n - 1) * stride for n, stride in zip(self.ne[1:], self.nb[1:], strict=True))
 
     @property
     def contiguous(self) -> bool:
@@ -109,8 +102,7 @@ def view(a: Tensor, ne, nb=None) -> Tensor:
 
 
 def reshape(a: Tensor, *ne: int) -> Tensor:
-    ne = tuple(ne) + (1,) * (4 - len(ne))
-    return _view(a, "RESHAPE", ne, _contiguous_strides(a.type, ne))
+    return _view(a, "RESHAPE", ne, None)  # contiguous strides
 
 
 def permute(a: Tensor, a0: int, a1: int, a2: int, a3: int) -> Tensor:
@@ -128,16 +120,12 @@ def cont(a: Tensor, *ne: int) -> Tensor:
     return _result(a, "CONT", (a,), ne=(tuple(ne) + (1,) * (4 - len(ne))) if ne else None)
 
 
-def dup(a: Tensor) -> Tensor:
-    return _result(a, "DUP", (a,))
-
-
 def cast(a: Tensor, type_name: str) -> Tensor:
     return _result(a, "CPY", (a,), type_name)
 
 
 def unary(a: Tensor, op: str = "UNARY") -> Tensor:
-    """Element-wise on one tensor (silu, sigmoid, softplus, scale, rms_norm, soft_max, clamp, rope...)."""
+    """Element-wise on one tensor (silu, sigmoid, softplus, scale, rms_norm, soft_max, clamp, dup...)."""
     return _result(a, op, (a,), ne=a.ne)
 
 
@@ -146,19 +134,8 @@ def inplace(a: Tensor, op: str) -> Tensor:
 
 
 def binary(a: Tensor, b: Tensor, op: str) -> Tensor:
+    """Shaped as ``a``, from two sources (add, mul, div, glu; rope with the positions)."""
     return _result(a, op, (a, b), ne=a.ne)
-
-
-def rope(a: Tensor, positions: Tensor) -> Tensor:
-    return _result(a, "ROPE", (a, positions), ne=a.ne)
-
-
-def rms_norm(a: Tensor) -> Tensor:
-    return unary(a, "RMS_NORM")
-
-
-def glu(a: Tensor, b: Tensor) -> Tensor:
-    return _result(a, "GLU", (a, b), ne=a.ne)
 
 
 def get_rows(a: Tensor, rows: Tensor) -> Tensor:
@@ -191,12 +168,8 @@ def sum_rows(a: Tensor) -> Tensor:
     return _result(a, "SUM_ROWS", (a,), ne=(1, *a.ne[1:]))
 
 
-def argsort(a: Tensor) -> Tensor:
-    return _result(a, "ARGSORT", (a,), "i32")
-
-
 def argsort_top_k(a: Tensor, k: int) -> Tensor:
-    order = argsort(a)
+    order = _result(a, "ARGSORT", (a,), "i32")
     return view(order, (k, *order.ne[1:]), order.nb[1:])
 
 

@@ -8,6 +8,7 @@ read; the weights are never touched. Type constants come from the ``gguf`` packa
 
 from __future__ import annotations
 
+import math
 import mmap
 import struct
 from dataclasses import dataclass
@@ -137,9 +138,7 @@ def read_header(path: Path) -> Header:
             except ValueError as error:
                 raise HeaderError(f"tensor {name} has unknown type {type_id}") from error
             block, type_size = GGML_QUANT_SIZES[kind]
-            n_elements = 1
-            for dim in shape:
-                n_elements *= dim
+            n_elements = math.prod(shape)
             tensors.append(TensorEntry(name, shape, kind.name, n_elements, n_elements // block * type_size))
             data_extent = max(data_extent, offset + tensors[-1].n_bytes)
         alignment = metadata.get("general.alignment", 32)

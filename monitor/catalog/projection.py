@@ -1,4 +1,4 @@
-"""llama.cpp's own projection of a launch: model, context and compute memory per device.
+"""llama.cpp's own projection of a launch: the compute memory per device.
 
 llama-server's ``--fit`` step (on by default, ``common/fit.cpp``) loads the model and
 builds its contexts with ``no_alloc`` before anything is allocated, and prints a
@@ -17,9 +17,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from monitor.catalog.planner import Plan, plan_flags
+from monitor.catalog.planner import MIB, Plan, plan_flags
 
-MIB = 1024**2
 _ROW = re.compile(r"common_memory_breakdown_print: \|\s+- (.+?)\s*\|[^=|]*?(\d+) =\s*(\d+) \+\s*(\d+) \+\s*(\d+)")
 _END = "common_fit_params:"  # success or failure, the fit step is over
 HOST_DEVICES = ("Host", "CPU_REPACK")
@@ -32,9 +31,7 @@ class ProjectionError(RuntimeError):
 @dataclass
 class DeviceProjection:
     name: str
-    model: int
-    context: int
-    compute: int
+    compute: int  # bytes
 
 
 @dataclass
@@ -61,15 +58,9 @@ def parse_projection(log_text: str) -> Projection:
             break
         match = _ROW.search(line)
         if match:
-            name = match.group(1)
-            model, context, compute = (int(value) * MIB for value in match.groups()[2:])
-            compute += MIB // 2  # printed rounded down to whole MiB: half a MiB is the expected remainder
-            entry = by_name.setdefault(name, DeviceProjection(name, 0, 0, 0))
-            entry.model, entry.context, entry.compute = (
-                entry.model + model,
-                entry.context + context,
-                entry.compute + compute,
-            )
+            entry = by_name.setdefault(match.group(1), DeviceProjection(match.group(1), 0))
+            # Printed rounded down to whole MiB: half a MiB is the expected remainder.
+            entry.compute += int(match.group(5)) * MIB + MIB // 2
     return Projection(list(by_name.values()))
 
 

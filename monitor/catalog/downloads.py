@@ -15,7 +15,6 @@ import http.client
 import logging
 import os
 import shutil
-import socket
 import ssl
 import time
 from pathlib import Path
@@ -267,9 +266,7 @@ def _download_with_retries(job: DownloadJob, part: dict, progress: _Progress, at
 
 
 def _describe_transport(error: Exception, part: dict) -> str:
-    if isinstance(error, (TimeoutError, socket.timeout)) or (
-        isinstance(error, TransientError) and str(error) == "timeout"
-    ):
+    if isinstance(error, TimeoutError) or (isinstance(error, TransientError) and str(error) == "timeout"):
         return _("The server stopped answering while sending %(name)s. Start the download again to resume it.") % {
             "name": part["name"]
         }

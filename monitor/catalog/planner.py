@@ -100,7 +100,6 @@ class LayerRow:
     weights_gpu: int
     weights_cpu: int
     kv: int
-    sliding: bool = False
     kind: str = ATTENTION
     recurrent: int = 0  # recurrent state (conv + DeltaNet), F32, all slots
     loaded: bool = True  # False for MTP blocks when MTP is off: llama.cpp skips their tensors
@@ -237,7 +236,7 @@ def _layer_row(model: ModelInfo, request: PlanRequest, il: int, on_gpu: bool, ce
     return LayerRow(
         f"layer {il}", "GPU" if on_gpu else "CPU",
         weights - experts_on_cpu if on_gpu else 0, experts_on_cpu if on_gpu else weights,
-        kv, kind == SLIDING, kind, recurrent, loaded,
+        kv, kind, recurrent, loaded,
     )  # fmt: skip
 
 

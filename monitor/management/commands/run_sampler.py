@@ -2,6 +2,7 @@
 program ``sampler``; on the main box it also checks every node's heartbeat), or ``--once`` to print one sample."""
 
 import asyncio
+import contextlib
 
 import orjson
 from django.core.management.base import BaseCommand
@@ -22,7 +23,5 @@ class Command(BaseCommand):
         if options["once"]:
             self.stdout.write(orjson.dumps(one_sample(), option=orjson.OPT_INDENT_2).decode())
             return
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run_forever())
-        except KeyboardInterrupt:
-            pass

@@ -95,12 +95,10 @@ class _Cursor:
                 return ArrayInfo(length, None)
             if item_kind not in _SCALARS:
                 raise HeaderError(f"unsupported array item type {item_kind}")
-            size = struct.calcsize(_SCALARS[item_kind])
-            if length > SMALL_ARRAY:
-                self.offset += size * length
-                return ArrayInfo(length, None)
-            values = list(struct.unpack_from(f"<{length}{_SCALARS[item_kind]}", self.data, self.offset))
-            self.offset += size * length
+            values = None
+            if length <= SMALL_ARRAY:
+                values = list(struct.unpack_from(f"<{length}{_SCALARS[item_kind]}", self.data, self.offset))
+            self.offset += struct.calcsize(_SCALARS[item_kind]) * length
             return ArrayInfo(length, values)
         raise HeaderError(f"unknown value type {kind}")
 

@@ -51,16 +51,15 @@ class GraphBuilder:
         """The KV cache's inputs: row indices, the f16 mask over each stream's cells, Hadamard rotations."""
         c, t = self.c, self.n_tokens
         streams = 1 if c.kv_unified else self.n_seqs
-        inputs = {
+        return {
             "k_idxs": g.input_tensor("i64", t),
             "v_idxs": g.input_tensor("i64", t),
             "mask": g.input_tensor("f16", cells, t // streams, 1, streams, name="kq_mask"),
             "cells": cells,
             "streams": streams,
+            "k_rot": self._rotation(c.type_k, self.s.head_k, bool_k=True),
+            "v_rot": self._rotation(c.type_v, self.s.head_v, bool_k=False),
         }
-        inputs["k_rot"] = self._rotation(c.type_k, self.s.head_k, bool_k=True)
-        inputs["v_rot"] = self._rotation(c.type_v, self.s.head_v, bool_k=False)
-        return inputs
 
     @staticmethod
     def _rotation(type_name: str, head: int, bool_k: bool) -> g.Tensor | None:
@@ -333,8 +332,7 @@ class GraphBuilder:
         s, t, gf = self.s, self.n_tokens, self.gf
         il = len(s.kinds)
         tokens = g.input_tensor("i32", t)
-        embd = g.input_tensor("f32", s.n_embd, t)
-        del embd  # the token path is the one reserved
+        # build_inp_embd's embeddings input is made too, but only the token path is reserved.
         tok = g.get_rows(g.weight("f16", s.n_embd, s.n_vocab), tokens)
         h = g.input_tensor("f32", s.n_embd, t)
         positions = g.input_tensor("i32", t * POSITIONS_PER_TOKEN.get(s.arch, 1), name="inp_pos")

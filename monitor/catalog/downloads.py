@@ -209,9 +209,8 @@ def _verify(job: DownloadJob, part: dict, actual_sha256: str) -> None:
         ) from error
 
 
-def run_job(job_id: int, *, attempts: int | None = None) -> DownloadJob:
+def run_job(job_id: int) -> DownloadJob:
     """Download every part of the job; resumes whatever an earlier attempt left."""
-    attempts = attempts or settings.DOWNLOAD_ATTEMPTS
     job = DownloadJob.objects.select_related("node").get(id=job_id)
     if job.status not in (DownloadJob.Status.QUEUED, DownloadJob.Status.RUNNING):
         return job
@@ -224,7 +223,7 @@ def run_job(job_id: int, *, attempts: int | None = None) -> DownloadJob:
     )
     progress = _Progress(job, _bytes_on_disk(job))
     try:
-        hashes = [_download_with_retries(job, part, progress, attempts) for part in job.parts]
+        hashes = [_download_with_retries(job, part, progress) for part in job.parts]
         progress.flush()
         DownloadJob.objects.filter(id=job.id).update(
             status=DownloadJob.Status.VERIFYING,
@@ -252,14 +251,14 @@ def _bytes_on_disk(job: DownloadJob) -> int:
     return sum(path.stat().st_size for path in paths if path.exists())
 
 
-def _download_with_retries(job: DownloadJob, part: dict, progress: _Progress, attempts: int) -> str:
-    for attempt in range(1, attempts + 1):
+def _download_with_retries(job: DownloadJob, part: dict, progress: _Progress) -> str:
+    for attempt in range(1, settings.DOWNLOAD_ATTEMPTS + 1):
         try:
             return _download_part(job, part, progress)
         except TRANSIENT as error:
             log.warning("download %s: %s (attempt %d)", job.id, error, attempt)
             progress.done = _bytes_on_disk(job)
-            if attempt == attempts:
+            if attempt == settings.DOWNLOAD_ATTEMPTS:
                 raise DownloadError(_describe_transport(error, part)) from error
             time.sleep(min(2**attempt, 10))
     raise AssertionError("unreachable")

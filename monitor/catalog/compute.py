@@ -44,8 +44,7 @@ def shape_from_model(model) -> Shape:
 
 
 def _graph_size(shape: Shape, ctx: Context, n_tokens: int, n_seqs: int, n_outputs: int, mtp: bool, alignment: int):
-    if n_tokens % n_seqs:
-        n_tokens = -(-n_tokens // n_seqs) * n_seqs
+    n_tokens = -(-n_tokens // n_seqs) * n_seqs  # an equal share of tokens per sequence
     builder = GraphBuilder(shape, ctx, n_tokens, n_seqs, n_outputs)
     if mtp:
         builder.mtp()

@@ -117,7 +117,7 @@ def transpose(a: Tensor) -> Tensor:
 
 
 def cont(a: Tensor, *ne: int) -> Tensor:
-    return _result(a, "CONT", (a,), ne=(tuple(ne) + (1,) * (4 - len(ne))) if ne else None)
+    return _result(a, "CONT", (a,), ne=ne)
 
 
 def cast(a: Tensor, type_name: str) -> Tensor:

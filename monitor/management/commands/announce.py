@@ -40,9 +40,7 @@ class Command(BaseCommand):
         pending = {"web": lambda: web_ready(port), "llama-server": llama_ready}
         deadline = time.monotonic() + 600
         while pending and time.monotonic() < deadline:
-            for name, ready in list(pending.items()):
-                if ready():
-                    pending.pop(name)
+            pending = {name: ready for name, ready in pending.items() if not ready()}
             time.sleep(0.5)
         if pending:
             raise CommandError(f"not ready after 10 minutes: {', '.join(pending)}")

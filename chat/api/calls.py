@@ -10,13 +10,6 @@ import orjson
 
 from monitor.public import ServingPool
 
-# Our endpoint → llama-server's path.
-ENDPOINTS = {
-    "chat/completions": "/v1/chat/completions",
-    "completions": "/v1/completions",
-    "embeddings": "/v1/embeddings",
-    "rerank": "/v1/rerank",
-}
 # What kind of profile (``ServerProfile.Kind``) answers each endpoint.
 KINDS = {"chat/completions": "chat", "completions": "chat", "embeddings": "embedding", "rerank": "rerank"}
 
@@ -30,7 +23,8 @@ class ApiCall:
 
     @property
     def path(self) -> str:
-        return ENDPOINTS[self.endpoint]
+        """llama-server's path: the same endpoint under /v1/."""
+        return "/v1/" + self.endpoint
 
     @property
     def stream(self) -> bool:

@@ -40,19 +40,11 @@ class AccountDisabled(ChatError):
     """Staff disabled the account (an open page or socket is refused from its next turn)."""
 
 
-def effective_limits(
-    account: Account | None, group_figures: tuple[int | None, int | None] = (None, None)
+def daily_limits(
+    turns: int | None, tokens: int | None, group_turns: int | None, group_tokens: int | None
 ) -> tuple[int, int]:
-    """(turns, tokens) a day for this account and its groups' figures (``most_generous``); 0 is no limit."""
-    return _limits(
-        account.turns_per_day if account else None, account.tokens_per_day if account else None, *group_figures
-    )
-
-
-def _limits(
-    turns: int | None, tokens: int | None, group_turns: int | None = None, group_tokens: int | None = None
-) -> tuple[int, int]:
-    """(turns, tokens) a day: the person's own figure, else their groups' most generous, else the default."""
+    """(turns, tokens) a day: the person's own figure, else their groups' most generous (``most_generous``),
+    else the default; 0 is no limit."""
     return (
         _first_set(turns, group_turns, settings.QUOTA_TURNS_PER_DAY),
         _first_set(tokens, group_tokens, settings.QUOTA_TOKENS_PER_DAY),
@@ -134,7 +126,7 @@ def check_quota(user_id: int) -> None:
     if account_pk is None:  # the person's first turn
         account = account_of(user_id)
         turns, tokens = account.turns_per_day, account.tokens_per_day
-    turn_limit, token_limit = _limits(turns, tokens, group_turns, group_tokens)
+    turn_limit, token_limit = daily_limits(turns, tokens, group_turns, group_tokens)
     if usage_pk is None:  # the first turn of the day
         row = _today_row(user_id, day)
         usage_pk, used = row.pk, row.tokens

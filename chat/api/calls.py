@@ -30,10 +30,6 @@ class ApiCall:
     def stream(self) -> bool:
         return bool(self.body.get("stream", False))
 
-    @property
-    def profile(self) -> str:
-        return self.pool.profile.name
-
     def finish(self, answer: dict) -> None:
         """What the API answers beyond llama-server's answer: a rerank's documents, when asked for (Jina's and
         Cohere's ``return_documents``; llama-server returns indexes and scores only)."""
@@ -52,8 +48,9 @@ class ApiCall:
             return "", ""
         roles = [message.get("role") if isinstance(message, dict) else None for message in messages]
         last_answer = max((index for index, role in enumerate(roles) if role == "assistant"), default=-1)
-        before = _conversation_key(self.profile, messages[:last_answer]) if last_answer > 0 else ""
-        return before, _conversation_key(self.profile, messages)
+        profile = self.pool.profile.name
+        before = _conversation_key(profile, messages[:last_answer]) if last_answer > 0 else ""
+        return before, _conversation_key(profile, messages)
 
 
 def _conversation_key(profile: str, messages: list) -> str:

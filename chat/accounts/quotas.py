@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
 from django.db.models import Case, F, FilteredRelation, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -63,26 +62,14 @@ def most_generous(field: str) -> Subquery:
     return Subquery(policies.order_by(no_limit_first, F(field).desc()).values(field)[:1])
 
 
-def _get_or_create(model, **fields):
-    """The row, read; made in a transaction of its own only when missing (once a day, per person)."""
-    row = model.objects.filter(**fields).first()
-    if row is not None:
-        return row
-    try:
-        with transaction.atomic():
-            return model.objects.get_or_create(**fields)[0]
-    except IntegrityError:  # made by a concurrent request meanwhile
-        return model.objects.get(**fields)
-
-
 def account_of(user_id: int) -> Account:
     """The person's account row, made (approved, default quotas) the first time it is needed."""
-    return _get_or_create(Account, user_id=user_id)
+    return Account.objects.get_or_create(user_id=user_id)[0]
 
 
 def _today_row(user_id: int, day=None) -> DailyUsage:
     """The person's usage row of ``day`` (default today), made when missing."""
-    return _get_or_create(DailyUsage, user_id=user_id, day=day or timezone.localdate())
+    return DailyUsage.objects.get_or_create(user_id=user_id, day=day or timezone.localdate())[0]
 
 
 def _standing(user_id: int, day) -> tuple | None:

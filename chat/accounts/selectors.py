@@ -108,7 +108,6 @@ def group_rows() -> list[GroupRow]:
     rows = []
     for group in Group.objects.order_by("name").prefetch_related("user_set"):
         policy = policies.get(group.pk)
-        members = sorted(group.user_set.all(), key=lambda user: user.get_username())
         rows.append(
             GroupRow(
                 id=group.pk,
@@ -116,7 +115,7 @@ def group_rows() -> list[GroupRow]:
                 turns_per_day=policy.turns_per_day if policy else None,
                 tokens_per_day=policy.tokens_per_day if policy else None,
                 profile_ids={profile.pk for profile in policy.profiles.all()} if policy else set(),
-                member_ids={user.pk for user in members},
+                member_ids={user.pk for user in group.user_set.all()},
             )
         )
     return rows

@@ -29,8 +29,7 @@ class ApiKeyAdmin(admin.ModelAdmin):
     search_fields = ("name", "owner__username", "prefix")
     fields = ("owner", "name", "prefix", "concurrency_limit", "requests", "prompt_tokens", "completion_tokens",
               "created_at", "last_used_at", "revoked_at")  # fmt: skip
-    readonly_fields = ("owner", "name", "prefix", "requests", "prompt_tokens", "completion_tokens", "created_at",
-                       "last_used_at", "revoked_at")  # fmt: skip
+    readonly_fields = tuple(field for field in fields if field != "concurrency_limit")
 
     def has_add_permission(self, request) -> bool:
         return False  # keys are made by their owners, who alone see them once

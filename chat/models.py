@@ -106,7 +106,7 @@ class ApiKey(models.Model):
         verbose_name_plural = _("API keys")
 
     def __str__(self) -> str:
-        return f"{self.name} (qw-{self.prefix}…)"
+        return f"{self.name} ({self.display_id})"
 
     @property
     def display_id(self) -> str:

@@ -18,9 +18,7 @@ from chat.usage import tasks as usage_tasks  # noqa: F401  (registers its tasks)
 @shared_task(name="chat.tasks.sweep_orphaned_streams")
 def sweep_orphaned_streams(older_than_s: float | None = None) -> int:
     """Mark answers orphaned by a crashed web process as incomplete (their text is kept)."""
-    if older_than_s is None:
-        older_than_s = settings.CHAT_ORPHAN_AFTER_S
-    return mark_orphaned_streams(older_than_s)
+    return mark_orphaned_streams(settings.CHAT_ORPHAN_AFTER_S if older_than_s is None else older_than_s)
 
 
 @shared_task(name="chat.tasks.ingest_document", acks_late=True)
@@ -37,9 +35,7 @@ def summarize_document(document_id: str) -> str:
 @shared_task(name="chat.tasks.resume_stalled_documents")
 def resume_stalled_documents(older_than_s: float | None = None) -> list[str]:
     """Run again documents whose worker died; summaries continue from the chunks already done."""
-    if older_than_s is None:
-        older_than_s = settings.DOCUMENT_STALL_S
-    stalled = heartbeats.stalled_documents(older_than_s)
+    stalled = heartbeats.stalled_documents(settings.DOCUMENT_STALL_S if older_than_s is None else older_than_s)
     for document_id in stalled:
         status = heartbeats.claim_stalled(document_id)
         if status and in_a_collection(document_id):  # a collection's: read again and indexed, not summarized

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
 from django.db.models import Case, F, FilteredRelation, OuterRef, Q, Subquery, Value, When
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -40,19 +39,11 @@ class AccountDisabled(ChatError):
     """Staff disabled the account (an open page or socket is refused from its next turn)."""
 
 
-def effective_limits(
-    account: Account | None, group_figures: tuple[int | None, int | None] = (None, None)
+def daily_limits(
+    turns: int | None, tokens: int | None, group_turns: int | None, group_tokens: int | None
 ) -> tuple[int, int]:
-    """(turns, tokens) a day for this account and its groups' figures (``most_generous``); 0 is no limit."""
-    return _limits(
-        account.turns_per_day if account else None, account.tokens_per_day if account else None, *group_figures
-    )
-
-
-def _limits(
-    turns: int | None, tokens: int | None, group_turns: int | None = None, group_tokens: int | None = None
-) -> tuple[int, int]:
-    """(turns, tokens) a day: the person's own figure, else their groups' most generous, else the default."""
+    """(turns, tokens) a day: the person's own figure, else their groups' most generous (``most_generous``),
+    else the default; 0 is no limit."""
     return (
         _first_set(turns, group_turns, settings.QUOTA_TURNS_PER_DAY),
         _first_set(tokens, group_tokens, settings.QUOTA_TOKENS_PER_DAY),
@@ -71,26 +62,14 @@ def most_generous(field: str) -> Subquery:
     return Subquery(policies.order_by(no_limit_first, F(field).desc()).values(field)[:1])
 
 
-def _get_or_create(model, **fields):
-    """The row, read; made in a transaction of its own only when missing (once a day, per person)."""
-    row = model.objects.filter(**fields).first()
-    if row is not None:
-        return row
-    try:
-        with transaction.atomic():
-            return model.objects.get_or_create(**fields)[0]
-    except IntegrityError:  # made by a concurrent request meanwhile
-        return model.objects.get(**fields)
-
-
 def account_of(user_id: int) -> Account:
     """The person's account row, made (approved, default quotas) the first time it is needed."""
-    return _get_or_create(Account, user_id=user_id)
+    return Account.objects.get_or_create(user_id=user_id)[0]
 
 
 def _today_row(user_id: int, day=None) -> DailyUsage:
     """The person's usage row of ``day`` (default today), made when missing."""
-    return _get_or_create(DailyUsage, user_id=user_id, day=day or timezone.localdate())
+    return DailyUsage.objects.get_or_create(user_id=user_id, day=day or timezone.localdate())[0]
 
 
 def _standing(user_id: int, day) -> tuple | None:
@@ -134,7 +113,7 @@ def check_quota(user_id: int) -> None:
     if account_pk is None:  # the person's first turn
         account = account_of(user_id)
         turns, tokens = account.turns_per_day, account.tokens_per_day
-    turn_limit, token_limit = _limits(turns, tokens, group_turns, group_tokens)
+    turn_limit, token_limit = daily_limits(turns, tokens, group_turns, group_tokens)
     if usage_pk is None:  # the first turn of the day
         row = _today_row(user_id, day)
         usage_pk, used = row.pk, row.tokens

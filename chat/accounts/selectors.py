@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.db.models import Q, Sum
 from django.utils import timezone
 
-from chat.accounts.quotas import effective_limits, most_generous
+from chat.accounts.quotas import daily_limits, most_generous
 from chat.models import Account, GroupPolicy, Invite
 from monitor.public import user_profiles
 
@@ -61,7 +61,8 @@ def user_rows(today: date | None = None) -> list[UserRow]:
     rows = []
     for user in users:
         account = accounts.get(user.pk)
-        turn_limit, token_limit = effective_limits(account, (user.group_turns, user.group_tokens))
+        turns, tokens = (account.turns_per_day, account.tokens_per_day) if account else (None, None)
+        turn_limit, token_limit = daily_limits(turns, tokens, user.group_turns, user.group_tokens)
         rows.append(
             UserRow(
                 id=user.pk,
@@ -76,8 +77,8 @@ def user_rows(today: date | None = None) -> list[UserRow]:
                 tokens_today=user.tokens_today,
                 turns_total=user.turns_total,
                 tokens_total=user.tokens_total,
-                turns_per_day=account.turns_per_day if account else None,
-                tokens_per_day=account.tokens_per_day if account else None,
+                turns_per_day=turns,
+                tokens_per_day=tokens,
                 turn_limit=turn_limit,
                 token_limit=token_limit,
                 groups=sorted(group.name for group in user.groups.all()),
@@ -107,7 +108,6 @@ def group_rows() -> list[GroupRow]:
     rows = []
     for group in Group.objects.order_by("name").prefetch_related("user_set"):
         policy = policies.get(group.pk)
-        members = sorted(group.user_set.all(), key=lambda user: user.get_username())
         rows.append(
             GroupRow(
                 id=group.pk,
@@ -115,7 +115,7 @@ def group_rows() -> list[GroupRow]:
                 turns_per_day=policy.turns_per_day if policy else None,
                 tokens_per_day=policy.tokens_per_day if policy else None,
                 profile_ids={profile.pk for profile in policy.profiles.all()} if policy else set(),
-                member_ids={user.pk for user in members},
+                member_ids={user.pk for user in group.user_set.all()},
             )
         )
     return rows

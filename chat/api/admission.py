@@ -67,7 +67,14 @@ async def open_call(
     caller who passed the key, rate and quota checks."""
     key, body, profile = await sync_to_async(_open_call)(keys.bearer_key(authorization), endpoint, read_body)
     returns_documents = bool(body.pop("return_documents", False))
-    pool = await _pool(body["model"], profile)
+    try:
+        pool = await serving_pool(profile)
+    except LoadFailed as error:
+        # The reason (paths, llama-server's log) is for admins, on the profile's page and timeline.
+        message = _("The model '%(model)s' could not be loaded right now.") % {"model": body["model"][:100]}
+        raise ApiError(503, message, type="server_error", code="model_not_loaded") from error
+    except LlamaError as error:  # its server is down
+        raise from_llama(error) from error
     return key, ApiCall(endpoint=endpoint, body=body, pool=pool, returns_documents=returns_documents)
 
 
@@ -102,18 +109,6 @@ def _wrong_kind(owner_id: int, endpoint: str, model: str) -> ApiError:
         param="model",
         code="model_not_supported",
     )
-
-
-async def _pool(model: str, profile: ServerProfile):
-    """The profile's serving pool, loaded first when no node serves it."""
-    try:
-        return await serving_pool(profile)
-    except LoadFailed as error:
-        # The reason (paths, llama-server's log) is for admins, on the profile's page and timeline.
-        message = _("The model '%(model)s' could not be loaded right now.") % {"model": model[:100]}
-        raise ApiError(503, message, type="server_error", code="model_not_loaded") from error
-    except LlamaError as error:  # its server is down
-        raise from_llama(error) from error
 
 
 @asynccontextmanager

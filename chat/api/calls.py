@@ -10,13 +10,6 @@ import orjson
 
 from monitor.public import ServingPool
 
-# Our endpoint → llama-server's path.
-ENDPOINTS = {
-    "chat/completions": "/v1/chat/completions",
-    "completions": "/v1/completions",
-    "embeddings": "/v1/embeddings",
-    "rerank": "/v1/rerank",
-}
 # What kind of profile (``ServerProfile.Kind``) answers each endpoint.
 KINDS = {"chat/completions": "chat", "completions": "chat", "embeddings": "embedding", "rerank": "rerank"}
 
@@ -30,15 +23,12 @@ class ApiCall:
 
     @property
     def path(self) -> str:
-        return ENDPOINTS[self.endpoint]
+        """llama-server's path: the same endpoint under /v1/."""
+        return "/v1/" + self.endpoint
 
     @property
     def stream(self) -> bool:
         return bool(self.body.get("stream", False))
-
-    @property
-    def profile(self) -> str:
-        return self.pool.profile.name
 
     def finish(self, answer: dict) -> None:
         """What the API answers beyond llama-server's answer: a rerank's documents, when asked for (Jina's and
@@ -58,8 +48,9 @@ class ApiCall:
             return "", ""
         roles = [message.get("role") if isinstance(message, dict) else None for message in messages]
         last_answer = max((index for index, role in enumerate(roles) if role == "assistant"), default=-1)
-        before = _conversation_key(self.profile, messages[:last_answer]) if last_answer > 0 else ""
-        return before, _conversation_key(self.profile, messages)
+        profile = self.pool.profile.name
+        before = _conversation_key(profile, messages[:last_answer]) if last_answer > 0 else ""
+        return before, _conversation_key(profile, messages)
 
 
 def _conversation_key(profile: str, messages: list) -> str:

@@ -8,6 +8,7 @@ Requests per minute are a sliding window: one sorted set of the last minute's re
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -105,11 +106,6 @@ class KeyLimiter:
                 continue
 
 
-_default_limiter: KeyLimiter | None = None
-
-
+@functools.cache
 def get_limiter() -> KeyLimiter:
-    global _default_limiter
-    if _default_limiter is None:
-        _default_limiter = KeyLimiter()
-    return _default_limiter
+    return KeyLimiter()

@@ -19,7 +19,8 @@ from django.utils.translation import ngettext
 
 from chat.api.errors import ApiError
 
-STREAMABLE = {"chat/completions", "completions"}
+# The endpoints that generate text: they stream, take llama.cpp's sampling extras and an output cap.
+GENERATING = {"chat/completions", "completions"}
 # OpenAI parameters llama-server does not do (it fails on them with a bare server error).
 REFUSED_PARAMETERS = ("best_of", "suffix")
 # OpenAI's own fields of each endpoint that llama-server implements.
@@ -38,7 +39,6 @@ OPENAI_FIELDS = {
     # Jina's and Cohere's shape, which llama-server speaks and Dify and FastGPT send.
     "rerank": {"model", "query", "documents", "top_n", "return_documents", "user"},
 }  # fmt: skip
-GENERATING = {"chat/completions", "completions"}
 # The short, documented set of llama.cpp extras a caller may send for generation.
 LLAMA_EXTRAS = {
     "top_k", "min_p", "typical_p", "repeat_penalty", "repeat_last_n", "mirostat", "mirostat_tau", "mirostat_eta",
@@ -83,14 +83,15 @@ def parse_body(raw: bytes) -> dict:
 
 
 def check_parameters(endpoint: str, body: dict) -> None:
-    """Refuse what the gateway does not pass on, naming the parameter."""
+    """Refuse what the gateway does not pass on, naming the parameter: the allowlist, the body's shape and the
+    output cap (sets ``max_tokens`` when absent)."""
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise _bad(_("Name a model in 'model': GET /v1/models lists them."), "model")
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise _bad(_("'stream' must be true or false."), "stream")
-    if stream and endpoint not in STREAMABLE:
+    if stream and endpoint not in GENERATING:
         raise _bad(_("This endpoint does not stream."), "stream")
     if "n" in body and body["n"] != 1:
         raise _bad(
@@ -103,16 +104,23 @@ def check_parameters(endpoint: str, body: dict) -> None:
             raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": name}, name)
     if body.get("echo"):
         raise _bad(_("Unsupported parameter '%(name)s'.") % {"name": "echo"}, "echo")
-    check_request(endpoint, body)
-
-
-def allowed_fields(endpoint: str) -> set[str]:
-    return OPENAI_FIELDS[endpoint] | (LLAMA_EXTRAS if endpoint in GENERATING else set())
+    check_fields(endpoint, body)
+    check_top_logprobs(body)
+    if endpoint == "chat/completions":
+        check_messages(body.get("messages"))
+    elif endpoint == "completions":
+        check_inputs(body.get("prompt"), "prompt")
+    elif endpoint == "embeddings":
+        check_inputs(body.get("input"), "input")
+        check_embedding_options(body)
+    else:
+        check_rerank(body)
+    cap_output(endpoint, body)
 
 
 def check_fields(endpoint: str, body: dict) -> None:
     """Refuse the first field that is not on the endpoint's allowlist, naming it."""
-    allowed = allowed_fields(endpoint)
+    allowed = OPENAI_FIELDS[endpoint] | (LLAMA_EXTRAS if endpoint in GENERATING else set())
     for name in body:
         if name not in allowed:
             raise _bad(
@@ -221,22 +229,6 @@ def check_inputs(items, name: str) -> None:
                 raise _bad(_("'%(name)s' token lists must hold whole numbers.") % {"name": name}, name)
         elif isinstance(item, bool) or not isinstance(item, (str, int)):
             raise _bad(_("'%(name)s' must be text or token ids.") % {"name": name}, name)
-
-
-def check_request(endpoint: str, body: dict) -> None:
-    """The allowlist, the body's shape and the output cap (sets ``max_tokens`` when absent)."""
-    check_fields(endpoint, body)
-    check_top_logprobs(body)
-    if endpoint == "chat/completions":
-        check_messages(body.get("messages"))
-    elif endpoint == "completions":
-        check_inputs(body.get("prompt"), "prompt")
-    elif endpoint == "embeddings":
-        check_inputs(body.get("input"), "input")
-        check_embedding_options(body)
-    else:
-        check_rerank(body)
-    cap_output(endpoint, body)
 
 
 def check_embedding_options(body: dict) -> None:

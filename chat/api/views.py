@@ -28,7 +28,9 @@ def _method_not_allowed(allowed: str) -> JsonResponse:
     return response
 
 
-async def _relay(request: HttpRequest, endpoint: str) -> HttpResponse:
+@csrf_exempt
+async def relay_call(request: HttpRequest, endpoint: str) -> HttpResponse:
+    """A call to one of the relayed endpoints (``chat.api.calls.KINDS``), named by the URL's ``endpoint``."""
     if request.method != "POST":
         return _method_not_allowed("POST")
     try:
@@ -47,26 +49,6 @@ async def _relay(request: HttpRequest, endpoint: str) -> HttpResponse:
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
-
-
-@csrf_exempt
-async def chat_completions(request: HttpRequest) -> HttpResponse:
-    return await _relay(request, "chat/completions")
-
-
-@csrf_exempt
-async def completions(request: HttpRequest) -> HttpResponse:
-    return await _relay(request, "completions")
-
-
-@csrf_exempt
-async def embeddings(request: HttpRequest) -> HttpResponse:
-    return await _relay(request, "embeddings")
-
-
-@csrf_exempt
-async def rerank(request: HttpRequest) -> HttpResponse:
-    return await _relay(request, "rerank")
 
 
 @csrf_exempt

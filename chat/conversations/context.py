@@ -112,13 +112,12 @@ async def fit_messages(client: PromptCounter, messages: list[dict], n_ctx: int, 
     budget = n_ctx - reserve
     system = messages[:1] if messages and messages[0]["role"] == "system" else []
     turns = messages[len(system) :]
-    dropped = 0
     while True:
         candidate = system + turns
         tokens, exact = await _prompt_tokens(client, candidate, budget, template_key)
         if tokens <= budget:
             max_tokens = min(settings.CHAT_MAX_ANSWER_TOKENS, n_ctx - tokens) if exact else reserve
-            return FittedPrompt(candidate, dropped, max(max_tokens, MIN_ANSWER_TOKENS))
+            return FittedPrompt(candidate, len(messages) - len(candidate), max(max_tokens, MIN_ANSWER_TOKENS))
         if len(turns) <= 1:
             raise ChatError(
                 ngettext(
@@ -130,7 +129,5 @@ async def fit_messages(client: PromptCounter, messages: list[dict], n_ctx: int, 
             )
         # Drop the oldest turn, and keep the first remaining turn a user's (templates want it).
         turns = turns[1:]
-        dropped += 1
         while len(turns) > 1 and turns[0]["role"] != "user":
             turns = turns[1:]
-            dropped += 1

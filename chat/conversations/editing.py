@@ -17,6 +17,7 @@ from chat.conversations.services import TITLE_MAX
 from chat.errors import ChatError, NotFound
 from chat.models import Conversation, Message
 
+COPIED_SETTINGS = ("profile", "thinking_enabled", "thinking_budget", "system_prompt", "sampling_preset")
 COPIED_FIELDS = ("role", "content", "reasoning", "status", "error", "stats", "image", "image_type")
 
 
@@ -65,11 +66,7 @@ def _fork(conversation: Conversation, question: Message, text: str) -> Conversat
     copy = Conversation.objects.create(
         owner=conversation.owner,
         title=title[:TITLE_MAX],
-        profile=conversation.profile,
-        thinking_enabled=conversation.thinking_enabled,
-        thinking_budget=conversation.thinking_budget,
-        system_prompt=conversation.system_prompt,
-        sampling_preset=conversation.sampling_preset,
+        **{field: getattr(conversation, field) for field in COPIED_SETTINGS},
     )
     earlier = conversation.messages.filter(id__lt=question.id).order_by("created_at", "id")
     for message in earlier:

@@ -62,9 +62,8 @@ def _tool_step(step: dict) -> str:
 
 
 def export_markdown(conversation: Conversation) -> str:
-    parts = [f"# {conversation.display_title}", ""]
-    parts.append(_("Exported from qwenweb on %(date)s.") % {"date": timezone.now().strftime("%Y-%m-%d %H:%M UTC")})
-    parts.append("")
+    exported = _("Exported from qwenweb on %(date)s.") % {"date": timezone.now().strftime("%Y-%m-%d %H:%M UTC")}
+    parts = [f"# {conversation.display_title}", "", exported, ""]
     if conversation.system_prompt:
         parts += [f"**{_('System prompt')}**", "", _quoted(conversation.system_prompt), ""]
     for message in _messages(conversation):

@@ -32,10 +32,6 @@ def clean_query(query: str) -> str:
     return " ".join((query or "").split())[:QUERY_MAX_CHARS]
 
 
-def _terms(query: str) -> list[str]:
-    return [term for term in query.split(" ") if term]
-
-
 def _sqlite_message_ids(terms: list[str]) -> Q:
     """Messages holding every term: long terms through the FTS5 index, short ones by a scan."""
     long_terms = [term for term in terms if len(term) >= TRIGRAM]
@@ -79,33 +75,28 @@ def _snippet(text: str, terms: list[str]) -> str:
     return ("…" if start else "") + piece + ("…" if start + SNIPPET_CHARS < len(flat) else "")
 
 
+def _hit(conversation: Conversation) -> SearchHit:
+    return SearchHit(str(conversation.id), conversation.display_title, "", conversation.updated_at)
+
+
 def search_conversations(user, query: str) -> list[SearchHit]:
     """The person's own conversations whose title or one message holds every word of the query,
     newest first, each with the text around the first match."""
-    terms = _terms(clean_query(query))
+    terms = clean_query(query).split()
     if not terms:
         return []
-    own = Conversation.objects.filter(owner=user)
-    title_match = Q()
-    for term in terms:
-        title_match &= Q(title__icontains=term)
-    by_title = {c.id: c for c in own.filter(title_match).order_by("-updated_at")[:RESULTS_MAX]}
+    by_title = Conversation.objects.filter(*[Q(title__icontains=term) for term in terms], owner=user)
     message_match = _postgres_message_ids(terms) if connection.vendor == "postgresql" else _sqlite_message_ids(terms)
     matching = (
         Message.objects.filter(message_match, conversation__owner=user)
         .select_related("conversation")
         .order_by("-conversation__updated_at", "created_at")
     )
-    hits: dict = {}
-    for conversation_id, conversation in by_title.items():
-        hits[conversation_id] = SearchHit(str(conversation_id), conversation.display_title, "", conversation.updated_at)
+    hits = {conversation.id: _hit(conversation) for conversation in by_title.order_by("-updated_at")[:RESULTS_MAX]}
     for message in matching[: RESULTS_MAX * 4]:
         hit = hits.get(message.conversation_id)
         if hit is None and len(hits) < RESULTS_MAX:
-            conversation = message.conversation
-            hit = hits[conversation.id] = SearchHit(
-                str(conversation.id), conversation.display_title, "", conversation.updated_at
-            )
+            hit = hits[message.conversation_id] = _hit(message.conversation)
         if hit is not None and not hit.snippet:
             hit.snippet = _snippet(message.content, terms)
     return sorted(hits.values(), key=lambda hit: hit.updated_at, reverse=True)

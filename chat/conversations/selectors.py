@@ -96,20 +96,18 @@ def get_message_image(user, message_id: int) -> tuple[bytes, str]:
 
 def profile_choices(user_id: int) -> list[dict[str, Any]]:
     """What a person picks from: each profile they may use with its context per answer and image support."""
-    choices = []
-    for profile in profiles_for(user_id, ServerProfile.Kind.CHAT):
-        choices.append(
-            {
-                "name": profile.name,
-                "description": profile.description,
-                "default": profile.is_default,
-                "remote": profile.is_remote,
-                # llama-server splits the context between its slots.
-                "context": None if profile.is_remote else profile.ctx_size // max(profile.parallel, 1),
-                "images": None if profile.is_remote else bool(profile.mmproj_file),
-            }
-        )
-    return choices
+    return [
+        {
+            "name": profile.name,
+            "description": profile.description,
+            "default": profile.is_default,
+            "remote": profile.is_remote,
+            # llama-server splits the context between its slots.
+            "context": None if profile.is_remote else profile.ctx_size // max(profile.parallel, 1),
+            "images": None if profile.is_remote else bool(profile.mmproj_file),
+        }
+        for profile in profiles_for(user_id, ServerProfile.Kind.CHAT)
+    ]
 
 
 def current_profile_name(choices: list[dict[str, Any]], conversation: Conversation | None) -> str:

@@ -110,10 +110,9 @@ class TurnRunner:
             inputs = await self._inputs()
             pool = await serving_pool(inputs.profile, on_loading=self._on_loading)
             payload, notice = await self._prepare(inputs, pool)
-            prepared = time.monotonic()
+            self._prepared = time.monotonic()
             if notice:
                 await self._emit({"type": "notice", "text": notice})
-            self._prepared = prepared
             tools = await tool_loop_for(self, pool)
             stats = await (tools.run(payload, started) if tools else self._answer(pool, payload, started))
         except asyncio.CancelledError:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 import orjson
@@ -214,7 +214,7 @@ class Sampler:
             "t": round(now, 3),
             "node": self.node,
             "host": host,
-            "gpu": {"available": bool(gpus), "reason": gpu_reason, "gpus": [g.as_dict() for g in gpus]},
+            "gpu": {"available": bool(gpus), "reason": gpu_reason, "gpus": [asdict(g) for g in gpus]},
             "servers": list(servers),
             "stale": stale,
         }

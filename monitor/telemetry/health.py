@@ -72,10 +72,6 @@ def record_beat_tick() -> None:
     _redis().set(BEAT_KEY, str(time.time()), ex=3600)
 
 
-def _age_text(seconds: float) -> str:
-    return _("last %(seconds)d s ago") % {"seconds": round(seconds)}
-
-
 def check_database() -> list[Part]:
     with closing(connection), connection.cursor() as cursor:  # this thread's connection: not left open in the pool
         cursor.execute("SELECT 1")
@@ -104,7 +100,7 @@ def _fresh(name: str, stamp: float | None, limit_s: float) -> Part:
     if stamp is None:
         return Part(name, False, _("never seen"))
     age = max(0.0, time.time() - stamp)
-    return Part(name, age <= limit_s, _age_text(age))
+    return Part(name, age <= limit_s, _("last %(seconds)d s ago") % {"seconds": round(age)})
 
 
 def check_beat() -> list[Part]:

@@ -156,10 +156,8 @@ class NvmlSampler:
         if rates is not None:
             gpu.utilization_pct, gpu.memory_utilization_pct = float(rates.gpu), float(rates.memory)
         gpu.temperature_c = optional(lambda: float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)))
-        power = optional(lambda: nv.nvmlDeviceGetPowerUsage(handle))
-        gpu.power_w = power / 1000 if power is not None else None
-        limit = optional(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle))
-        gpu.power_limit_w = limit / 1000 if limit is not None else None
+        gpu.power_w = optional(lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000)  # NVML says milliwatts
+        gpu.power_limit_w = optional(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000)
         gpu.sm_clock_mhz = optional(lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)))
         gpu.memory_clock_mhz = optional(lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM)))
         mask = optional(lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(handle))

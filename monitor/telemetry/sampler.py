@@ -293,7 +293,10 @@ async def _pause(waiter: aioredis.Redis, node: str, next_at: float, watched: boo
         while True:
             now = time.monotonic()
             if watch.nodes and now >= watch.due:
-                await _check(watch)
+                try:
+                    await watch.check()
+                except Exception:  # Redis or the database away a moment: the next check tries again
+                    log.warning("could not check the nodes' heartbeats", exc_info=True)
                 continue
             if woken is None:  # watched: the check goes with a sample that comes within a second of it
                 until = watch.due if watch.nodes and watch.due + 1.0 < next_at else next_at
@@ -309,13 +312,6 @@ async def _pause(waiter: aioredis.Redis, node: str, next_at: float, watched: boo
     finally:
         if woken is not None and not woken.done():
             woken.cancel()
-
-
-async def _check(watch: NodeWatch) -> None:
-    try:
-        await watch.check()
-    except Exception:  # Redis or the database away a moment: the next check tries again
-        log.warning("could not check the nodes' heartbeats", exc_info=True)
 
 
 async def _woken(redis: aioredis.Redis, node: str, wait_s: float) -> bool:

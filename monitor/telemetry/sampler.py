@@ -224,18 +224,18 @@ def _save_minute(node: str, minute: int, values: dict[str, float]) -> None:
     MetricMinute.objects.create(node=node, at=datetime.fromtimestamp(minute, tz=UTC), values=values)
 
 
-def live_points(interval_s: float | None = None) -> int:
+def live_points() -> int:
     """How many samples the live window (MONITOR_LIVE_SECONDS) holds."""
-    return int(settings.MONITOR_LIVE_SECONDS / (interval_s or settings.MONITOR_SAMPLE_INTERVAL_S))
+    return int(settings.MONITOR_LIVE_SECONDS / settings.MONITOR_SAMPLE_INTERVAL_S)
 
 
-async def run_forever(interval_s: float | None = None, *, samples: int | None = None) -> None:
-    """Sample until cancelled (or ``samples`` times, for the benchmark): every ``interval_s``
-    while a dashboard is open, every MONITOR_IDLE_SAMPLE_INTERVAL_S while none is; on the main box,
-    check every node's heartbeat every NODE_CHECK_S meanwhile."""
-    interval_s = interval_s or settings.MONITOR_SAMPLE_INTERVAL_S
+async def run_forever() -> None:
+    """Sample until cancelled: every MONITOR_SAMPLE_INTERVAL_S while a dashboard is open, every
+    MONITOR_IDLE_SAMPLE_INTERVAL_S while none is; on the main box, check every node's heartbeat every
+    NODE_CHECK_S meanwhile."""
+    interval_s = settings.MONITOR_SAMPLE_INTERVAL_S
     idle_interval_s = max(interval_s, settings.MONITOR_IDLE_SAMPLE_INTERVAL_S)
-    keep = live_points(interval_s)
+    keep = live_points()
     watched = True  # until the first sample says otherwise: a fresh start fills the charts' first seconds
     sampler = Sampler()
     node = sampler.node
@@ -245,10 +245,9 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
     # timeout (5 s), which would end it half-way, deaf to a dashboard that opens in the other half.
     waiter = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=idle_interval_s + 5)
     watch = NodeWatch(redis)
-    taken = 0
     next_at = time.monotonic()
     try:
-        while samples is None or taken < samples:
+        while True:
             sample = await sampler.sample()
             values = flatten(sample)
             sample["values"] = values
@@ -268,7 +267,6 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
                     await sync_to_async(_save_minute)(node, *finished)
                 except Exception:
                     log.warning("could not store a history row", exc_info=True)
-            taken += 1
             sampler.watched = watched
             watch.nodes = sampler.nodes
             next_at += interval_s if watched else idle_interval_s

@@ -42,9 +42,7 @@ def recover_key(node: str) -> str:
     return f"qwenweb:node:{node}:recover"
 
 
-def parse_served(value: bytes | str | None) -> tuple[int, str] | None:
-    if value is None:
-        return None
+def parse_served(value: bytes | str) -> tuple[int, str]:
     text = value.decode() if isinstance(value, bytes) else value
     slots, _sep, model = text.partition(" ")
     return int(slots or 0), model

@@ -74,7 +74,7 @@ class Here:
     nodes: list[str] | None  # every node (the main box's sampler checks their heartbeats), empty elsewhere
 
 
-def _here(seldom: bool = True) -> Here:
+def _here(seldom: bool) -> Here:
     local = sorted(placements_here(), key=lambda placement: not placement.profile.is_default)
     if not seldom:
         return Here(local, None, None)
@@ -85,11 +85,10 @@ def _here(seldom: bool = True) -> Here:
     return Here(local, list(ServerProfile.objects.exclude(remote_url="")), [name for name, _local in nodes])
 
 
-async def find_targets(timeout_s: float, here: Here | None = None) -> list[Target]:
+async def find_targets(timeout_s: float, here: Here) -> list[Target]:
     """Every server worth reading: on the main box each remote profile, and on this node's router the
     profiles it has loaded (router mode) or the default one (a single-model server).
     Never names an unloaded router model, which would make the router load it."""
-    here = here or await sync_to_async(_here)()
     local, remote = here.local, here.remote or []
     targets = [Target(p.name, profile_client(p, None)) for p in remote]
     if not local:

@@ -34,11 +34,8 @@ PRESENT, MISSING, DIFFERENT = "present", "missing", "different"
 def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.with_name(path.name + ".lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released as the file closes
+        yield
 
 
 def record_download(job: DownloadJob) -> None:

@@ -11,7 +11,6 @@ revision live writes it at once (``mark_ready``), not at the next beat.
 from __future__ import annotations
 
 import functools
-import logging
 import time
 
 import orjson
@@ -26,7 +25,6 @@ READY_TTL_S = 4
 # A remote profile's server has no heartbeat: what the app last read of it counts this long.
 REMOTE_READY_TTL_S = 60
 _redis = LoopRedis()
-log = logging.getLogger(__name__)
 
 
 def ready_key(node: str) -> str:
@@ -44,9 +42,7 @@ def recover_key(node: str) -> str:
     return f"qwenweb:node:{node}:recover"
 
 
-def parse_served(value: bytes | str | None) -> tuple[int, str] | None:
-    if value is None:
-        return None
+def parse_served(value: bytes | str) -> tuple[int, str]:
     text = value.decode() if isinstance(value, bytes) else value
     slots, _sep, model = text.partition(" ")
     return int(slots or 0), model
@@ -132,30 +128,21 @@ return recover
 """
 
 
-def _beat_arguments(node: str, serving: dict[str, tuple[int, str]], router: bool) -> tuple[list, list]:
-    """The keys and arguments of one ``_BEAT`` call."""
-    served = [value for pool, (slots, model) in serving.items() for value in (pool, slots, model)]
-    keys = [ready_key(node), beat_key(node), recover_key(node)]
-    return keys, [READY_TTL_S, node, repr(time.time()), "1" if router else "0", *served]
-
-
 @functools.cache
 def _beat_script(client: redis.Redis) -> Script:
     """``_BEAT`` on ``client``, sent by its digest (EVALSHA; loaded again after a Redis restart)."""
     return client.register_script(_BEAT)
 
 
-def _recovery_requests(answer: list) -> dict[str, str]:
-    """``_BEAT``'s answer (a flat list: model id, why, ...) as model id -> why."""
-    return {model.decode(): why.decode() for model, why in zip(answer[::2], answer[1::2], strict=True)}
-
-
 def publish(node: str, serving: dict[str, tuple[int, str]], *, router: bool = True) -> dict[str, str]:
     """A node's beat (its heartbeat's thread, or a stand-in node's in the tests): what the node serves now,
     less the instances requests found frozen; returns those (model id -> why), taken off the list, for the
     node to restart."""
-    keys, arguments = _beat_arguments(node, serving, router)
-    return _recovery_requests(_beat_script(sync_client())(keys=keys, args=arguments))
+    served = [value for pool, (slots, model) in serving.items() for value in (pool, slots, model)]
+    keys = [ready_key(node), beat_key(node), recover_key(node)]
+    arguments = [READY_TTL_S, node, repr(time.time()), "1" if router else "0", *served]
+    answer = _beat_script(sync_client())(keys=keys, args=arguments)  # model id, why, ...
+    return {model.decode(): why.decode() for model, why in zip(answer[::2], answer[1::2], strict=True)}
 
 
 def withdraw_node(node: str) -> None:

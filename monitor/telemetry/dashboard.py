@@ -27,10 +27,7 @@ def register_request_figures(provider: RequestFiguresProvider) -> None:
 
 def request_figures(hours: float = 1.0) -> list[dict]:
     since = timezone.now() - timedelta(hours=hours)
-    rows: list[dict] = []
-    for provider in _providers:
-        rows.extend(provider(since))
-    return rows
+    return [row for provider in _providers for row in provider(since)]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -7,7 +7,8 @@ long-lived process and reads every GPU's figures once per call (the dashboard).
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, field
+from contextlib import suppress
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -35,9 +36,6 @@ class GpuSample:
     sm_clock_mhz: float | None = None
     memory_clock_mhz: float | None = None
     throttle_reasons: list[str] = field(default_factory=list)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 # NVML's clock event ("throttle") reason bits, named as nvidia-smi names them.
@@ -87,10 +85,8 @@ def detect_gpus() -> tuple[list[GpuInfo], str]:
     except Exception as error:
         return [], str(error)
     finally:
-        try:
+        with suppress(Exception):
             pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 class NvmlSampler:
@@ -129,10 +125,8 @@ class NvmlSampler:
 
     def close(self) -> None:
         if self._pynvml is not None:
-            try:
+            with suppress(Exception):
                 self._pynvml.nvmlShutdown()
-            except Exception:
-                pass
         self._pynvml = None
         self._handles = []
 
@@ -162,10 +156,8 @@ class NvmlSampler:
         if rates is not None:
             gpu.utilization_pct, gpu.memory_utilization_pct = float(rates.gpu), float(rates.memory)
         gpu.temperature_c = optional(lambda: float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)))
-        power = optional(lambda: nv.nvmlDeviceGetPowerUsage(handle))
-        gpu.power_w = power / 1000 if power is not None else None
-        limit = optional(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle))
-        gpu.power_limit_w = limit / 1000 if limit is not None else None
+        gpu.power_w = optional(lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000)  # NVML says milliwatts
+        gpu.power_limit_w = optional(lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000)
         gpu.sm_clock_mhz = optional(lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)))
         gpu.memory_clock_mhz = optional(lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM)))
         mask = optional(lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(handle))

@@ -24,6 +24,7 @@ import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
@@ -71,17 +72,10 @@ def record_beat_tick() -> None:
     _redis().set(BEAT_KEY, str(time.time()), ex=3600)
 
 
-def _age_text(seconds: float) -> str:
-    return _("last %(seconds)d s ago") % {"seconds": round(seconds)}
-
-
 def check_database() -> list[Part]:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
+    with closing(connection), connection.cursor() as cursor:  # this thread's connection: not left open in the pool
+        cursor.execute("SELECT 1")
         return [Part("database", True, connection.vendor)]
-    finally:
-        connection.close()  # this thread's connection: not left open in the pool
 
 
 def check_redis() -> list[Part]:
@@ -106,7 +100,7 @@ def _fresh(name: str, stamp: float | None, limit_s: float) -> Part:
     if stamp is None:
         return Part(name, False, _("never seen"))
     age = max(0.0, time.time() - stamp)
-    return Part(name, age <= limit_s, _age_text(age))
+    return Part(name, age <= limit_s, _("last %(seconds)d s ago") % {"seconds": round(age)})
 
 
 def check_beat() -> list[Part]:
@@ -116,10 +110,8 @@ def check_beat() -> list[Part]:
 
 def check_sampler() -> list[Part]:
     """The main box's sampler (every other node's is in its node's part)."""
-    try:
+    with closing(connection):
         main = main_node()
-    finally:
-        connection.close()
     newest = _redis().lindex(live_key(main), 0)
     stamp = orjson.loads(newest).get("t") if newest else None
     # Every idle interval while no dashboard is open (sampler.WATCHED_KEY).
@@ -130,11 +122,9 @@ def check_sampler() -> list[Part]:
 def check_llama() -> list[Part]:
     """The main box's router answers its model list; which profiles it has loaded. Required where the
     main box serves a profile (a box that is only the front of other nodes need not)."""
-    try:
+    with closing(connection):
         required = Placement.objects.filter(node__name=main_node()).exists()
         local = list(placements_here())
-    finally:
-        connection.close()
     wait_s = round(settings.HEALTH_TIMEOUT_S * 0.8, 2)  # within check_all's own limit: the part keeps `required`
     try:
         # Bounded here too: a hung router must not keep this thread for the client's long read timeout.
@@ -150,15 +140,13 @@ def check_llama() -> list[Part]:
 
 def check_nodes() -> list[Part]:
     """The "profiles" part (what people may use is served somewhere) and a part per node, from the heartbeats."""
-    try:
+    with closing(connection):
         nodes = node_rows()
         placed = list(
             Placement.objects.filter(profile__available_to_users=True, profile__remote_url="").values_list(
                 "profile__name", "node__name"
             )
         )
-    finally:
-        connection.close()
     names = [node["name"] for node in nodes]
     pipe = _redis().pipeline(transaction=False)
     add_live_reads(pipe, names)

@@ -175,13 +175,11 @@ def record(transition: Transition) -> Event | None:
     seconds = round(transition.silent_s or 0)
     if not transition.up:
         message = _("Node %(name)s stopped answering: no heartbeat for %(seconds)d s.")
-        kind, level = Event.Kind.NODE_DOWN, Event.Level.ERROR
     elif transition.silent_s is None:
         message = _("Node %(name)s answers: its first heartbeat.")
-        kind, level = Event.Kind.NODE_UP, Event.Level.INFO
     else:
         message = _("Node %(name)s answers again, after %(seconds)d s down.")
-        kind, level = Event.Kind.NODE_UP, Event.Level.INFO
+    kind, level = (Event.Kind.NODE_UP, Event.Level.INFO) if transition.up else (Event.Kind.NODE_DOWN, Event.Level.ERROR)
     return timeline.record(
         kind, message % {"name": transition.node, "seconds": seconds}, level=level, node=transition.node,
         silent_s=None if transition.silent_s is None else round(transition.silent_s, 1),

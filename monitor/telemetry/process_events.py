@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TextIO
 
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from supervisor import childutils
 
 from monitor import timeline
@@ -21,35 +21,29 @@ log = logging.getLogger(__name__)
 
 # Parts not worth a timeline entry: the one-shot ready announcement and this listener.
 QUIET_PROGRAMS = frozenset({"ready", "events"})
-EVENT_NAMES = frozenset(
-    {"PROCESS_STATE_EXITED", "PROCESS_STATE_BACKOFF", "PROCESS_STATE_FATAL", "PROCESS_STATE_RUNNING"}
-)
-
-
-def _messages() -> dict[str, tuple[str, str, str]]:
-    """Per supervisord event: the timeline kind, its level and the message (fields: the event's)."""
-    return {
-        "PROCESS_STATE_EXITED": (
-            Event.Kind.PROCESS_EXITED,
-            Event.Level.WARNING,
-            _("%(processname)s exited (pid %(pid)s); supervisord starts it again."),
-        ),
-        "PROCESS_STATE_BACKOFF": (
-            Event.Kind.PROCESS_EXITED,
-            Event.Level.WARNING,
-            _("%(processname)s stopped again just after starting (try %(tries)s); retrying with back-off."),
-        ),
-        "PROCESS_STATE_FATAL": (
-            Event.Kind.PROCESS_FATAL,
-            Event.Level.ERROR,
-            _("%(processname)s keeps failing to start; supervisord gave up. See var/log/%(processname)s.log."),
-        ),
-        "PROCESS_STATE_RUNNING": (
-            Event.Kind.PROCESS_RESTARTED,
-            Event.Level.INFO,
-            _("%(processname)s is running again (pid %(pid)s)."),
-        ),
-    }
+# Per supervisord event recorded: the timeline kind, its level and the message (fields: the event's).
+MESSAGES = {
+    "PROCESS_STATE_EXITED": (
+        Event.Kind.PROCESS_EXITED,
+        Event.Level.WARNING,
+        gettext_lazy("%(processname)s exited (pid %(pid)s); supervisord starts it again."),
+    ),
+    "PROCESS_STATE_BACKOFF": (
+        Event.Kind.PROCESS_EXITED,
+        Event.Level.WARNING,
+        gettext_lazy("%(processname)s stopped again just after starting (try %(tries)s); retrying with back-off."),
+    ),
+    "PROCESS_STATE_FATAL": (
+        Event.Kind.PROCESS_FATAL,
+        Event.Level.ERROR,
+        gettext_lazy("%(processname)s keeps failing to start; supervisord gave up. See var/log/%(processname)s.log."),
+    ),
+    "PROCESS_STATE_RUNNING": (
+        Event.Kind.PROCESS_RESTARTED,
+        Event.Level.INFO,
+        gettext_lazy("%(processname)s is running again (pid %(pid)s)."),
+    ),
+}
 
 
 class ProcessEvents:
@@ -61,7 +55,7 @@ class ProcessEvents:
     def handle(self, event: str, payload: str) -> Event | None:
         fields = {"pid": "?", "tries": "?", **childutils.get_headers(payload.strip())}
         name = fields.get("processname", "")
-        if not name or name in QUIET_PROGRAMS or event not in EVENT_NAMES:
+        if not name or name in QUIET_PROGRAMS or event not in MESSAGES:
             return None
         if event == "PROCESS_STATE_RUNNING":
             if name not in self.exited:  # a first start is not news
@@ -69,7 +63,7 @@ class ProcessEvents:
             self.exited.discard(name)
         elif event != "PROCESS_STATE_FATAL":
             self.exited.add(name)
-        kind, level, message = _messages()[event]
+        kind, level, message = MESSAGES[event]
         return timeline.record(kind, message % fields, level=level, process=name)
 
 

@@ -21,6 +21,36 @@ from monitor.telemetry import dashboard
 from monitor.telemetry.live import live_key
 from monitor.telemetry.node_status import Beat, add_beat_reads, beats_from, main_node, node_rows
 
+# Gauges per row, (key, help): a GPU's, a profile's server's, a profile's requests', its newest self-test's.
+GPU_GAUGES = (
+    ("used_bytes", "GPU memory in use"),
+    ("total_bytes", "GPU memory"),
+    ("utilization_pct", "GPU utilization, percent"),
+    ("temperature_c", "GPU temperature, Celsius"),
+    ("power_w", "GPU power draw, watts"),
+    ("sm_clock_mhz", "GPU SM clock, MHz"),
+)
+LLAMA_GAUGES = (
+    ("prompt_tps", "Prompt tokens processed per second of wall clock"),
+    ("generation_tps", "Tokens generated per second of wall clock"),
+    ("requests_processing", "Requests llama-server is processing"),
+    ("requests_deferred", "Requests llama-server deferred"),
+    ("kv_used_pct", "Share of the slots' context in use, percent"),
+)
+REQUEST_GAUGES = (
+    ("answers", "Complete answers in the last hour"),
+    ("ttft_p50_ms", "Time to first token, median over the last hour, ms"),
+    ("ttft_p95_ms", "Time to first token, 95th percentile over the last hour, ms"),
+    ("generation_tps_p50", "Generation tokens/s, median over the last hour"),
+    ("generation_tps_p95", "Generation tokens/s, 95th percentile over the last hour"),
+)
+SELF_TEST_GAUGES = (
+    ("prompt_tps", "Newest self-test: prompt tokens/s"),
+    ("generation_tps", "Newest self-test: generation tokens/s"),
+    ("ttft_ms", "Newest self-test: time to first token, ms"),
+)
+BY_PROFILE = {"profile": "profile"}
+
 # Collectors other apps add (chat's usage counters: monitor never imports chat), read at every scrape.
 _collectors: list = []
 
@@ -59,6 +89,17 @@ def _gauge(name: str, help_text: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(f"qwenweb_{name}", help_text, labels=labels)
 
 
+def _gauges(prefix: str, fields: tuple[tuple[str, str], ...], rows, labels: dict[str, str]):
+    """A gauge per (key, help) of ``fields``, with a value for each of ``rows`` that has that key;
+    ``labels``: label -> the row's key that holds its value."""
+    for key, help_text in fields:
+        metric = _gauge(f"{prefix}_{key}", help_text, list(labels))
+        for row in rows:
+            if row.get(key) is not None:
+                metric.add_metric([str(row[field]) for field in labels.values()], row[key])
+        yield metric
+
+
 class DashboardCollector:
     def collect(self):
         sample, beats = _read_redis()
@@ -68,8 +109,8 @@ class DashboardCollector:
             yield from self._sample(sample)
         yield up
         yield from self._nodes(beats)
-        yield from self._requests()
-        yield from self._self_tests()
+        yield from _gauges("requests", REQUEST_GAUGES, dashboard.request_figures(hours=1), BY_PROFILE)
+        yield from _gauges("selftest", SELF_TEST_GAUGES, dashboard.latest_self_test_per_profile(), BY_PROFILE)
         events = CounterMetricFamily(
             "qwenweb_events", "Timeline events recorded, by kind and level", labels=["kind", "level"]
         )
@@ -93,36 +134,13 @@ class DashboardCollector:
         available = _gauge("gpu_available", "1 when NVML answered", [])
         available.add_metric([], 1 if gpu_info.get("available") else 0)
         yield available
-        for key, help_text in (
-            ("used_bytes", "GPU memory in use"),
-            ("total_bytes", "GPU memory"),
-            ("utilization_pct", "GPU utilization, percent"),
-            ("temperature_c", "GPU temperature, Celsius"),
-            ("power_w", "GPU power draw, watts"),
-            ("sm_clock_mhz", "GPU SM clock, MHz"),
-        ):
-            metric = _gauge(f"gpu_{key}", help_text, ["gpu", "name"])
-            for gpu in gpu_info.get("gpus") or ():
-                if gpu.get(key) is not None:
-                    metric.add_metric([str(gpu["index"]), gpu["name"]], gpu[key])
-            yield metric
+        yield from _gauges("gpu", GPU_GAUGES, gpu_info.get("gpus") or (), {"gpu": "index", "name": "name"})
         servers = sample.get("servers") or ()
         server_up = _gauge("llama_up", "1 when the profile's llama-server answered the last sample", ["profile"])
         for server in servers:
             server_up.add_metric([server["profile"]], 1 if server.get("ok") else 0)
         yield server_up
-        for key, help_text in (
-            ("prompt_tps", "Prompt tokens processed per second of wall clock"),
-            ("generation_tps", "Tokens generated per second of wall clock"),
-            ("requests_processing", "Requests llama-server is processing"),
-            ("requests_deferred", "Requests llama-server deferred"),
-            ("kv_used_pct", "Share of the slots' context in use, percent"),
-        ):
-            metric = _gauge(f"llama_{key}", help_text, ["profile"])
-            for server in servers:
-                if server.get(key) is not None:
-                    metric.add_metric([server["profile"]], server[key])
-            yield metric
+        yield from _gauges("llama", LLAMA_GAUGES, servers, BY_PROFILE)
 
     def _nodes(self, beats: dict[str, Beat]):
         node_up = _gauge("node_up", "1 while the node's heartbeat is there (it answers), 0 once it is gone", ["node"])
@@ -133,34 +151,6 @@ class DashboardCollector:
                 age.add_metric([name], beat.age_s)
         yield node_up
         yield age
-
-    def _requests(self):
-        rows = dashboard.request_figures(hours=1)
-        for key, help_text in (
-            ("answers", "Complete answers in the last hour"),
-            ("ttft_p50_ms", "Time to first token, median over the last hour, ms"),
-            ("ttft_p95_ms", "Time to first token, 95th percentile over the last hour, ms"),
-            ("generation_tps_p50", "Generation tokens/s, median over the last hour"),
-            ("generation_tps_p95", "Generation tokens/s, 95th percentile over the last hour"),
-        ):
-            metric = _gauge(f"requests_{key}", help_text, ["profile"])
-            for row in rows:
-                if row.get(key) is not None:
-                    metric.add_metric([row["profile"]], row[key])
-            yield metric
-
-    def _self_tests(self):
-        rows = dashboard.latest_self_test_per_profile()
-        for key, help_text in (
-            ("prompt_tps", "Newest self-test: prompt tokens/s"),
-            ("generation_tps", "Newest self-test: generation tokens/s"),
-            ("ttft_ms", "Newest self-test: time to first token, ms"),
-        ):
-            metric = _gauge(f"selftest_{key}", help_text, ["profile"])
-            for row in rows:
-                if row.get(key) is not None:
-                    metric.add_metric([row["profile"]], row[key])
-            yield metric
 
 
 def render() -> bytes:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 import orjson
@@ -74,7 +74,7 @@ class Here:
     nodes: list[str] | None  # every node (the main box's sampler checks their heartbeats), empty elsewhere
 
 
-def _here(seldom: bool = True) -> Here:
+def _here(seldom: bool) -> Here:
     local = sorted(placements_here(), key=lambda placement: not placement.profile.is_default)
     if not seldom:
         return Here(local, None, None)
@@ -85,11 +85,10 @@ def _here(seldom: bool = True) -> Here:
     return Here(local, list(ServerProfile.objects.exclude(remote_url="")), [name for name, _local in nodes])
 
 
-async def find_targets(timeout_s: float, here: Here | None = None) -> list[Target]:
+async def find_targets(timeout_s: float, here: Here) -> list[Target]:
     """Every server worth reading: on the main box each remote profile, and on this node's router the
     profiles it has loaded (router mode) or the default one (a single-model server).
     Never names an unloaded router model, which would make the router load it."""
-    here = here or await sync_to_async(_here)()
     local, remote = here.local, here.remote or []
     targets = [Target(p.name, profile_client(p, None)) for p in remote]
     if not local:
@@ -214,7 +213,7 @@ class Sampler:
             "t": round(now, 3),
             "node": self.node,
             "host": host,
-            "gpu": {"available": bool(gpus), "reason": gpu_reason, "gpus": [g.as_dict() for g in gpus]},
+            "gpu": {"available": bool(gpus), "reason": gpu_reason, "gpus": [asdict(g) for g in gpus]},
             "servers": list(servers),
             "stale": stale,
         }
@@ -224,18 +223,18 @@ def _save_minute(node: str, minute: int, values: dict[str, float]) -> None:
     MetricMinute.objects.create(node=node, at=datetime.fromtimestamp(minute, tz=UTC), values=values)
 
 
-def live_points(interval_s: float | None = None) -> int:
+def live_points() -> int:
     """How many samples the live window (MONITOR_LIVE_SECONDS) holds."""
-    return int(settings.MONITOR_LIVE_SECONDS / (interval_s or settings.MONITOR_SAMPLE_INTERVAL_S))
+    return int(settings.MONITOR_LIVE_SECONDS / settings.MONITOR_SAMPLE_INTERVAL_S)
 
 
-async def run_forever(interval_s: float | None = None, *, samples: int | None = None) -> None:
-    """Sample until cancelled (or ``samples`` times, for the benchmark): every ``interval_s``
-    while a dashboard is open, every MONITOR_IDLE_SAMPLE_INTERVAL_S while none is; on the main box,
-    check every node's heartbeat every NODE_CHECK_S meanwhile."""
-    interval_s = interval_s or settings.MONITOR_SAMPLE_INTERVAL_S
+async def run_forever() -> None:
+    """Sample until cancelled: every MONITOR_SAMPLE_INTERVAL_S while a dashboard is open, every
+    MONITOR_IDLE_SAMPLE_INTERVAL_S while none is; on the main box, check every node's heartbeat every
+    NODE_CHECK_S meanwhile."""
+    interval_s = settings.MONITOR_SAMPLE_INTERVAL_S
     idle_interval_s = max(interval_s, settings.MONITOR_IDLE_SAMPLE_INTERVAL_S)
-    keep = live_points(interval_s)
+    keep = live_points()
     watched = True  # until the first sample says otherwise: a fresh start fills the charts' first seconds
     sampler = Sampler()
     node = sampler.node
@@ -245,10 +244,9 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
     # timeout (5 s), which would end it half-way, deaf to a dashboard that opens in the other half.
     waiter = aioredis.Redis.from_url(settings.REDIS_URL, socket_timeout=idle_interval_s + 5)
     watch = NodeWatch(redis)
-    taken = 0
     next_at = time.monotonic()
     try:
-        while samples is None or taken < samples:
+        while True:
             sample = await sampler.sample()
             values = flatten(sample)
             sample["values"] = values
@@ -268,7 +266,6 @@ async def run_forever(interval_s: float | None = None, *, samples: int | None = 
                     await sync_to_async(_save_minute)(node, *finished)
                 except Exception:
                     log.warning("could not store a history row", exc_info=True)
-            taken += 1
             sampler.watched = watched
             watch.nodes = sampler.nodes
             next_at += interval_s if watched else idle_interval_s
@@ -293,7 +290,10 @@ async def _pause(waiter: aioredis.Redis, node: str, next_at: float, watched: boo
         while True:
             now = time.monotonic()
             if watch.nodes and now >= watch.due:
-                await _check(watch)
+                try:
+                    await watch.check()
+                except Exception:  # Redis or the database away a moment: the next check tries again
+                    log.warning("could not check the nodes' heartbeats", exc_info=True)
                 continue
             if woken is None:  # watched: the check goes with a sample that comes within a second of it
                 until = watch.due if watch.nodes and watch.due + 1.0 < next_at else next_at
@@ -309,13 +309,6 @@ async def _pause(waiter: aioredis.Redis, node: str, next_at: float, watched: boo
     finally:
         if woken is not None and not woken.done():
             woken.cancel()
-
-
-async def _check(watch: NodeWatch) -> None:
-    try:
-        await watch.check()
-    except Exception:  # Redis or the database away a moment: the next check tries again
-        log.warning("could not check the nodes' heartbeats", exc_info=True)
 
 
 async def _woken(redis: aioredis.Redis, node: str, wait_s: float) -> bool:

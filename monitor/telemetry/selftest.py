@@ -112,8 +112,7 @@ async def run_self_test(profile_name: str | None = None) -> SelfTestResult:
     try:
         profile = await sync_to_async(find_profile)(profile_name)
     except LlamaError as error:
-        result = await sync_to_async(_save)(profile_name or "default", "", {}, str(error))
-        return result
+        return await sync_to_async(_save)(profile_name or "default", "", {}, str(error))
     client = profile_client(profile, await sync_to_async(placement_here)(profile))
     try:
         figures = await measure(
@@ -132,24 +131,16 @@ def _save(profile: str, summary: str, figures: dict, error: str) -> SelfTestResu
         profile=profile, ok=not error, error=error, settings_summary=summary[:400], **figures
     )
     if error:
-        timeline.record(
-            Event.Kind.SELF_TEST,
-            _("Self-test of %(profile)s failed: %(error)s") % {"profile": profile, "error": error},
-            level=Event.Level.ERROR,
-            profile=profile,
-            result=result.id,
-        )
+        message = _("Self-test of %(profile)s failed: %(error)s") % {"profile": profile, "error": error}
     else:
-        timeline.record(
-            Event.Kind.SELF_TEST,
-            _("Self-test of %(profile)s: prompt %(pp).1f tok/s, generation %(tg).1f tok/s, first token %(ttft).0f ms")
-            % {
-                "profile": profile,
-                "pp": result.prompt_tps or 0,
-                "tg": result.generation_tps or 0,
-                "ttft": result.ttft_ms or 0,
-            },
-            profile=profile,
-            result=result.id,
-        )
+        message = _(
+            "Self-test of %(profile)s: prompt %(pp).1f tok/s, generation %(tg).1f tok/s, first token %(ttft).0f ms"
+        ) % {
+            "profile": profile,
+            "pp": result.prompt_tps or 0,
+            "tg": result.generation_tps or 0,
+            "ttft": result.ttft_ms or 0,
+        }
+    level = Event.Level.ERROR if error else Event.Level.INFO
+    timeline.record(Event.Kind.SELF_TEST, message, level=level, profile=profile, result=result.id)
     return result

@@ -195,10 +195,8 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
     if profile.is_remote:
         if profile.model_file:
             errors["model_file"] = _("A remote profile has no local model file.")
-        elif "remote_url" not in errors:
-            problem = check_remote(profile.remote_url, profile.remote_api_key, profile.remote_model)
-            if problem:
-                errors["remote_url"] = problem
+        elif problem := check_remote(profile.remote_url, profile.remote_api_key, profile.remote_model):
+            errors["remote_url"] = problem
         if errors:
             raise ValidationError(errors)
         return
@@ -233,10 +231,7 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
             errors["extra_args"] = _(
                 "llama-server cannot be asked for its options right now, so extra arguments cannot be checked."
             )
-        problem = (
-            None if "extra_args" in errors else extra_args_problem(profile.extra_args, known, chat=profile.is_chat)
-        )
-        if problem:
+        elif problem := extra_args_problem(profile.extra_args, known, chat=profile.is_chat):
             errors["extra_args"] = problem
     if errors:
         raise ValidationError(errors)

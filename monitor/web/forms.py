@@ -23,6 +23,11 @@ from monitor.nodes.registry import local_node, place_on, this_node
 from monitor.profiles.validation import BUILTIN_TEMPLATES, validate_profile
 
 CACHE_CHOICES = [(name, name) for name in CACHE_TYPE_BYTES]
+# The planner's fields that are PlanRequest's own.
+PLAN_FIELDS = (
+    "ctx_size parallel cache_type_k cache_type_v gpu_layers cpu_moe_layers ubatch mtp vision embeddings cache_ram_mib"
+    " ctx_checkpoints"
+).split()
 
 
 class DownloadForm(forms.Form):
@@ -104,21 +109,9 @@ class PlannerForm(forms.Form):
             self.fields["model"].initial = settings.DEFAULT_MODEL_FILE
 
     def plan_request(self) -> PlanRequest:
+        """The plan asked for; an empty prompt cache cap or checkpoint count is the planner's default."""
         data = self.cleaned_data
-        return PlanRequest(
-            ctx_size=data["ctx_size"],
-            parallel=data["parallel"],
-            cache_type_k=data["cache_type_k"],
-            cache_type_v=data["cache_type_v"],
-            gpu_layers=data["gpu_layers"],
-            cpu_moe_layers=data["cpu_moe_layers"],
-            ubatch=data["ubatch"],
-            mtp=data["mtp"],
-            vision=data["vision"],
-            embeddings=data["embeddings"],
-            cache_ram_mib=DEFAULT_CACHE_RAM_MIB if data["cache_ram_mib"] is None else data["cache_ram_mib"],
-            ctx_checkpoints=DEFAULT_CTX_CHECKPOINTS if data["ctx_checkpoints"] is None else data["ctx_checkpoints"],
-        )
+        return PlanRequest(**{name: data[name] for name in PLAN_FIELDS if data[name] is not None})
 
     @property
     def free_vram(self) -> int:

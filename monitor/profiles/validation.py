@@ -70,12 +70,10 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 def check_remote(url: str, api_key: str, model: str) -> str | None:
     """Why a remote llama-server cannot be used (None when it answers with that key and model)."""
-
-    async def probe(client):
-        return await client.get_json("/v1/models")
-
     try:
-        listing = run_with_client(probe, base_url=url, api_key=api_key, timeout=5)
+        listing = run_with_client(
+            lambda client: client.get_json("/v1/models"), base_url=url, api_key=api_key, timeout=5
+        )
     except LlamaUnavailable:
         return _("No llama-server answers at %(url)s.") % {"url": url}
     except LlamaRejected as error:

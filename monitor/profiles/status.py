@@ -17,7 +17,6 @@ class ProfileState:
     state: str  # loaded, loading, unloaded, failed, remote, down
     served_id: str
     pending_revision: bool  # the saved settings are not the ones serving
-    exit_code: int | None = None
 
 
 _status_cache: dict[str, tuple[float, dict[str, dict]]] = {}
@@ -56,7 +55,6 @@ def state_of(profile: ServerProfile, statuses: dict[str, dict], placement: Place
         value = status.get("value", "unloaded")
         if value in ("loaded", "sleeping", "loading"):
             return ProfileState(value, model_id, pending and model_id != current)
-    status = statuses.get(current, {})
-    if status.get("failed"):
-        return ProfileState("failed", current, pending, status.get("exit_code"))
+    if statuses.get(current, {}).get("failed"):
+        return ProfileState("failed", current, pending)
     return ProfileState("unloaded", live_id(profile, placement), pending)

@@ -39,10 +39,8 @@ async def _wait_for(client: LlamaClient, model_id: str, timeout: float) -> dict:
         value = status.get("value")
         if value in ("loaded", "sleeping"):
             return status
-        if value == "unloaded" and status.get("failed"):
-            return status
-        if value == "unloaded" and time.monotonic() > deadline - timeout + 2:
-            return status  # never started (the router refused it)
+        if value == "unloaded" and (status.get("failed") or time.monotonic() > deadline - timeout + 2):
+            return status  # failed, or never started (the router refused it)
         await asyncio.sleep(POLL_S)
     raise LoadFailed(_("%(id)s did not load within %(s)d s.") % {"id": model_id, "s": timeout})
 

@@ -132,8 +132,7 @@ def command_line(profile: ServerProfile) -> str:
         binary = llama_server_binary()
     except FileNotFoundError:
         binary = "llama-server"
-    argv = profile_argv(profile, binary, host=url.hostname or "127.0.0.1", port=url.port or 8081)
-    return shlex.join(argv)
+    return shlex.join(profile_argv(profile, binary, host=url.hostname or "127.0.0.1", port=url.port or 8081))
 
 
 def write_template(profile: ServerProfile) -> None:

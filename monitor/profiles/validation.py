@@ -216,9 +216,7 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
     except ValueError as error:
         errors["extra_args"] = _("The extra arguments cannot be read: %(reason)s.") % {"reason": error}
         extra = []
-    if any(mark in token for token in extra for mark in UNSAFE_IN_VALUES) or any(
-        token != token.strip() for token in extra
-    ):
+    if any(token != token.strip() or any(mark in token for mark in UNSAFE_IN_VALUES) for token in extra):
         errors["extra_args"] = _("Extra arguments cannot contain ; # [ ] line breaks or edge spaces.")
     elif extra:
         try:

@@ -41,11 +41,8 @@ class DownloadForm(forms.Form):
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text=_("Each node chosen downloads the file itself into its own models folder. None: this box's own."),
+        initial=lambda: [(this_node() or local_node()).pk],
     )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["nodes"].initial = [(this_node() or local_node()).pk]
 
     def chosen_nodes(self) -> list[Node]:
         return list(self.cleaned_data.get("nodes") or ()) or [this_node() or local_node()]

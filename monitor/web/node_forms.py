@@ -23,11 +23,9 @@ MAX_MODELS = 500
 
 class JoinTokenForm(forms.Form):
     note = forms.CharField(label=_("Note (which box it is for)"), max_length=200, required=False)
-    hours = forms.IntegerField(label=_("Valid for (hours)"), min_value=1, max_value=24 * 30)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["hours"].initial = settings.NODE_TOKEN_HOURS
+    hours = forms.IntegerField(
+        label=_("Valid for (hours)"), min_value=1, max_value=24 * 30, initial=lambda: settings.NODE_TOKEN_HOURS
+    )
 
 
 class NodeCallForm(forms.Form):

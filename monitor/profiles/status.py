@@ -51,8 +51,7 @@ def state_of(profile: ServerProfile, statuses: dict[str, dict], placement: Place
     live = placement.live_revision if placement is not None else None
     pending = bool(live) and live != profile.revision
     for model_id in (current, live_id(profile, placement)):
-        status = statuses.get(model_id, {})
-        value = status.get("value", "unloaded")
+        value = statuses.get(model_id, {}).get("value", "unloaded")
         if value in ("loaded", "sleeping", "loading"):
             return ProfileState(value, model_id, pending and model_id != current)
     if statuses.get(current, {}).get("failed"):

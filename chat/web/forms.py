@@ -17,6 +17,7 @@ from chat.documents.languages import language_choices
 
 UNKNOWN_LANGUAGE = gettext_lazy("Unknown summary language.")
 BAD_BUDGET = gettext_lazy("The thinking budget must be between 0 and 1000000 tokens.")
+CHOOSE_MODE = gettext_lazy("Choose whether to replace the later messages or keep them.")
 
 
 def first_error(form: forms.Form) -> str:
@@ -92,10 +93,7 @@ class EditQuestionForm(forms.Form):
     text = forms.CharField(required=False)
     mode = forms.ChoiceField(
         choices=[("replace", "replace"), ("keep", "keep")],
-        error_messages={
-            "required": gettext_lazy("Choose whether to replace the later messages or keep them."),
-            "invalid_choice": gettext_lazy("Choose whether to replace the later messages or keep them."),
-        },
+        error_messages={"required": CHOOSE_MODE, "invalid_choice": CHOOSE_MODE},
     )
 
 

@@ -97,11 +97,6 @@ def template_folder() -> Path:
     return Path(settings.VAR_DIR) / "chat_templates"
 
 
-def app_template_file(name: str) -> bool:
-    """A template qwenweb wrote (``var/chat_templates/``) or one kept in the models folder."""
-    return bool(name) and (inside(template_folder() / name, template_folder()) or models_folder_file(name))
-
-
 @dataclass(frozen=True)
 class ModelFiles:
     """Comma-separated files of the models folder, each optionally ``:SCALE`` when ``scaled``."""
@@ -128,8 +123,10 @@ class ModelFiles:
 
 @dataclass(frozen=True)
 class TemplateFile:
+    """A template qwenweb wrote (``var/chat_templates/``) or one kept in the models folder."""
+
     def check(self, value: str | None) -> str | None:
-        if value and app_template_file(value):
+        if value and (inside(template_folder() / value, template_folder()) or models_folder_file(value)):
             return None
         return _("takes a template file qwenweb wrote or one in the models folder")
 

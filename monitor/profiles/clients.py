@@ -18,8 +18,7 @@ def remote_client(profile: ServerProfile) -> LlamaClient:
 
 def node_client(node: Node, model: str | None) -> LlamaClient:
     """A node's llama-server router, for ``model`` (a served id) or for the router itself (None)."""
-    url, key = address(node)
-    return client_at(url, key, model)
+    return client_at(*address(node), model)
 
 
 def profile_client(profile: ServerProfile, placement: Placement | None) -> LlamaClient:

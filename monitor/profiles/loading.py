@@ -24,7 +24,7 @@ from monitor.nodes import readiness
 from monitor.nodes.registry import placement_here
 from monitor.profiles.errors import LoadFailed
 from monitor.profiles.presets import current_options, live_id, parse_served_id, served_id, write_preset
-from monitor.profiles.selectors import startup_profiles
+from monitor.profiles.selectors import startup_placements
 from monitor.profiles.status import forget_status, router_status
 
 POLL_S = 0.05
@@ -39,10 +39,8 @@ async def _wait_for(client: LlamaClient, model_id: str, timeout: float) -> dict:
         value = status.get("value")
         if value in ("loaded", "sleeping"):
             return status
-        if value == "unloaded" and status.get("failed"):
-            return status
-        if value == "unloaded" and time.monotonic() > deadline - timeout + 2:
-            return status  # never started (the router refused it)
+        if value == "unloaded" and (status.get("failed") or time.monotonic() > deadline - timeout + 2):
+            return status  # failed, or never started (the router refused it)
         await asyncio.sleep(POLL_S)
     raise LoadFailed(_("%(id)s did not load within %(s)d s.") % {"id": model_id, "s": timeout})
 
@@ -122,12 +120,6 @@ def _promote(profile: ServerProfile, placement: Placement) -> None:
     )
 
 
-@sync_to_async
-def _note_failure(placement: Placement, error: LoadFailed) -> None:
-    """Why the current revision did not load on this node (the live one, if any, keeps serving)."""
-    Placement.objects.filter(pk=placement.pk).update(error=str(error)[:2000])
-
-
 record = sync_to_async(timeline.record)
 publish_preset = sync_to_async(write_preset)
 
@@ -144,12 +136,18 @@ async def _record_loaded(profile: ServerProfile, seconds: float, **details) -> N
     )  # fmt: skip
 
 
-async def _record_failed(profile: ServerProfile, placement: Placement, error: LoadFailed) -> None:
-    await _note_failure(placement, error)
-    await record(
-        Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name, node=settings.NODE_NAME,
-        log_tail=error.log_tail[-20:], exit_code=error.exit_code,
-    )  # fmt: skip
+async def _load_placed(client: LlamaClient, profile: ServerProfile, placement: Placement, model_id: str) -> float:
+    """``_load`` of the profile's id on this node; on failure records why on its placement and in the
+    timeline (the live revision, if any, keeps serving) and raises LoadFailed."""
+    try:
+        return await _load(client, model_id)
+    except LoadFailed as error:
+        await Placement.objects.filter(pk=placement.pk).aupdate(error=str(error)[:2000])
+        await record(
+            Event.Kind.PROFILE_FAILED, str(error), level=Event.Level.ERROR, profile=profile.name,
+            node=settings.NODE_NAME, log_tail=error.log_tail[-20:], exit_code=error.exit_code,
+        )  # fmt: skip
+        raise
 
 
 async def reload_presets(client: LlamaClient | None = None) -> None:
@@ -169,11 +167,7 @@ async def load_profile(profile: ServerProfile, client: LlamaClient | None = None
     profile, placement = await _here(profile)
     target = served_id(profile.name, profile.revision)
     await reload_presets(client)
-    try:
-        seconds = await _load(client, target)
-    except LoadFailed as error:
-        await _record_failed(profile, placement, error)
-        raise
+    seconds = await _load_placed(client, profile, placement, target)
     if placement.live_revision != profile.revision:
         old = live_id(profile, placement) if placement.live_revision else None
         await _promote(profile, placement)  # new requests go to the new revision from now on
@@ -209,11 +203,7 @@ async def ensure_serving(profile: ServerProfile, client: LlamaClient | None = No
     if placement.live_revision is None:
         await load_profile(profile, client)
         return live_id(*await _here(profile))
-    try:
-        seconds = await _load(client, model_id)
-    except LoadFailed as error:
-        await _record_failed(profile, placement, error)
-        raise
+    seconds = await _load_placed(client, profile, placement, model_id)
     await trim(client, keep=model_id)
     await _record_loaded(profile, seconds)
     return model_id
@@ -233,12 +223,6 @@ async def unload_profile(name: str, client: LlamaClient | None = None) -> None:
     await record(Event.Kind.PROFILE_UNLOADED, message, profile=name, node=settings.NODE_NAME)
 
 
-@sync_to_async
-def _embedder_names() -> frozenset[str]:
-    """The embeddings and reranking profiles' names."""
-    return frozenset(ServerProfile.objects.exclude(kind=ServerProfile.Kind.CHAT).values_list("name", flat=True))
-
-
 def _is_chat(model_id: str, embedders: frozenset[str]) -> bool:
     """Whether a served id is a chat profile's (an id of no profile, e.g. a deleted one's, counts as chat)."""
     parsed = parse_served_id(model_id)
@@ -251,7 +235,8 @@ async def trim(client: LlamaClient, *, keep: str) -> list[str]:
     Chat profiles count against LLAMA_MODELS_MAX, embeddings and reranking profiles against
     LLAMA_EMBED_MODELS_MAX: a document's indexing never unloads the chat, nor a chat the embedder."""
     statuses = await router_status(client, fresh=True)
-    embedders = await _embedder_names()
+    embedder_names = ServerProfile.objects.exclude(kind=ServerProfile.Kind.CHAT).values_list("name", flat=True)
+    embedders = frozenset([name async for name in embedder_names])
     chat = _is_chat(keep, embedders)
     limit = settings.LLAMA_MODELS_MAX if chat else settings.LLAMA_EMBED_MODELS_MAX
     loaded = [model_id for model_id, status in statuses.items() if status.get("value") in ("loaded", "sleeping")]
@@ -288,9 +273,9 @@ async def _wait_idle(client: LlamaClient, model_id: str, timeout: float) -> None
 async def load_startup_profiles(client: LlamaClient | None = None) -> list[str]:
     """Load every startup profile (their live revisions); returns what failed, with why."""
     failures = []
-    for profile in await sync_to_async(startup_profiles)():
+    for placement in await sync_to_async(startup_placements)():
         try:
-            await ensure_serving(profile, client)
+            await ensure_serving(placement.profile, client)
         except LlamaError as error:
-            failures.append(f"{profile.name}: {error}")
+            failures.append(f"{placement.profile.name}: {error}")
     return failures

@@ -113,10 +113,7 @@ def split_options(extra_args: str) -> list[Option]:
 
 
 def options_argv(options: list[Option]) -> list[str]:
-    argv: list[str] = []
-    for name, value in options:
-        argv += [name] if value is None else [name, value]
-    return argv
+    return [part for option in options for part in option if part is not None]  # a flag has no value
 
 
 SERVER_FLAGS: list[Option] = [("--metrics", None), ("--slots", None), ("--no-webui", None)]
@@ -135,8 +132,7 @@ def command_line(profile: ServerProfile) -> str:
         binary = llama_server_binary()
     except FileNotFoundError:
         binary = "llama-server"
-    argv = profile_argv(profile, binary, host=url.hostname or "127.0.0.1", port=url.port or 8081)
-    return shlex.join(argv)
+    return shlex.join(profile_argv(profile, binary, host=url.hostname or "127.0.0.1", port=url.port or 8081))
 
 
 def write_template(profile: ServerProfile) -> None:

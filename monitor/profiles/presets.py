@@ -23,16 +23,13 @@ def served_id(name: str, revision: int) -> str:
 
 def live_id(profile: ServerProfile, placement: Placement | None) -> str:
     """The id requests go to on a node: its live revision there, or the current one before any loaded."""
-    return _live_id(profile.name, profile.revision, placement.live_revision if placement is not None else None)
-
-
-def _live_id(name: str, revision: int, live_revision: int | None) -> str:
-    return served_id(name, live_revision or revision)
+    live = placement.live_revision if placement is not None else None
+    return served_id(profile.name, live or profile.revision)
 
 
 def live_ids_here() -> dict[str, str]:
     """Each local profile placed on this node -> the id requests go to here (``live_id``), in one query."""
-    return {name: _live_id(name, revision, live) for name, revision, live in placed_revisions_here()}
+    return {name: served_id(name, live or revision) for name, revision, live in placed_revisions_here()}
 
 
 def live_id_here(profile: ServerProfile) -> str:
@@ -63,10 +60,6 @@ def sections(placement: Placement) -> dict[str, list[Option]]:
     return result
 
 
-def _value(value: str | None) -> str:
-    return "true" if value is None else value
-
-
 def preset_text(placements: list[Placement]) -> str:
     lines = [
         "version = 1",
@@ -83,7 +76,7 @@ def preset_text(placements: list[Placement]) -> str:
         # making another profile the default would unload both; the supervisor loads them.
         for model_id, options in sections(placement).items():
             lines += ["", f"[{model_id}]"]
-            lines += [f"{name.lstrip('-')} = {_value(value)}" for name, value in options]
+            lines += [f"{name.lstrip('-')} = {'true' if value is None else value}" for name, value in options]
     return "\n".join(lines) + "\n"
 
 

@@ -33,7 +33,3 @@ def find_profile(name: str | None = None, *, for_users: bool = False) -> ServerP
 def startup_placements() -> list[Placement]:
     """What this node serves that should always be loaded: the default profile and those marked load-on-start."""
     return [p for p in placements_here() if p.profile.is_default or p.profile.load_on_startup]
-
-
-def startup_profiles() -> list[ServerProfile]:
-    return [placement.profile for placement in startup_placements()]

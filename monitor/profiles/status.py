@@ -17,7 +17,6 @@ class ProfileState:
     state: str  # loaded, loading, unloaded, failed, remote, down
     served_id: str
     pending_revision: bool  # the saved settings are not the ones serving
-    exit_code: int | None = None
 
 
 _status_cache: dict[str, tuple[float, dict[str, dict]]] = {}
@@ -52,11 +51,9 @@ def state_of(profile: ServerProfile, statuses: dict[str, dict], placement: Place
     live = placement.live_revision if placement is not None else None
     pending = bool(live) and live != profile.revision
     for model_id in (current, live_id(profile, placement)):
-        status = statuses.get(model_id, {})
-        value = status.get("value", "unloaded")
+        value = statuses.get(model_id, {}).get("value", "unloaded")
         if value in ("loaded", "sleeping", "loading"):
             return ProfileState(value, model_id, pending and model_id != current)
-    status = statuses.get(current, {})
-    if status.get("failed"):
-        return ProfileState("failed", current, pending, status.get("exit_code"))
+    if statuses.get(current, {}).get("failed"):
+        return ProfileState("failed", current, pending)
     return ProfileState("unloaded", live_id(profile, placement), pending)

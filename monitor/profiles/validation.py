@@ -70,12 +70,10 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 def check_remote(url: str, api_key: str, model: str) -> str | None:
     """Why a remote llama-server cannot be used (None when it answers with that key and model)."""
-
-    async def probe(client):
-        return await client.get_json("/v1/models")
-
     try:
-        listing = run_with_client(probe, base_url=url, api_key=api_key, timeout=5)
+        listing = run_with_client(
+            lambda client: client.get_json("/v1/models"), base_url=url, api_key=api_key, timeout=5
+        )
     except LlamaUnavailable:
         return _("No llama-server answers at %(url)s.") % {"url": url}
     except LlamaRejected as error:
@@ -195,10 +193,8 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
     if profile.is_remote:
         if profile.model_file:
             errors["model_file"] = _("A remote profile has no local model file.")
-        elif "remote_url" not in errors:
-            problem = check_remote(profile.remote_url, profile.remote_api_key, profile.remote_model)
-            if problem:
-                errors["remote_url"] = problem
+        elif problem := check_remote(profile.remote_url, profile.remote_api_key, profile.remote_model):
+            errors["remote_url"] = problem
         if errors:
             raise ValidationError(errors)
         return
@@ -220,9 +216,7 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
     except ValueError as error:
         errors["extra_args"] = _("The extra arguments cannot be read: %(reason)s.") % {"reason": error}
         extra = []
-    if any(mark in token for token in extra for mark in UNSAFE_IN_VALUES) or any(
-        token != token.strip() for token in extra
-    ):
+    if any(token != token.strip() or any(mark in token for mark in UNSAFE_IN_VALUES) for token in extra):
         errors["extra_args"] = _("Extra arguments cannot contain ; # [ ] line breaks or edge spaces.")
     elif extra:
         try:
@@ -233,10 +227,7 @@ def validate_profile(profile: ServerProfile, *, binary: str | None = None) -> No
             errors["extra_args"] = _(
                 "llama-server cannot be asked for its options right now, so extra arguments cannot be checked."
             )
-        problem = (
-            None if "extra_args" in errors else extra_args_problem(profile.extra_args, known, chat=profile.is_chat)
-        )
-        if problem:
+        elif problem := extra_args_problem(profile.extra_args, known, chat=profile.is_chat):
             errors["extra_args"] = problem
     if errors:
         raise ValidationError(errors)

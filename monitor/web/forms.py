@@ -23,6 +23,11 @@ from monitor.nodes.registry import local_node, place_on, this_node
 from monitor.profiles.validation import BUILTIN_TEMPLATES, validate_profile
 
 CACHE_CHOICES = [(name, name) for name in CACHE_TYPE_BYTES]
+# The planner's fields that are PlanRequest's own.
+PLAN_FIELDS = (
+    "ctx_size parallel cache_type_k cache_type_v gpu_layers cpu_moe_layers ubatch mtp vision embeddings cache_ram_mib"
+    " ctx_checkpoints"
+).split()
 
 
 class DownloadForm(forms.Form):
@@ -36,11 +41,8 @@ class DownloadForm(forms.Form):
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text=_("Each node chosen downloads the file itself into its own models folder. None: this box's own."),
+        initial=lambda: [(this_node() or local_node()).pk],
     )
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["nodes"].initial = [(this_node() or local_node()).pk]
 
     def chosen_nodes(self) -> list[Node]:
         return list(self.cleaned_data.get("nodes") or ()) or [this_node() or local_node()]
@@ -104,21 +106,9 @@ class PlannerForm(forms.Form):
             self.fields["model"].initial = settings.DEFAULT_MODEL_FILE
 
     def plan_request(self) -> PlanRequest:
+        """The plan asked for; an empty prompt cache cap or checkpoint count is the planner's default."""
         data = self.cleaned_data
-        return PlanRequest(
-            ctx_size=data["ctx_size"],
-            parallel=data["parallel"],
-            cache_type_k=data["cache_type_k"],
-            cache_type_v=data["cache_type_v"],
-            gpu_layers=data["gpu_layers"],
-            cpu_moe_layers=data["cpu_moe_layers"],
-            ubatch=data["ubatch"],
-            mtp=data["mtp"],
-            vision=data["vision"],
-            embeddings=data["embeddings"],
-            cache_ram_mib=DEFAULT_CACHE_RAM_MIB if data["cache_ram_mib"] is None else data["cache_ram_mib"],
-            ctx_checkpoints=DEFAULT_CTX_CHECKPOINTS if data["ctx_checkpoints"] is None else data["ctx_checkpoints"],
-        )
+        return PlanRequest(**{name: data[name] for name in PLAN_FIELDS if data[name] is not None})
 
     @property
     def free_vram(self) -> int:

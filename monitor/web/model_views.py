@@ -182,7 +182,6 @@ def planner_page(request):
         )
         budget = max(form.free_vram - form.margin, 1)
         ram_available = psutil.virtual_memory().available
-        ram = ram_advice(model, request_, ram_available, form.ram_margin)
         context.update(
             model=model,
             plan=result,
@@ -191,7 +190,7 @@ def planner_page(request):
             projection_problem=projection_problem,
             fits=result.vram <= form.free_vram - form.margin,
             ram_available=ram_available,
-            ram=ram,
+            ram=ram_advice(model, request_, ram_available, form.ram_margin),
             ram_rows=ram_rows(result),
             bar={
                 "weights": min(100, result.weights_gpu * 100 / budget),

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import validate_ipv46_address
+from django.utils.ipv6 import is_valid_ipv6_address
 from django.utils.translation import gettext_lazy as _
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,47}$"
@@ -23,11 +23,9 @@ MAX_MODELS = 500
 
 class JoinTokenForm(forms.Form):
     note = forms.CharField(label=_("Note (which box it is for)"), max_length=200, required=False)
-    hours = forms.IntegerField(label=_("Valid for (hours)"), min_value=1, max_value=24 * 30)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["hours"].initial = settings.NODE_TOKEN_HOURS
+    hours = forms.IntegerField(
+        label=_("Valid for (hours)"), min_value=1, max_value=24 * 30, initial=lambda: settings.NODE_TOKEN_HOURS
+    )
 
 
 class NodeCallForm(forms.Form):
@@ -55,7 +53,7 @@ class NodeCallForm(forms.Form):
             parts is None
             or parts.scheme not in ("http", "https")
             or not parts.hostname
-            or not (HOST.fullmatch(parts.hostname) or _is_ip(parts.hostname))
+            or not (HOST.fullmatch(parts.hostname) or is_valid_ipv6_address(parts.hostname))  # an IPv4 is a HOST
             or parts.username is not None
             or parts.path not in ("", "/")
             or parts.query
@@ -88,14 +86,6 @@ class NodeFactsForm(forms.Form):
     ram_bytes = forms.IntegerField(min_value=0)
     cpu_cores = forms.IntegerField(min_value=1, max_value=65536)
     llama_server = forms.CharField(max_length=200, required=False)
-
-
-def _is_ip(host: str) -> bool:
-    try:
-        validate_ipv46_address(host)
-    except ValidationError:
-        return False
-    return True
 
 
 def _items(raw: object, form_class: type[forms.Form], limit: int, what: str) -> list[dict]:

@@ -27,14 +27,13 @@ from monitor.web.node_forms import JoinTokenForm, clean_call, first_error
 
 
 def _page(request, *, token: str = "", form: JoinTokenForm | None = None, status: int = 200):
-    refusals = selectors.refusals()
     response = render(
         request,
         "monitor/nodes.html",
         {
             "rows": selectors.node_rows(),
             "tokens": selectors.open_tokens(),
-            "refusals": [(event, _refusal_why(event.details)) for event in refusals],
+            "refusals": [(event, _refusal_why(event.details)) for event in selectors.refusals()],
             "database": selectors.database_access(),
             "redis_loopback": selectors.redis_loopback_only(),
             "form": form or JoinTokenForm(),

@@ -27,11 +27,6 @@ def _back(request, profile: ServerProfile):
     return redirect("monitor:profiles")
 
 
-def _model_names() -> list[str]:
-    models, _skipped = scan_models(download_jobs.models_dir())
-    return [model.path.name for model in models]
-
-
 def _down(statuses: overview.NodeStatuses) -> str:
     """The nodes whose router did not answer, and why ("" when every one did)."""
     return "; ".join(f"{name}: {why}" for name, (_statuses, why) in statuses.items() if why)
@@ -112,7 +107,8 @@ def profile_detail(request, profile_id: int):
 @require_http_methods(["GET", "POST"])
 def profile_edit(request, profile_id: int | None = None):
     profile = get_object_or_404(ServerProfile, pk=profile_id) if profile_id else ServerProfile()
-    form = ServerProfileForm(request.POST or None, instance=profile, model_names=_model_names())
+    models, _skipped = scan_models(download_jobs.models_dir())
+    form = ServerProfileForm(request.POST or None, instance=profile, model_names=[model.path.name for model in models])
     if request.method == "POST" and form.is_valid():
         profile = form.save(commit=False)
         serving = bool(profile.pk) and services.serves_anywhere(profile)
@@ -132,16 +128,11 @@ def profile_edit(request, profile_id: int | None = None):
         elif not placed:
             flash.success(request, _("Saved."))
         if placed:
-            flash.info(request, placed_message(profile, placed))
+            names = ", ".join(node.name for node in placed)
+            message = _("%(name)s loads on %(nodes)s, where it is newly placed.")
+            flash.info(request, message % {"name": profile.name, "nodes": names})
         return redirect("monitor:profile", profile_id=profile.pk)
     return render(request, "monitor/profile_form.html", {"form": form, "profile": profile})
-
-
-def placed_message(profile: ServerProfile, nodes: list) -> str:
-    return _("%(name)s loads on %(nodes)s, where it is newly placed.") % {
-        "name": profile.name,
-        "nodes": ", ".join(node.name for node in nodes),
-    }
 
 
 def loading_new_settings_message(profile: ServerProfile) -> str:

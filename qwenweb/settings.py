@@ -30,12 +30,10 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ",".join(served_hosts()))
 # Behind a TLS-terminating proxy (QWENWEB_BEHIND_TLS=1): cookies only over HTTPS, HSTS, and the
 # proxy's X-Forwarded-Proto believed. A plain-HTTP LAN install cannot have these (see README).
 BEHIND_TLS = env_bool("QWENWEB_BEHIND_TLS", False)
-_ORIGIN_SCHEMES = ("https",) if BEHIND_TLS else ("http",)
 CSRF_TRUSTED_ORIGINS = env_list(
     "DJANGO_CSRF_TRUSTED_ORIGINS",
     ",".join(
-        f"{scheme}://{host}:{QWENWEB_PORT}" if not BEHIND_TLS else f"{scheme}://{host}"
-        for scheme in _ORIGIN_SCHEMES
+        f"https://{host}" if BEHIND_TLS else f"http://{host}:{QWENWEB_PORT}"
         for host in ALLOWED_HOSTS
         if host != "*" and not host.startswith(".")
     ),

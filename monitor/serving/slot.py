@@ -24,6 +24,7 @@ free node.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -60,15 +61,12 @@ STILL_WORKING_TIMEOUT_S = 3.0
 LoadingCallback = Callable[[str], Awaitable[None]]
 LOAD_POLL_S = 0.25
 _redis = LoopRedis()
-_queues: dict[str, FairQueue] = {}
 
 
+@functools.cache
 def pool_queue(name: str) -> FairQueue:
     """The fair queue of a profile's pool (one per profile name)."""
-    queue = _queues.get(name)
-    if queue is None:
-        queue = _queues[name] = FairQueue(name)
-    return queue
+    return FairQueue(name)
 
 
 async def _needs_loading(profile: ServerProfile) -> bool:
@@ -230,14 +228,6 @@ class ServingPool:
     client: LlamaClient
     slots: int
 
-    @property
-    def nodes(self) -> list[str]:
-        return list(self.members)
-
-    async def _nodes_now(self) -> list[str]:
-        self.members = await members_now(self.profile)
-        return list(self.members)
-
     @asynccontextmanager
     async def slot(
         self,
@@ -259,8 +249,8 @@ class ServingPool:
         asked_at = time.monotonic()
 
         async def nodes_now() -> list[str]:
-            nodes = await self._nodes_now()
-            return nodes if eligible is None else [node for node in nodes if eligible(node)]
+            self.members = await members_now(self.profile)
+            return [node for node in self.members if eligible is None or eligible(node)]
 
         grant = await queue.acquire(
             owner,
@@ -390,9 +380,5 @@ def _send_loads(profile: ServerProfile, nodes: list[str]) -> list:
 
 def _outcomes(jobs: list) -> list[dict]:
     """What the load jobs that ended returned (a job that crashed: its error)."""
-    outcomes = []
-    for job in jobs:
-        if job.ready():
-            result = job.result
-            outcomes.append(result if isinstance(result, dict) else {"ok": False, "error": str(result)})
-    return outcomes
+    results = [job.result for job in jobs if job.ready()]
+    return [result if isinstance(result, dict) else {"ok": False, "error": str(result)} for result in results]

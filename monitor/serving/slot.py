@@ -195,12 +195,10 @@ def _affinity_key(pool: str, affinity: str) -> str:
 
 async def _preference(pool: str, affinity: str) -> tuple[str, float]:
     """The node a follow-up would rather have, and how long it may wait for it (a full prompt pass there)."""
-    if not affinity:
-        return "", 0.0
     try:
-        value = await _redis.get().get(_affinity_key(pool, affinity))
-    except Exception:
-        return "", 0.0
+        value = await _redis.get().get(_affinity_key(pool, affinity)) if affinity else None
+    except Exception:  # a preference, never a reason to fail a request
+        value = None
     if not value:
         return "", 0.0
     node, tokens, speed = value.decode().split(" ")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from monitor.awaiting import await_while_alive
 from monitor.llama.errors import LlamaError, LlamaHung, LlamaRejected, LlamaStreamBroken, LlamaUnavailable
-from monitor.llama.serving import ServingInfo
 from monitor.models import ServerProfile
 from monitor.nodes.registry import placements_of
 from monitor.profiles.errors import LoadFailed, ProfileUnavailable
@@ -37,7 +36,6 @@ __all__ = [
     "ProfileUnavailable",
     "QueueUnavailable",
     "ServerProfile",
-    "ServingInfo",
     "ServingPool",
     "ServingSlot",
     "await_while_alive",
@@ -56,11 +54,7 @@ __all__ = [
 
 def model_sha256(profile: ServerProfile) -> str:
     """The SHA256 of the profile's model file as a node serving it registered it ("": none knows it)."""
-    for placement in placements_of(profile):
-        digest = placement.node.registered_models.get(profile.model_file)
-        if digest:
-            return digest
-    return ""
+    return next(filter(None, model_digests(profile).values()), "")
 
 
 def model_digests(profile: ServerProfile) -> dict[str, str]:

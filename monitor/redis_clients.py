@@ -59,8 +59,6 @@ async def close_loop_clients() -> None:
 
 
 _sync_clients: dict[str, redis.Redis] = {}
-
-
 SYNC_TIMEOUT_S = 5.0
 
 

@@ -14,7 +14,7 @@ app.autodiscover_tasks()
 # Seconds an idle worker's blocking pop (Redis BRPOP) waits on an empty queue before it is sent
 # again (kombu's documented ``polling_interval``; its default: 1). A task still wakes it at once.
 # Not longer: a worker that stops first reads its outstanding pop's reply (a task it popped would
-# otherwise be lost), so stops take 2-4 s with 3 (1.8-1.9 with 1, 5-8 with 10).
+# otherwise be lost), so a longer wait makes every stop longer (docs/performance.md).
 WORKER_POLL_S = 3
 
 

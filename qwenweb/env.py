@@ -12,9 +12,7 @@ VAR_DIR = Path(os.environ.get("QWENWEB_VAR_DIR", Path(__file__).resolve().parent
 
 def env_bool(name: str, default: bool) -> bool:
     value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
 
 
 def env_int(name: str, default: int) -> int:

@@ -19,19 +19,12 @@ def lan_addresses() -> list[str]:
     ]
 
 
-def host_names() -> list[str]:
-    """The box's own name, bare and as mDNS announces it (`name.local`)."""
-    name = socket.gethostname().strip().lower()
-    if not name:
-        return []
-    bare = name.removesuffix(".local")
-    return [bare, f"{bare}.local"]
-
-
 def served_hosts() -> list[str]:
-    """Every Host header a person on the LAN (or on the box itself) may send."""
-    hosts = [*LOOPBACK_HOSTS, *host_names(), *lan_addresses()]
-    return list(dict.fromkeys(hosts))
+    """Every Host header a person on the LAN (or on the box itself) may send: loopback, the box's own
+    name bare and as mDNS announces it (`name.local`), its LAN addresses."""
+    bare = socket.gethostname().strip().lower().removesuffix(".local")
+    names = [bare, f"{bare}.local"] if bare else []
+    return list(dict.fromkeys([*LOOPBACK_HOSTS, *names, *lan_addresses()]))
 
 
 def node_name_from_host() -> str:

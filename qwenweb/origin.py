@@ -12,17 +12,12 @@ from urllib.parse import urlsplit
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 
-
-def _header(scope: dict, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin1")
-    return None
+from qwenweb.request_language import scope_header
 
 
 def is_same_origin(scope: dict) -> bool:
-    origin = _header(scope, b"origin")
-    host = _header(scope, b"host")
+    origin = scope_header(scope, b"origin")
+    host = scope_header(scope, b"host")
     if not origin or not host:
         return False
     parsed = urlsplit(origin)

@@ -40,21 +40,16 @@ def mark_interrupted_answers() -> None:
             log.warning("%d answers were interrupted by the last restart; marked incomplete", count)
 
 
-def free_slots_of_gone_predecessors(kind: str) -> None:
-    """The queue slots the previous (dead) web process held are freed now, not when their leases end."""
-    from monitor.serving.queue import free_slots_of_gone_predecessors as free  # needs the app registry
-
-    free(kind)
-
-
 def main() -> None:
     # Importing daphne's server installs Twisted's asyncio reactor: only in the process that serves.
     from daphne.cli import CommandLineInterface
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "qwenweb.settings")
     django.setup(set_prefix=False)
+    from monitor.serving.queue import free_slots_of_gone_predecessors  # needs the app registry
+
     mark_interrupted_answers()
-    free_slots_of_gone_predecessors("web")
+    free_slots_of_gone_predecessors("web")  # the previous (dead) web process's slots, not left to their leases
     CommandLineInterface().run(daphne_argv(sys.argv[1:]))
 
 

@@ -30,12 +30,10 @@ ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ",".join(served_hosts()))
 # Behind a TLS-terminating proxy (QWENWEB_BEHIND_TLS=1): cookies only over HTTPS, HSTS, and the
 # proxy's X-Forwarded-Proto believed. A plain-HTTP LAN install cannot have these (see README).
 BEHIND_TLS = env_bool("QWENWEB_BEHIND_TLS", False)
-_ORIGIN_SCHEMES = ("https",) if BEHIND_TLS else ("http",)
 CSRF_TRUSTED_ORIGINS = env_list(
     "DJANGO_CSRF_TRUSTED_ORIGINS",
     ",".join(
-        f"{scheme}://{host}:{QWENWEB_PORT}" if not BEHIND_TLS else f"{scheme}://{host}"
-        for scheme in _ORIGIN_SCHEMES
+        f"https://{host}" if BEHIND_TLS else f"http://{host}:{QWENWEB_PORT}"
         for host in ALLOWED_HOSTS
         if host != "*" and not host.startswith(".")
     ),
@@ -148,8 +146,8 @@ TEMPLATES = [
 
 SQLITE_PATH = VAR_DIR / "db.sqlite3"
 DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{SQLITE_PATH}", conn_health_checks=True)}
-# SQLite connections are kept per thread: opening one cost ~1 ms of CPU on every partial-answer save,
-# sample and check. A database server's are closed at the end of each request (and API call).
+# SQLite connections are kept per thread, not opened for each save, sample and check (docs/performance.md).
+# A database server's are closed at the end of each request (and API call).
 IS_SQLITE = DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3"
 DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 600 if IS_SQLITE else 0)
 if IS_SQLITE:
@@ -253,11 +251,10 @@ QUOTA_TOKENS_PER_DAY = env_int("QWENWEB_TOKENS_PER_DAY", 0)
 SIGNUPS_PER_HOUR = env_int("QWENWEB_SIGNUPS_PER_HOUR", 10)
 INVITE_DAYS = env_int("QWENWEB_INVITE_DAYS", 7)
 CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  # stored text <= 1 s behind
-# Text reaching a page goes at most once per this many ms (20 pictures a second), and llama-server's
-# stream is read on the same clock (monitor/llama/wire.py); the first text and every other event go at
-# once. Web process on 2 cores at ~78 tokens/s: 0.18 CPU-ms per token at 50 ms, 0.23 at 33, ~0.5 at 16.
+# Text reaches a page at most once per this many ms (20 pictures a second; its CPU: docs/performance.md),
+# llama-server's stream read on the same clock (monitor/llama/wire.py); the first text and other events go at once.
 CHAT_FRAME_S = env_int("QWENWEB_CHAT_FRAME_MS", 50) / 1000
-# The OpenAI gateway's clock (0: every read as it comes); first bytes go at once. 50 ms: 0.14 CPU-ms per token.
+# The OpenAI gateway's clock (0: every read as it comes); first bytes go at once.
 API_FRAME_S = env_int("QWENWEB_API_FRAME_MS", 50) / 1000
 # The fair queue (monitor/serving/queue.py): leases refreshed every QUEUE_REFRESH_S, and at once when
 # Redis went away (monitor/serving/leases.py), so a restarted Redis has them back within its grace (a

@@ -4,11 +4,9 @@ from django.urls import include, path
 
 from chat.web.account_views import AccountLoginView
 from chat.web.oidc_views import ProviderCallback, ProviderLoginStart
+from monitor.web import node_views
 from monitor.web.dashboard_views import metrics_endpoint
 from monitor.web.health_views import healthz
-from monitor.web.node_views import check as node_check
-from monitor.web.node_views import join as node_join
-from monitor.web.node_views import register as node_register
 from qwenweb.script_catalogue import ScriptCatalogue
 
 urlpatterns = [
@@ -25,9 +23,9 @@ urlpatterns = [
     path("metrics", metrics_endpoint, name="metrics"),
     path("healthz", healthz, name="healthz"),
     # An inference node's own calls (docs/nodes.md): JSON, a join token or the node's credential.
-    path("nodes/join/", node_join, name="node-join"),
-    path("nodes/register/", node_register, name="node-register"),
-    path("nodes/check/", node_check, name="node-check"),
+    path("nodes/join/", node_views.join, name="node-join"),
+    path("nodes/register/", node_views.register, name="node-register"),
+    path("nodes/check/", node_views.check, name="node-check"),
     path("v1/", include("chat.api.urls")),
     path("", include("chat.urls")),
 ]

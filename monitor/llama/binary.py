@@ -14,13 +14,10 @@ from django.conf import settings
 
 
 def llama_server_binary() -> str:
-    explicit = os.environ.get("LLAMA_SERVER_BIN")
-    if explicit:
-        return explicit
-    found = shutil.which("llama-server")
-    if found:
-        return found
-    raise FileNotFoundError("llama-server not found: set LLAMA_SERVER_BIN or run `make setup`")
+    found = os.environ.get("LLAMA_SERVER_BIN") or shutil.which("llama-server")
+    if not found:
+        raise FileNotFoundError("llama-server not found: set LLAMA_SERVER_BIN or run `make setup`")
+    return found
 
 
 def llama_environment() -> dict[str, str]:

@@ -170,9 +170,7 @@ class Heartbeat:
         if profile is not None:
             await readiness.withdraw(self.node, profile.name, model)
         killed = _kill_instance(self.router_pid(), model)
-        problem = ""
-        if profile is not None:
-            problem = await self._load_again(profile, model)
+        problem = await self._load_again(profile, model) if profile is not None else ""
         if problem:
             message = _("%(model)s stopped responding (%(why)s); loading it again failed: %(problem)s") % {
                 "model": model, "why": why, "problem": problem,

@@ -40,11 +40,6 @@ def process_holder() -> str:
     return f"{kind}:{socket.gethostname()}:{pid}:{_started(pid)}"
 
 
-def _registry(host: str) -> str:
-    """Holders seen on a host (the queue's ``join`` adds each): holder -> kind."""
-    return f"qwenweb:holders:{host}"
-
-
 def is_gone(holder: str) -> bool:
     """Whether the process a holder name stands for no longer runs (on this host)."""
     try:
@@ -59,7 +54,7 @@ def release_gone_predecessors(drop_holder) -> int:
     many tickets were freed. ``drop_holder(holder)`` frees one holder's tickets (the queue's script)."""
     host, me = socket.gethostname(), process_holder()
     kind = me.split(":", 1)[0]
-    registry = _registry(host)
+    registry = f"qwenweb:holders:{host}"  # holders seen on the host (the queue's join adds each): holder -> kind
     freed = 0
     for raw_holder, raw_kind in sync_client().hgetall(registry).items():
         holder = raw_holder.decode()

@@ -76,10 +76,7 @@ class _Keeper:
     def _refresh_pause_s(self) -> float:
         """Every QUEUE_REFRESH_S, and at least three times per the shortest lease held: a refresh that
         comes late (a busy loop) must still come before the lease runs out."""
-        shortest = min((queue.lease_ms for queue, _grant in self.held.values()), default=None)
-        if shortest is None:
-            return settings.QUEUE_REFRESH_S
-        return min(settings.QUEUE_REFRESH_S, shortest / 3000)
+        return min([settings.QUEUE_REFRESH_S, *(queue.lease_ms / 3000 for queue, _grant in self.held.values())])
 
     async def _run(self) -> None:
         try:

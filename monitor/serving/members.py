@@ -1,7 +1,6 @@
 """A pool's members: the nodes a profile is placed on, and where each is reached, read from the database
-at each request (so the very next request sees a placement made or removed). Keeping them between
-requests saved about 1.4 ms of one web process's CPU an answer, inside the CPU figures' spread
-(docs/performance.md): not worth a cache and its invalidation."""
+at each request (so the very next request sees a placement made or removed): a cache of them saved too
+little to be worth its invalidation (docs/performance.md)."""
 
 from __future__ import annotations
 
@@ -11,25 +10,15 @@ from monitor.models import ServerProfile
 from monitor.nodes import readiness
 from monitor.nodes.registry import address, nodes_serving
 
-
-def remote_node(profile: ServerProfile) -> str:
-    """A remote profile's server as a pool of one: it has no heartbeat, the app reads it itself."""
-    return f"remote-{profile.pk}"
-
-
 Members = dict[str, tuple[str, str]]  # node name -> (its router's URL, its key)
 Served = dict[str, tuple[int, str]]  # node -> (slots, served id)
 
 
 def pool_members(profile: ServerProfile) -> Members:
     """The nodes that may serve a profile and where each is reached (a remote profile: its own server)."""
-    if profile.is_remote:
-        return {remote_node(profile): (profile.remote_url.rstrip("/"), profile.remote_api_key)}
+    if profile.is_remote:  # its server as a pool of one: it has no heartbeat, the app reads it itself
+        return {f"remote-{profile.pk}": (profile.remote_url.rstrip("/"), profile.remote_api_key)}
     return {node.name: address(node) for node in nodes_serving(profile)}
-
-
-def pool_nodes(profile: ServerProfile) -> list[str]:
-    return list(pool_members(profile))
 
 
 async def members_now(profile: ServerProfile) -> Members:

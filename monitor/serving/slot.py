@@ -24,6 +24,7 @@ free node.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -60,15 +61,12 @@ STILL_WORKING_TIMEOUT_S = 3.0
 LoadingCallback = Callable[[str], Awaitable[None]]
 LOAD_POLL_S = 0.25
 _redis = LoopRedis()
-_queues: dict[str, FairQueue] = {}
 
 
+@functools.cache
 def pool_queue(name: str) -> FairQueue:
     """The fair queue of a profile's pool (one per profile name)."""
-    queue = _queues.get(name)
-    if queue is None:
-        queue = _queues[name] = FairQueue(name)
-    return queue
+    return FairQueue(name)
 
 
 async def _needs_loading(profile: ServerProfile) -> bool:
@@ -197,12 +195,10 @@ def _affinity_key(pool: str, affinity: str) -> str:
 
 async def _preference(pool: str, affinity: str) -> tuple[str, float]:
     """The node a follow-up would rather have, and how long it may wait for it (a full prompt pass there)."""
-    if not affinity:
-        return "", 0.0
     try:
-        value = await _redis.get().get(_affinity_key(pool, affinity))
-    except Exception:
-        return "", 0.0
+        value = await _redis.get().get(_affinity_key(pool, affinity)) if affinity else None
+    except Exception:  # a preference, never a reason to fail a request
+        value = None
     if not value:
         return "", 0.0
     node, tokens, speed = value.decode().split(" ")
@@ -230,14 +226,6 @@ class ServingPool:
     client: LlamaClient
     slots: int
 
-    @property
-    def nodes(self) -> list[str]:
-        return list(self.members)
-
-    async def _nodes_now(self) -> list[str]:
-        self.members = await members_now(self.profile)
-        return list(self.members)
-
     @asynccontextmanager
     async def slot(
         self,
@@ -259,8 +247,8 @@ class ServingPool:
         asked_at = time.monotonic()
 
         async def nodes_now() -> list[str]:
-            nodes = await self._nodes_now()
-            return nodes if eligible is None else [node for node in nodes if eligible(node)]
+            self.members = await members_now(self.profile)
+            return [node for node in self.members if eligible is None or eligible(node)]
 
         grant = await queue.acquire(
             owner,
@@ -390,9 +378,5 @@ def _send_loads(profile: ServerProfile, nodes: list[str]) -> list:
 
 def _outcomes(jobs: list) -> list[dict]:
     """What the load jobs that ended returned (a job that crashed: its error)."""
-    outcomes = []
-    for job in jobs:
-        if job.ready():
-            result = job.result
-            outcomes.append(result if isinstance(result, dict) else {"ok": False, "error": str(result)})
-    return outcomes
+    results = [job.result for job in jobs if job.ready()]
+    return [result if isinstance(result, dict) else {"ok": False, "error": str(result)} for result in results]

@@ -23,7 +23,7 @@ from monitor.nodes.registry import local_node
 from monitor.profiles.services import save_profile
 from monitor.profiles.validation import validate_profile
 from monitor.redis_clients import close_loop_clients
-from monitor.serving.members import pool_nodes
+from monitor.serving.members import pool_members
 from monitor.serving.queue import FairQueue
 from monitor.serving.slot import load_on_nodes
 from tests.support import queue_state
@@ -117,7 +117,7 @@ def test_a_pool_streams_to_several_people_at_once_over_both_nodes(pool):
 def test_a_follow_up_goes_back_to_the_node_that_served_its_conversation(pool):
     """The conversation starts on the node the queue would not pick first (the other one's slot held),
     then every follow-up, with both nodes free, goes back to it: its prompt is cached there."""
-    order = pool_nodes(ServerProfile.objects.get(name=POOL))
+    order = list(pool_members(ServerProfile.objects.get(name=POOL)))
     first, last = order[0], order[-1]  # with both free, the queue takes the first of the pool's nodes
     http = login(make_user())
     holder = _hold_slots([first])

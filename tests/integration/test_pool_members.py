@@ -26,7 +26,7 @@ pytestmark = pytest.mark.usefixtures("redis_server")
 def default_pool(llama):
     """The default profile, served on the main box's node."""
     profile = ServerProfile.objects.get(is_default=True)
-    assert run(serving_pool(profile)).nodes == [settings.NODE_NAME]
+    assert list(run(serving_pool(profile)).members) == [settings.NODE_NAME]
     return profile
 
 
@@ -46,7 +46,7 @@ def other_node(default_pool):
 
 def test_a_placement_made_or_removed_or_a_node_moved_reaches_the_next_request(default_pool, other_node):
     Placement.objects.create(profile=default_pool, node=other_node)
-    assert set(run(serving_pool(default_pool)).nodes) == {settings.NODE_NAME, other_node.name}
+    assert set(run(serving_pool(default_pool)).members) == {settings.NODE_NAME, other_node.name}
 
     moved = settings.LLAMA_SERVER_URL.rstrip("/").replace("127.0.0.1", "localhost")  # the same router, elsewhere
     assert moved != settings.LLAMA_SERVER_URL.rstrip("/")
@@ -55,4 +55,4 @@ def test_a_placement_made_or_removed_or_a_node_moved_reaches_the_next_request(de
     assert run(serving_pool(default_pool)).members[other_node.name][0] == moved
 
     Placement.objects.filter(profile=default_pool, node=other_node).delete()
-    assert run(serving_pool(default_pool)).nodes == [settings.NODE_NAME]
+    assert list(run(serving_pool(default_pool)).members) == [settings.NODE_NAME]

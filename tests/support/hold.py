@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 
 from monitor.models import ServerProfile
 from monitor.redis_clients import close_loop_clients
-from monitor.serving.members import pool_nodes
+from monitor.serving.members import pool_members
 from monitor.serving.queue import FairQueue, Priority
 from monitor.serving.slot import serving_pool
 from tests.support import queue_state
@@ -42,7 +42,7 @@ def queue_slots_held(
     """
     held, release = threading.Event(), threading.Event()
     failure: list[BaseException] = []
-    nodes = pool_nodes(ServerProfile.objects.get(name=queue_name))
+    nodes = list(pool_members(ServerProfile.objects.get(name=queue_name)))
 
     async def hold() -> None:
         await serving_pool(queue_name)  # served (loaded again if an earlier test put another in its place)

@@ -7,4 +7,4 @@ from monitor.serving import slot
 
 def forget_queues() -> None:
     """Drop this process's fair-queue objects."""
-    slot._queues.clear()
+    slot.pool_queue.cache_clear()

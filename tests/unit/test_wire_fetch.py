@@ -97,7 +97,7 @@ def test_a_plain_request_gives_up_at_its_own_time_limit():
 
     async def slots_bounded(client):
         async with asyncio.timeout(60):  # the test's guard: far past the request's own half second
-            await client.slots(timeout_s=0.5)
+            await client.get_json("/slots", timeout_s=0.5)
 
     with pytest.raises(LlamaUnavailable):
         ask(200, b"", slots_bounded, handler=trickle, timeout=3600)

@@ -17,7 +17,14 @@ from chat.conversations.services import TITLE_MAX
 from chat.errors import ChatError, NotFound
 from chat.models import Conversation, Message
 
-COPIED_SETTINGS = ("profile", "thinking_enabled", "thinking_budget", "system_prompt", "sampling_preset")
+COPIED_SETTINGS = (
+    "profile",
+    "thinking_enabled",
+    "thinking_budget",
+    "system_prompt",
+    "sampling_preset",
+    "tools_enabled",
+)
 COPIED_FIELDS = ("role", "content", "reasoning", "status", "error", "stats", "image", "image_type")
 
 
@@ -68,6 +75,7 @@ def _fork(conversation: Conversation, question: Message, text: str) -> Conversat
         title=title[:TITLE_MAX],
         **{field: getattr(conversation, field) for field in COPIED_SETTINGS},
     )
+    copy.collections.set(conversation.collections.all())  # readable ones are chosen again at each turn
     earlier = conversation.messages.filter(id__lt=question.id).order_by("created_at", "id")
     for message in earlier:
         Message.objects.create(conversation=copy, **{field: getattr(message, field) for field in COPIED_FIELDS})

@@ -25,7 +25,7 @@ from chat.documents.retrieval import Passage, terms
 from chat.errors import ChatError
 from chat.knowledge.models import AnswerPassage, Collection
 from chat.knowledge.search import Found, Retrieved, retrieve
-from chat.knowledge.selectors import readable_collections
+from chat.knowledge.selectors import picked_collection_ids, readable_collections
 from chat.models import Conversation, Document
 from monitor.public import PromptCounter
 
@@ -74,11 +74,7 @@ def asked_collections(conversation_id, owner_id: int, question: str) -> Asked:
     those the person may read now. A mention of a collection they cannot read counts as no mention
     (it tells nothing about it). A turn that asks none costs one read."""
     slugs = mentions(question)
-    picked = list(
-        Conversation.collections.through.objects.filter(conversation_id=conversation_id).values_list(
-            "collection_id", flat=True
-        )
-    )
+    picked = picked_collection_ids(conversation_id)
     if not picked and not slugs:
         return Asked(None, [], False)
     user = get_user_model().objects.get(pk=owner_id)

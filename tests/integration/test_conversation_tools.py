@@ -19,6 +19,7 @@ from django.utils import timezone
 from chat.conversations import editing, export, search, services
 from chat.conversations.context import fit_messages, with_system_prompt
 from chat.errors import ChatError, NotFound
+from chat.knowledge.models import Collection
 from chat.models import Conversation, Document, Message
 from chat.web.forms import PromptSettingsForm
 from monitor.public import close_loop_clients, serving_pool
@@ -208,13 +209,17 @@ def test_edit_keep_forks_and_leaves_the_original_untouched():
         user, ("first question", "first answer"), ("second question", "second answer"), title="Original"
     )
     conversation.system_prompt, conversation.sampling_preset = "Be brief.", "precise"
+    conversation.tools_enabled = True
     conversation.save()
+    handbook = Collection.objects.create(owner=user, name="Handbook", slug="handbook")
+    conversation.collections.set([handbook])
     before = list(conversation.messages.values_list("id", "role", "content"))
     second = conversation.messages.get(content="second question")
     copy = editing.edit_question(user, conversation.id, second.id, "second question, edited", keep_later=True)
     assert copy.id != conversation.id and copy.owner == user
     assert copy.title == "Original (edited)"
     assert (copy.system_prompt, copy.sampling_preset) == ("Be brief.", "precise")
+    assert copy.tools_enabled and list(copy.collections.all()) == [handbook]
     assert list(copy.messages.values_list("role", "content")) == [
         ("user", "first question"),
         ("assistant", "first answer"),

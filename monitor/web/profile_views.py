@@ -128,11 +128,16 @@ def profile_edit(request, profile_id: int | None = None):
         elif not placed:
             flash.success(request, _("Saved."))
         if placed:
-            names = ", ".join(node.name for node in placed)
-            message = _("%(name)s loads on %(nodes)s, where it is newly placed.")
-            flash.info(request, message % {"name": profile.name, "nodes": names})
+            flash.info(request, placed_message(profile, placed))
         return redirect("monitor:profile", profile_id=profile.pk)
     return render(request, "monitor/profile_form.html", {"form": form, "profile": profile})
+
+
+def placed_message(profile: ServerProfile, nodes: list) -> str:
+    return _("%(name)s loads on %(nodes)s, where it is newly placed.") % {
+        "name": profile.name,
+        "nodes": ", ".join(node.name for node in nodes),
+    }
 
 
 def loading_new_settings_message(profile: ServerProfile) -> str:

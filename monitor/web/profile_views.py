@@ -27,6 +27,11 @@ def _back(request, profile: ServerProfile):
     return redirect("monitor:profiles")
 
 
+def _model_names() -> list[str]:
+    models, _skipped = scan_models(download_jobs.models_dir())
+    return [model.path.name for model in models]
+
+
 def _down(statuses: overview.NodeStatuses) -> str:
     """The nodes whose router did not answer, and why ("" when every one did)."""
     return "; ".join(f"{name}: {why}" for name, (_statuses, why) in statuses.items() if why)
@@ -107,8 +112,7 @@ def profile_detail(request, profile_id: int):
 @require_http_methods(["GET", "POST"])
 def profile_edit(request, profile_id: int | None = None):
     profile = get_object_or_404(ServerProfile, pk=profile_id) if profile_id else ServerProfile()
-    models, _skipped = scan_models(download_jobs.models_dir())
-    form = ServerProfileForm(request.POST or None, instance=profile, model_names=[model.path.name for model in models])
+    form = ServerProfileForm(request.POST or None, instance=profile, model_names=_model_names())
     if request.method == "POST" and form.is_valid():
         profile = form.save(commit=False)
         serving = bool(profile.pk) and services.serves_anywhere(profile)

@@ -254,7 +254,7 @@ CHAT_SAVE_INTERVAL_S = float(os.environ.get("QWENWEB_SAVE_INTERVAL_S", "0.6"))  
 # Text reaches a page at most once per this many ms (20 pictures a second; its CPU: docs/performance.md),
 # llama-server's stream read on the same clock (monitor/llama/wire.py); the first text and other events go at once.
 CHAT_FRAME_S = env_int("QWENWEB_CHAT_FRAME_MS", 50) / 1000
-# The OpenAI gateway's clock (0: every read as it comes); first bytes go at once.
+# The OpenAI gateway's clock (0: every read as it comes; its CPU: docs/performance.md); first bytes go at once.
 API_FRAME_S = env_int("QWENWEB_API_FRAME_MS", 50) / 1000
 # The fair queue (monitor/serving/queue.py): leases refreshed every QUEUE_REFRESH_S, and at once when
 # Redis went away (monitor/serving/leases.py), so a restarted Redis has them back within its grace (a

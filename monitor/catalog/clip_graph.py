@@ -96,7 +96,7 @@ def _qwen3vl(meta: dict, weights: dict, size: int) -> g.Graph:
         q = g.view(cur, (d_head, n_head, n_pos), (d_head * 4, cur.nb[1]))
         k = g.view(cur, (d_head, n_head, n_pos), (d_head * 4, cur.nb[1]))
         v = g.view(cur, (d_head, n_head, n_pos), (d_head * 4, cur.nb[1]))
-        q, k = g.binary(q, positions, "ROPE"), g.binary(k, positions, "ROPE")
+        q, k = g.rope(q, positions), g.rope(k, positions)
         for item in (q, k, v):
             gf.expand(item)
         q, k, v = (g.permute(item, 0, 2, 1, 3) for item in (q, k, v))

@@ -120,12 +120,16 @@ def cont(a: Tensor, *ne: int) -> Tensor:
     return _result(a, "CONT", (a,), ne=ne)
 
 
+def dup(a: Tensor) -> Tensor:
+    return _result(a, "DUP", (a,))
+
+
 def cast(a: Tensor, type_name: str) -> Tensor:
     return _result(a, "CPY", (a,), type_name)
 
 
 def unary(a: Tensor, op: str = "UNARY") -> Tensor:
-    """Element-wise on one tensor (silu, sigmoid, softplus, scale, rms_norm, soft_max, clamp, dup...)."""
+    """Element-wise on one tensor (silu, sigmoid, softplus, scale, rms_norm, soft_max, clamp, rope...)."""
     return _result(a, op, (a,), ne=a.ne)
 
 
@@ -134,8 +138,19 @@ def inplace(a: Tensor, op: str) -> Tensor:
 
 
 def binary(a: Tensor, b: Tensor, op: str) -> Tensor:
-    """Shaped as ``a``, from two sources (add, mul, div, glu; rope with the positions)."""
     return _result(a, op, (a, b), ne=a.ne)
+
+
+def rope(a: Tensor, positions: Tensor) -> Tensor:
+    return _result(a, "ROPE", (a, positions), ne=a.ne)
+
+
+def rms_norm(a: Tensor) -> Tensor:
+    return unary(a, "RMS_NORM")
+
+
+def glu(a: Tensor, b: Tensor) -> Tensor:
+    return _result(a, "GLU", (a, b), ne=a.ne)
 
 
 def get_rows(a: Tensor, rows: Tensor) -> Tensor:

@@ -41,7 +41,7 @@ class GraphBuilder:
         mixed_tokens = g.input_tensor("i32", t)
         mixed_slots = g.input_tensor("i64", t)
         mixed_embd = g.input_tensor("f32", s.n_embd, t)
-        branches.append(g.set_rows(g.unary(mixed_embd, "DUP"), g.get_rows(tok_embd, mixed_tokens), mixed_slots))
+        branches.append(g.set_rows(g.dup(mixed_embd), g.get_rows(tok_embd, mixed_tokens), mixed_slots))
         for branch in branches:
             self.gf.expand(branch)
         self.gf.expand(branches[0])
@@ -75,7 +75,7 @@ class GraphBuilder:
         return g.input_tensor("i32", self.c.n_seq, name="rs_s_copy")
 
     def norm(self, x: g.Tensor, weighted: bool = True) -> g.Tensor:
-        out = g.unary(x, "RMS_NORM")
+        out = g.rms_norm(x)
         return g.binary(out, g.weight("f32", x.ne[0]), "MUL") if weighted else out
 
     # --- attention ------------------------------------------------------------------------
@@ -120,7 +120,7 @@ class GraphBuilder:
         """build_ffn, SiLU with a parallel gate: up, gate, swiglu, down."""
         up = g.mul_mat(g.weight("f16", cur.ne[0], n_ff), cur)
         gate = g.mul_mat(g.weight("f16", cur.ne[0], n_ff), cur)
-        return g.mul_mat(g.weight("f16", n_ff, cur.ne[0]), g.binary(gate, up, "GLU"))
+        return g.mul_mat(g.weight("f16", n_ff, cur.ne[0]), g.glu(gate, up))
 
     def moe(self, cur: g.Tensor) -> g.Tensor:
         """build_moe_ffn: softmax router, top-k, normalised weights, experts, weighted sum by views and adds."""
@@ -136,7 +136,7 @@ class GraphBuilder:
         cur = g.reshape(cur, s.n_embd, 1, t)
         up = g.mul_mat_id(g.weight("f16", s.n_embd, s.n_ff_exp, s.n_expert), cur, selected)
         gate = g.mul_mat_id(g.weight("f16", s.n_embd, s.n_ff_exp, s.n_expert), cur, selected)
-        act = g.binary(gate, up, "GLU")
+        act = g.glu(gate, up)
         experts = g.mul_mat_id(g.weight("f16", s.n_ff_exp, s.n_embd, s.n_expert), act, selected)
         experts = g.binary(experts, weights, "MUL")
         gf.expand(experts)
@@ -215,8 +215,8 @@ class GraphBuilder:
         q = g.view(conv, (head_k, k_heads, seq_tokens, seqs), (head_k * 4, conv.nb[1], conv.nb[1] * seq_tokens))
         k = g.view(conv, (head_k, k_heads, seq_tokens, seqs), (head_k * 4, conv.nb[1], conv.nb[1] * seq_tokens))
         v = g.view(conv, (head_v, v_heads, seq_tokens, seqs), (head_v * 4, conv.nb[1], conv.nb[1] * seq_tokens))
-        q = g.unary(g.unary(q, "RMS_NORM"), "SCALE")
-        k = g.unary(g.unary(k, "RMS_NORM"), "SCALE")
+        q = g.unary(g.rms_norm(q), "SCALE")
+        k = g.unary(g.rms_norm(k), "SCALE")
         if s.arch == "qwen3next" and k_heads != v_heads:  # no broadcast in its fused kernel yet: repeat
             q, k = (self.repeat_heads(x, v_heads // k_heads) for x in (q, k))
         out = g.gated_delta_net(q, k, v, gate, beta, state, c.rs_snapshots + 1)
@@ -252,7 +252,7 @@ class GraphBuilder:
         k = self.norm(g.reshape(k, hd, n_head_kv, t))
         gate = g.cont(g.view(q_full, (hd, n_head, t), (row, row * n_head)), hd * n_head, t)
         v = g.reshape(v, hd, n_head_kv, t)
-        q, k = g.binary(q, positions, "ROPE"), g.binary(k, positions, "ROPE")
+        q, k = g.rope(q, positions), g.rope(k, positions)
         cur = self.attention(inp, q, k, v, n_head_kv)
         cur = g.binary(cur, g.unary(gate), "MUL")
         return g.mul_mat(g.weight("f16", hd * n_head, s.n_embd), cur)
@@ -311,7 +311,7 @@ class GraphBuilder:
             v = g.reshape(v, s.head_v, n_head_kv, t)
             if s.arch != "llama":
                 q, k = self.norm(q), self.norm(k)
-            q, k = g.binary(q, positions, "ROPE"), g.binary(k, positions, "ROPE")
+            q, k = g.rope(q, positions), g.rope(k, positions)
             if s.arch == "gemma3":
                 q = g.unary(q, "SCALE")
             cur = self.attention(sliding if kind == SLIDING else full, q, k, v, n_head_kv)

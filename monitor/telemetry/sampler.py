@@ -153,7 +153,7 @@ class Sampler:
         busy = parse_llama_metrics(text).get("requests_processing", 1) > 0
         if not busy and cached and now - cached[0] < IDLE_SLOTS_EVERY_S:
             return text, cached[1]
-        slots = await target.client.slots()
+        slots = await target.client.get_json("/slots")
         if busy:
             self._idle_slots.pop(target.profile, None)
         else:

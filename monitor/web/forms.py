@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from django import forms
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -23,11 +25,6 @@ from monitor.nodes.registry import local_node, place_on, this_node
 from monitor.profiles.validation import BUILTIN_TEMPLATES, validate_profile
 
 CACHE_CHOICES = [(name, name) for name in CACHE_TYPE_BYTES]
-# The planner's fields that are PlanRequest's own.
-PLAN_FIELDS = (
-    "ctx_size parallel cache_type_k cache_type_v gpu_layers cpu_moe_layers ubatch mtp vision embeddings cache_ram_mib"
-    " ctx_checkpoints"
-).split()
 
 
 class DownloadForm(forms.Form):
@@ -107,8 +104,10 @@ class PlannerForm(forms.Form):
 
     def plan_request(self) -> PlanRequest:
         """The plan asked for; an empty prompt cache cap or checkpoint count is the planner's default."""
-        data = self.cleaned_data
-        return PlanRequest(**{name: data[name] for name in PLAN_FIELDS if data[name] is not None})
+        given = {name: value for name, value in self.cleaned_data.items() if value is not None}
+        return PlanRequest(
+            **{field.name: given[field.name] for field in dataclasses.fields(PlanRequest) if field.name in given}
+        )
 
     @property
     def free_vram(self) -> int:

@@ -211,7 +211,7 @@ def test_edit_keep_forks_and_leaves_the_original_untouched():
     conversation.system_prompt, conversation.sampling_preset = "Be brief.", "precise"
     conversation.tools_enabled = True
     conversation.save()
-    handbook = Collection.objects.create(owner=user, name="Handbook", slug="handbook")
+    handbook = Collection.objects.create(owner=user, name="Handbook", slug=f"handbook-{user.pk}")
     conversation.collections.set([handbook])
     before = list(conversation.messages.values_list("id", "role", "content"))
     second = conversation.messages.get(content="second question")

@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 
 from monitor.models import Placement, ServerProfile
-from monitor.nodes.registry import placed_revisions_here, placement_here, placements_here
+from monitor.nodes.registry import placed_revisions_here, placements_here
 from monitor.profiles.options import Option, profile_options, write_template
 
 
@@ -30,11 +30,6 @@ def live_id(profile: ServerProfile, placement: Placement | None) -> str:
 def live_ids_here() -> dict[str, str]:
     """Each local profile placed on this node -> the id requests go to here (``live_id``), in one query."""
     return {name: served_id(name, live or revision) for name, revision, live in placed_revisions_here()}
-
-
-def live_id_here(profile: ServerProfile) -> str:
-    """The id requests go to on this node (synchronous: it reads the profile's placement here)."""
-    return live_id(profile, placement_here(profile))
 
 
 def parse_served_id(model_id: str) -> tuple[str, int] | None:

@@ -10,10 +10,9 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import expect
 
-from monitor.profiles.presets import live_id_here
 from tests.browser.test_chat_page import log_in, long_answer_streaming
 from tests.support.client import make_user
-from tests.support.profiles import ignoring_eos
+from tests.support.profiles import ignoring_eos, live_id_here
 
 pytestmark = pytest.mark.usefixtures("web_server")
 

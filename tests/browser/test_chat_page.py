@@ -5,9 +5,9 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from monitor.profiles.presets import live_id_here
 from tests.support.client import base_url, make_user
 from tests.support.page_checks import PAGE_SPY
+from tests.support.profiles import live_id_here
 
 pytestmark = pytest.mark.usefixtures("web_server")
 

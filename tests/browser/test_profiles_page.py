@@ -11,8 +11,8 @@ from playwright.sync_api import expect
 
 from monitor.models import Event, ServerProfile
 from monitor.nodes.registry import placement_here
-from monitor.profiles.presets import live_id_here
 from tests.support.client import base_url, make_user
+from tests.support.profiles import live_id_here
 from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")

@@ -11,9 +11,9 @@ from django.conf import settings
 from websockets.exceptions import InvalidStatus
 
 from chat.models import Conversation, Message
-from monitor.profiles.presets import live_id_here
 from tests.support.client import chat_socket, events_until, login, make_user, send, text_of
 from tests.support.hold import instance_paused
+from tests.support.profiles import live_id_here
 
 pytestmark = pytest.mark.usefixtures("web_server")
 

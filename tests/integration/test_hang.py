@@ -19,10 +19,9 @@ from django.conf import settings
 
 from chat.models import Message
 from monitor.models import Event
-from monitor.profiles.presets import live_id_here
 from monitor.serving.slot import STILL_WORKING_TIMEOUT_S
 from tests.support.client import chat_socket, events_until, login, make_user, send, text_of
-from tests.support.profiles import ignoring_eos
+from tests.support.profiles import ignoring_eos, live_id_here
 from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")

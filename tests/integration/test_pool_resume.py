@@ -18,10 +18,10 @@ from django.core.management import call_command
 
 from chat.models import DailyUsage, Message, UsageRecord
 from monitor.models import Node, ServerProfile
-from monitor.profiles.presets import live_id_here
 from monitor.serving.slot import load_on_nodes
 from tests.integration.test_pool import POOL, _hold_slots, grants, pool, second_node, serving  # noqa: F401
 from tests.support.client import chat_socket, events_until, login, make_user, send, text_of
+from tests.support.profiles import live_id_here
 from tests.support.stack import wait_until
 
 pytestmark = pytest.mark.usefixtures("web_server", "celery_worker")

@@ -13,10 +13,10 @@ import json
 import pytest
 
 from chat.models import Conversation, Message
-from monitor.profiles.presets import live_id_here
 from tests.support import queue_state
 from tests.support.client import chat_socket, login, make_user, send
 from tests.support.hold import read_queue
+from tests.support.profiles import live_id_here
 from tests.support.qwen35 import ANSWER, rendered_prompt
 from tests.support.tool_provider import notes_file, release_file
 from tests.support.tool_stack import tool_web_server, tools_profile

@@ -16,10 +16,10 @@ from django.contrib.auth.models import Group
 
 from chat.api.keys import create_key
 from chat.models import Conversation, Document, DocumentChunk, Message, UsageDay, UsageRecord
-from monitor.profiles.presets import live_id_here
 from tests.support import pdfs
 from tests.support.client import base_url, chat_socket, events_until, login, make_user, send, upload_document
 from tests.support.hold import instance_paused
+from tests.support.profiles import live_id_here
 
 pytestmark = pytest.mark.usefixtures("web_server")
 

@@ -12,6 +12,14 @@ if TYPE_CHECKING:  # imported before Django is set up (conftest)
     from monitor.models import ServerProfile
 
 
+def live_id_here(profile: ServerProfile) -> str:
+    """The id requests go to on this node (synchronous: it reads the profile's placement here)."""
+    from monitor.nodes.registry import placement_here
+    from monitor.profiles.presets import live_id
+
+    return live_id(profile, placement_here(profile))
+
+
 def off_the_loop(work: Callable[[], object]) -> None:
     """``work()`` in a thread of its own: a browser test's Playwright keeps an event loop running in
     this one, where asyncio.run and async_to_sync refuse to run."""

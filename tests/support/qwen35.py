@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.support.llama_tree import tree_file
+from tests.support.profiles import live_id_here
 from tests.support.synthetic_gguf import F32, Q8_0, Shape, encode, read_tokenizer, write_model
 from tests.support.synthetic_mmproj import write_projector
 
@@ -197,8 +198,6 @@ def rendered_prompt(llama, profile, needle: str) -> str:
     """The prompt llama-server rendered with its template for the request containing ``needle``
     (its /slots shows it under LLAMA_SERVER_SLOTS_DEBUG, which the test stack sets)."""
     import httpx
-
-    from monitor.profiles.presets import live_id_here
 
     slots = httpx.get(llama.url + "/slots", params={"model": live_id_here(profile)}, headers=llama.headers, timeout=10)
     prompts = [slot.get("prompt") or "" for slot in slots.json()]

@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 
@@ -36,10 +35,6 @@ class OcrOptions:
     languages: str  # Tesseract's form: eng+chi_sim+chi_tra
     dpi: int
     page_timeout_s: int
-
-
-def available(binary: str) -> bool:
-    return bool(shutil.which(binary))
 
 
 def tesseract_argv(options: OcrOptions) -> list[str]:

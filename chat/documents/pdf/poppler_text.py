@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import selectors
-import shutil
 import subprocess
 from collections import deque
 from collections.abc import Iterator
@@ -32,15 +31,6 @@ from dataclasses import dataclass, field
 # load the document (measured), so ranges are few: one per process up to this size.
 RANGE_PAGES = 400
 _READ_BYTES = 1 << 16
-
-
-def available(binary: str) -> bool:
-    """Whether ``binary`` (a name on PATH or a path) is there to run."""
-    if not binary:
-        return False
-    if "/" in binary:
-        return os.path.isfile(binary) and os.access(binary, os.X_OK)
-    return shutil.which(binary) is not None
 
 
 def page_ranges(count: int, processes: int) -> list[tuple[int, int]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import shutil
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -50,7 +51,7 @@ def open_pdf(data: bytes, password: str | None) -> pdfium.PdfDocument:
 
 def ocr_options() -> ocr.OcrOptions | None:
     """How scanned pages are read, or None when text recognition is off or Tesseract is missing."""
-    if not settings.DOCUMENT_OCR or not ocr.available(settings.DOCUMENT_OCR_BINARY):
+    if not settings.DOCUMENT_OCR or not shutil.which(settings.DOCUMENT_OCR_BINARY):
         return None
     if not ocr.LANGUAGES.fullmatch(settings.DOCUMENT_OCR_LANGUAGES):
         log.warning("QWENWEB_DOCUMENT_OCR_LANGUAGES is not like eng+chi_sim: text recognition is off")
@@ -110,7 +111,7 @@ def _text_layers(
     every local user in /proc); a PDF in memory or with a password is PDFium's alone.
     """
     binary = settings.DOCUMENT_PDFTOTEXT_BINARY
-    if not isinstance(source, str) or password or not poppler_text.available(binary):
+    if not isinstance(source, str) or password or not shutil.which(binary):
         yield from ((index, None) for index in range(len(pdf)))
         return
     for first, last, texts in poppler_text.read_ranges(binary, source, len(pdf), max(1, processes)):

@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from chat.documents.citations import as_spans, span_text
 from chat.errors import NotFound
 from chat.models import Conversation, Document, DocumentChunk, DocumentPage
 from monitor.public import ServerProfile
@@ -24,18 +25,7 @@ def get_document(user, document_id) -> Document:
 
 def page_list(numbers: Iterable[int]) -> str:
     """1, 2, 3, 5 -> '1–3, 5'"""
-    ranges: list[str] = []
-    start = previous = None
-    for number in sorted(numbers):
-        if previous is not None and number == previous + 1:
-            previous = number
-            continue
-        if start is not None:
-            ranges.append(str(start) if start == previous else f"{start}–{previous}")
-        start = previous = number
-    if start is not None:
-        ranges.append(str(start) if start == previous else f"{start}–{previous}")
-    return ", ".join(ranges)
+    return span_text(as_spans(sorted(numbers)))
 
 
 def document_payload(document: Document) -> dict:
@@ -63,9 +53,7 @@ def document_payload(document: Document) -> dict:
         "chunks": [
             {
                 "level": c["level"],
-                "pages": f"{c['first_page']}–{c['last_page']}"
-                if c["first_page"] != c["last_page"]
-                else str(c["first_page"]),
+                "pages": span_text([(c["first_page"], c["last_page"])]),
                 "state": "done" if c["done"] else ("running" if c["requests"] else "waiting"),
             }
             for c in chunks

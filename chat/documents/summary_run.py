@@ -20,7 +20,7 @@ import logging
 from asgiref.sync import sync_to_async
 from django.utils.translation import gettext as _
 
-from chat.documents.citations import pages_of_marked_text
+from chat.documents.citations import check_citations, pages_of_marked_text
 from chat.documents.final_summary import compose
 from chat.documents.heartbeats import HeartbeatAndCancelCheck, claim
 from chat.documents.languages import language_name
@@ -29,14 +29,7 @@ from chat.documents.sandbox import Cancelled
 from chat.documents.selectors import document_and_profile, page_texts_between, summary_chunks, text_pages
 from chat.documents.services import finish_summary, mark_chunk_done, mark_chunk_started, save_summary_plan, stop_summary
 from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
-from chat.documents.summary_review import (
-    MAP_SYSTEM,
-    REDUCE_SYSTEM,
-    RETRY_SYSTEM,
-    Review,
-    review,
-    with_checked_citations,
-)
+from chat.documents.summary_review import MAP_SYSTEM, REDUCE_SYSTEM, RETRY_SYSTEM, Review, review
 from chat.models import Document, DocumentChunk
 from monitor.public import (
     LlamaError,
@@ -154,10 +147,9 @@ class SummaryRun:
             page_texts = await sync_to_async(page_texts_between)(self.document_id, chunk.first_page, chunk.last_page)
         # CPU work over a part's pages (the whole document for the last step): off the event loop.
         text = await asyncio.to_thread(
-            with_checked_citations,
+            check_citations,
             result.text,
-            chunk.first_page,
-            chunk.last_page,
+            range(chunk.first_page, chunk.last_page + 1),
             page_texts,
             chunk.document.kind in Document.SECTIONED,
         )

@@ -15,6 +15,7 @@ and ``services``; the text the person reads: ``final_summary``; the worker's sid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from asgiref.sync import sync_to_async
@@ -164,15 +165,10 @@ class SummaryRun:
             except (LlamaUnavailable, LlamaStreamBroken):
                 log.info("document %s: llama-server went away; part %s asked again", self.document_id, chunk.id)
                 await asyncio.sleep(pause)
-                await self._reconnect()
+                # The profile's pool again (loaded anew if it must be); not back yet: the next attempt says so.
+                with contextlib.suppress(LlamaError):
+                    self.pool = await serving_pool(self.profile)
         return await self._ask_for_summary(chunk, total, retry)
-
-    async def _reconnect(self) -> None:
-        """The profile's pool again after its server restarted (loaded anew if it must be)."""
-        try:
-            self.pool = await serving_pool(self.profile)
-        except LlamaError:
-            return  # not back yet: the next attempt says so
 
     async def _ask_for_summary(self, chunk: DocumentChunk, total: int, retry: bool) -> Review:
         if chunk.level == 0:

@@ -59,11 +59,6 @@ def render_png(page: pdfium.PdfPage, dpi: int, max_edge: int = 0) -> bytes:
         bitmap.close()
 
 
-def recognize(page: pdfium.PdfPage, options: OcrOptions) -> str:
-    """The page's text as Tesseract reads it."""
-    return recognize_png(render_png(page, options.dpi), options)
-
-
 def recognize_png(png: bytes, options: OcrOptions) -> str:
     """A rendered page's text as Tesseract reads it (``options.dpi``: the image's resolution)."""
     # One thread each: the worker already reads pages in several processes.

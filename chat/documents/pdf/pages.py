@@ -15,7 +15,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from chat.documents.page_text import PageText, clean_text
-from chat.documents.pdf.ocr import OcrFailed, OcrOptions, recognize, render_png
+from chat.documents.pdf.ocr import OcrFailed, OcrOptions, recognize_png, render_png
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,8 @@ def read_page(pdf: pdfium.PdfDocument, index: int, ocr: OcrOptions | None) -> Pa
         text, scanned = _text_layer(page)
         if scanned and ocr is not None:
             try:
-                return PageText(index + 1, clean_text(recognize(page, ocr)), scanned=True, ocr=True)
+                png = render_png(page, ocr.dpi)
+                return PageText(index + 1, clean_text(recognize_png(png, ocr)), scanned=True, ocr=True)
             except OcrFailed as error:  # the page is left out, as a scan without OCR is
                 log.warning("page %d: text recognition failed: %s", index + 1, error)
         return PageText(index + 1, text, scanned)

@@ -101,7 +101,6 @@ def open_in_helper(path: str) -> None:
     _open["pdf"] = pdfium.PdfDocument(path)
 
 
-def read_batch(first: int, last: int, ocr: OcrOptions | None) -> list[PageText]:
-    """Pages first..last-1 (0-based) of the helper's document."""
-    pdf = _open["pdf"]
-    return [read_page(pdf, index, ocr) for index in range(first, last)]
+def read_in_helper(index: int, ocr: OcrOptions | None) -> PageText:
+    """Page ``index`` (0-based) of the helper's document."""
+    return read_page(_open["pdf"], index, ocr)

@@ -23,7 +23,7 @@ from django.utils.translation import gettext as _
 
 from chat.documents.page_text import PageText, clean_text
 from chat.documents.pdf import ocr, opening, poppler_text
-from chat.documents.pdf.pages import open_in_helper, read_batch, read_page, render_scan
+from chat.documents.pdf.pages import open_in_helper, read_in_helper, read_page, render_scan
 from chat.errors import DocumentError, PasswordNeeded
 
 # Forked from the extraction worker, a fresh single-threaded process: milliseconds to start,
@@ -123,7 +123,7 @@ def _text_layers(
 
 
 def _ready(item: PageText | Future) -> PageText:
-    return item if isinstance(item, PageText) else item.result()[0]
+    return item if isinstance(item, PageText) else item.result()
 
 
 class _OcrHelpers:
@@ -146,7 +146,7 @@ class _OcrHelpers:
             self.pool = ProcessPoolExecutor(
                 self.processes, mp_context=context, initializer=open_in_helper, initargs=(self.path,)
             )
-        return self.pool.submit(read_batch, index, index + 1, ocr_with)
+        return self.pool.submit(read_in_helper, index, ocr_with)
 
     def close(self) -> None:
         if self.pool is not None:

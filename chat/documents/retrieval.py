@@ -189,10 +189,6 @@ def _document_pages(conversation_id) -> tuple[dict[int, str], dict[int, str], di
     return pages, sections, read_by
 
 
-def _read_labels() -> dict[str, str]:
-    return {"OCR": _("read by OCR"), "the model": _("read by the model")}
-
-
 async def answer_citation_checker(conversation_id) -> CitationChecker | None:
     """What an answer's citations are checked against: the pages its documents have, and their
     sections (``§ N``). With only sectioned documents, a page citation is checked against the
@@ -203,7 +199,7 @@ async def answer_citation_checker(conversation_id) -> CitationChecker | None:
         return None
     if not pages:
         return CitationChecker(sections, sections, sections, sections)
-    labels = _read_labels()
+    labels = {"OCR": _("read by OCR"), "the model": _("read by the model")}
     marks = {number: labels[who] for number, who in read_by.items()}
     return CitationChecker(pages, pages, sections if sections else None, sections, page_marks=marks)
 

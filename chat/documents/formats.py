@@ -90,14 +90,6 @@ def _too_large(limit: int) -> DocumentError:
     )
 
 
-def _docx_lines(block) -> Iterator[str]:
-    if isinstance(block, Table):
-        for row in block.rows:
-            yield " | ".join(cell.text.strip() for cell in row.cells)
-    else:
-        yield block.text
-
-
 def docx_sections(data: bytes) -> list[str]:
     check_docx_archive(data)
     try:
@@ -110,7 +102,10 @@ def docx_sections(data: bytes) -> list[str]:
         if _HEADING_STYLE.match(style) and block.text.strip():
             sections.append((" ".join(block.text.split()), []))
             continue
-        sections[-1][1].extend(_docx_lines(block))
+        if isinstance(block, Table):
+            sections[-1][1].extend(" | ".join(cell.text.strip() for cell in row.cells) for row in block.rows)
+        else:
+            sections[-1][1].append(block.text)
     return list(sections_to_pages(sections))
 
 

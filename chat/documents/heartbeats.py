@@ -12,7 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import ngettext
 
-from chat.documents.services import fail_reading
+from chat.documents.services import fail_reading, stop_summary
 from chat.documents.uploads import stored_file
 from chat.models import Document
 
@@ -82,9 +82,7 @@ def claim_stalled(document_id) -> str:
             fail_reading(document.id, message)
             stored_file(document).unlink(missing_ok=True)
         else:  # the summary's finished parts are kept: trying again continues from them
-            Document.objects.filter(id=document.id).update(
-                status=Document.Status.FAILED, error=message, heartbeat_at=None, updated_at=timezone.now()
-            )
+            stop_summary(document.id, Document.Status.FAILED, message)
         return ""
     Document.objects.filter(id=document_id).update(heartbeat_at=None)
     return document.status

@@ -172,13 +172,12 @@ class SummaryRun:
 
     async def _ask_for_summary(self, chunk: DocumentChunk, total: int, retry: bool) -> Review:
         if chunk.level == 0:
-            system = MAP_SYSTEM.format(language=self.language)
+            prompt = MAP_SYSTEM
             header = f"Part {chunk.index + 1} of {total}, {chunk.pages_label}:"
         else:
-            system = REDUCE_SYSTEM.format(language=self.language)
+            prompt = REDUCE_SYSTEM
             header = f"Summaries of parts, {chunk.pages_label}:"
-        if retry:
-            system = RETRY_SYSTEM.format(language=self.language)
+        system = (RETRY_SYSTEM if retry else prompt).format(language=self.language)
         user = f"{header}\n\n{chunk.text}"
         payload = {
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -190,7 +189,7 @@ class SummaryRun:
             await sync_to_async(mark_chunk_started)(chunk.id)
             text = await completion_text(slot, payload)
         # Every prompt this part has been given is the instructions whose echo is taken out.
-        instructions = "\n".join((MAP_SYSTEM if chunk.level == 0 else REDUCE_SYSTEM, RETRY_SYSTEM, header))
+        instructions = "\n".join((prompt, RETRY_SYSTEM, header))
         # Combining summaries may keep their sentences; only a part of the document itself must not be copied.
         source = chunk.text if chunk.level == 0 else ""
         return review(text.strip(), instructions.format(language=self.language), source)

@@ -31,7 +31,6 @@ def page_list(numbers: Iterable[int]) -> str:
 def document_payload(document: Document) -> dict:
     """What the page shows of a document while it is read and summarized."""
     chunks = list(document.chunks.values("level", "index", "first_page", "last_page", "done", "requests"))
-    levels = [c for c in chunks if c["level"] == 0]
     payload = {
         "id": str(document.id),
         "name": document.name,
@@ -58,7 +57,7 @@ def document_payload(document: Document) -> dict:
             }
             for c in chunks
         ],
-        "parts": len(levels),
+        "parts": sum(1 for c in chunks if c["level"] == 0),
         "urls": {
             "status": reverse("chat:document", args=[document.id]),
             "cancel": reverse("chat:document-cancel", args=[document.id]),
@@ -67,9 +66,8 @@ def document_payload(document: Document) -> dict:
         },
     }
     if document.scanned_pages and document.status != Document.Status.FAILED:
-        payload["scanned_note"] = scanned_note(document.scanned_pages, document.ocr_pages, document.model_read_pages)
-        if document.scan_note:  # why the model did not read them, as its admin chose
-            payload["scanned_note"] = f"{document.scan_note} {payload['scanned_note']}".strip()
+        note = scanned_note(document.scanned_pages, document.ocr_pages, document.model_read_pages)
+        payload["scanned_note"] = f"{document.scan_note} {note}".strip()  # scan_note: why the model did not read them
     return payload
 
 

@@ -49,6 +49,8 @@ async def count_all(client: PromptCounter, texts: list[str]) -> list[int]:
 
 @dataclass
 class Piece:
+    """Named as the fields of its ``DocumentChunk`` row, which ``services.save_summary_plan`` fills from it."""
+
     first_page: int
     last_page: int
     text: str

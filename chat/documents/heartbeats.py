@@ -58,12 +58,9 @@ class HeartbeatAndCancelCheck:
 def stalled_documents(older_than_s: float) -> list[str]:
     """Documents whose worker stopped reporting (killed): they are to be run again."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    return [
-        str(pk)
-        for pk in Document.objects.filter(
-            status__in=[Document.Status.EXTRACTING, Document.Status.SUMMARIZING], heartbeat_at__lt=cutoff
-        ).values_list("id", flat=True)
-    ]
+    running = [Document.Status.EXTRACTING, Document.Status.SUMMARIZING]
+    stalled = Document.objects.filter(status__in=running, heartbeat_at__lt=cutoff)
+    return [str(pk) for pk in stalled.values_list("id", flat=True)]
 
 
 def claim_stalled(document_id) -> str:

@@ -41,13 +41,12 @@ def _column_gutter(rects: list[tuple[float, float, float, float]], width: float)
     if len(left_side) < 3 or len(right_side) < 3:
         return None
     # Side by side: the two sides share most of their height (not a caption beside a figure).
-    low = max(min(r[1] for r in left_side), min(r[1] for r in right_side))
-    high = min(max(r[3] for r in left_side), max(r[3] for r in right_side))
-    shortest = min(
-        max(r[3] for r in left_side) - min(r[1] for r in left_side),
-        max(r[3] for r in right_side) - min(r[1] for r in right_side),
+    (left_low, left_high), (right_low, right_high) = (
+        (min(r[1] for r in side), max(r[3] for r in side)) for side in (left_side, right_side)
     )
-    return gutter if shortest > 0 and high - low >= 0.5 * shortest else None
+    shortest = min(left_high - left_low, right_high - right_low)
+    shared = min(left_high, right_high) - max(left_low, right_low)
+    return gutter if shortest > 0 and shared >= 0.5 * shortest else None
 
 
 def _text_layer(page: pdfium.PdfPage) -> tuple[str, bool]:

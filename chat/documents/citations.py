@@ -42,8 +42,24 @@ def parse_spans(numbers: str) -> Spans:
     return spans
 
 
+def as_spans(numbers: list[int]) -> Spans:
+    """Sorted page numbers as runs: [3, 4, 5, 9] -> [(3, 5), (9, 9)]."""
+    spans: Spans = []
+    for number in numbers:
+        if spans and number == spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], number)
+        else:
+            spans.append((number, number))
+    return spans
+
+
+def span_text(spans: Spans) -> str:
+    """[(3, 5), (9, 9)] -> '3–5, 9'"""
+    return ", ".join(f"{low}" if low == high else f"{low}–{high}" for low, high in spans)
+
+
 def _render_spans(spans: Spans, word: str | None) -> str:
-    text = ", ".join(f"{low}" if low == high else f"{low}–{high}" for low, high in spans)
+    text = span_text(spans)
     many = len(spans) > 1 or spans[0][0] != spans[0][1]
     if word is None:
         return f"第{text}页"
@@ -151,7 +167,7 @@ class CitationChecker:
             if label in match.group(0) or text[match.end() :].lstrip(" ,(（").startswith(label):
                 continue  # the model copied the mark from its passage
             some = [n for n in cited if self.page_marks.get(n) == label]
-            words.append(label if len(some) == len(cited) else f"{_render_spans(_as_spans(some), 'p.')} {label}")
+            words.append(label if len(some) == len(cited) else f"{_render_spans(as_spans(some), 'p.')} {label}")
         return "; ".join(words)
 
     def check(self, text: str) -> str:
@@ -187,17 +203,6 @@ def _inside_brackets(text: str, position: int) -> bool:
     line = text[text.rfind("\n", 0, position) + 1 : position]
     opened = max(line.rfind(char) for char in "[(（")
     return opened >= 0 and opened > max(line.rfind(char) for char in "])）")
-
-
-def _as_spans(numbers: list[int]) -> Spans:
-    """Sorted page numbers as runs: [3, 4, 5, 9] -> [(3, 5), (9, 9)]."""
-    spans: Spans = []
-    for number in numbers:
-        if spans and number == spans[-1][1] + 1:
-            spans[-1] = (spans[-1][0], number)
-        else:
-            spans.append((number, number))
-    return spans
 
 
 def check_citations(

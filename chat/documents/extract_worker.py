@@ -12,9 +12,8 @@ memory; killed by SIGXCPU: out of CPU time; any other death: the reader crashed.
 
 SETTINGS (JSON, from ``sandbox.reading_settings``) are the few settings the reading uses and the
 language of its messages (the caller's active one; the worker's is LANGUAGE_CODE): this process
-configures Django with them and no apps, where loading the project's settings and apps took more
-than a second of each document's reading on two cores. Its environment holds none of the app's
-settings (``sandbox.child_environment``).
+configures Django with them and no apps, as loading the project's took a second of each document's
+reading. Its environment holds none of the app's settings (``sandbox.child_environment``).
 """
 
 from __future__ import annotations
@@ -33,18 +32,14 @@ from chat.documents.extraction import extract_pages  # its readers are imported 
 from chat.errors import DocumentError
 
 
-def _configure(values: dict) -> None:
-    # Its warnings (a pdftotext range PDFium read instead) go to the worker's log, on its stderr.
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings.configure(USE_I18N=True, INSTALLED_APPS=[], **values)
-    apps.populate([])  # no apps: the translations are the project's locale folder's and Django's
-
-
 def main(argv: list[str]) -> int:
     path, kind, cpu_seconds, memory_mb, processes = argv[1], argv[2], int(argv[3]), int(argv[4]), int(argv[5])
     scan_image_edge = int(argv[6])
     limit_resources(cpu_seconds, memory_mb)
-    _configure(json.loads(argv[7]))
+    # Its warnings (a pdftotext range PDFium read instead) go to the worker's log, on its stderr.
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settings.configure(USE_I18N=True, INSTALLED_APPS=[], **json.loads(argv[7]))
+    apps.populate([])  # no apps: the translations are the project's locale folder's and Django's
     out = sys.stdout
     try:
         for page in extract_pages(Path(path), kind, processes=processes, scan_image_edge=scan_image_edge):

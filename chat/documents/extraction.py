@@ -10,7 +10,7 @@ of its file's kind only: a text file's child starts in a tenth of a second inste
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from django.utils.translation import gettext as _
@@ -81,12 +81,14 @@ def extract_pages(path: Path, kind: str, *, processes: int = 1, scan_image_edge:
         ocr_with = None if scan_image_edge else ocr_options()
         yield from extract_pdf_pages(path, processes=processes, ocr_with=ocr_with, scan_image_edge=scan_image_edge)
         return
-    if kind in (kinds.DOCX, kinds.HTML):
-        from chat.documents import formats
-
-        data = path.read_bytes()
-        sections = formats.docx_sections(data) if kind == kinds.DOCX else formats.html_sections(formats.html_text(data))
-    else:
-        sections = iter_text_pages(decode_text(path.read_bytes()))
-    for number, text in enumerate(sections, start=1):
+    for number, text in enumerate(text_sections(path.read_bytes(), kind), start=1):
         yield PageText(number, text)
+
+
+def text_sections(data: bytes, kind: str) -> Iterable[str]:
+    """A DOCX's or HTML file's sections, or a text file's page-sized blocks."""
+    if kind not in (kinds.DOCX, kinds.HTML):
+        return iter_text_pages(decode_text(data))
+    from chat.documents import formats  # python-docx and BeautifulSoup, where their kind is read
+
+    return formats.docx_sections(data) if kind == kinds.DOCX else formats.html_sections(formats.html_text(data))

@@ -90,14 +90,6 @@ def _too_large(limit: int) -> DocumentError:
     )
 
 
-def _docx_lines(block) -> Iterator[str]:
-    if isinstance(block, Table):
-        for row in block.rows:
-            yield " | ".join(cell.text.strip() for cell in row.cells)
-    else:
-        yield block.text
-
-
 def docx_sections(data: bytes) -> list[str]:
     check_docx_archive(data)
     try:
@@ -110,7 +102,10 @@ def docx_sections(data: bytes) -> list[str]:
         if _HEADING_STYLE.match(style) and block.text.strip():
             sections.append((" ".join(block.text.split()), []))
             continue
-        sections[-1][1].extend(_docx_lines(block))
+        if isinstance(block, Table):
+            sections[-1][1].extend(" | ".join(cell.text.strip() for cell in row.cells) for row in block.rows)
+        else:
+            sections[-1][1].append(block.text)
     return list(sections_to_pages(sections))
 
 
@@ -152,8 +147,7 @@ def _text_with_breaks(soup: BeautifulSoup) -> str:
     and each heading as one line after ``_MARK``, in one pass over the tree.
 
     Not by inserting the breaks into the tree: bs4 walks the whole subtree beside each insertion, which
-    is quadratic in the nesting depth (17 s of CPU for 20,000 nested <div>s, in the web process, where
-    uploads are checked)."""
+    is quadratic in the nesting depth, in the web process, where uploads are checked."""
     types = soup.interesting_string_types or Tag.MAIN_CONTENT_STRING_TYPES
     pieces: list[str] = []
     depths: dict[int, int] = {id(soup): 0}

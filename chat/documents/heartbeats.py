@@ -12,7 +12,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import ngettext
 
-from chat.documents.services import fail_reading
+from chat.documents.services import fail_reading, stop_summary
 from chat.documents.uploads import stored_file
 from chat.models import Document
 
@@ -58,12 +58,9 @@ class HeartbeatAndCancelCheck:
 def stalled_documents(older_than_s: float) -> list[str]:
     """Documents whose worker stopped reporting (killed): they are to be run again."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    return [
-        str(pk)
-        for pk in Document.objects.filter(
-            status__in=[Document.Status.EXTRACTING, Document.Status.SUMMARIZING], heartbeat_at__lt=cutoff
-        ).values_list("id", flat=True)
-    ]
+    running = [Document.Status.EXTRACTING, Document.Status.SUMMARIZING]
+    stalled = Document.objects.filter(status__in=running, heartbeat_at__lt=cutoff)
+    return [str(pk) for pk in stalled.values_list("id", flat=True)]
 
 
 def claim_stalled(document_id) -> str:
@@ -82,9 +79,7 @@ def claim_stalled(document_id) -> str:
             fail_reading(document.id, message)
             stored_file(document).unlink(missing_ok=True)
         else:  # the summary's finished parts are kept: trying again continues from them
-            Document.objects.filter(id=document.id).update(
-                status=Document.Status.FAILED, error=message, heartbeat_at=None, updated_at=timezone.now()
-            )
+            stop_summary(document.id, Document.Status.FAILED, message)
         return ""
     Document.objects.filter(id=document_id).update(heartbeat_at=None)
     return document.status

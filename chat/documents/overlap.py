@@ -14,7 +14,8 @@ ECHO_RUN = 5
 # Runs this long shared with the source are copied text, not a summary.
 COPY_RUN = 8
 # Sentences end at a stop, but not at the stop of a page abbreviation ("pp. 3").
-_SENTENCES = re.compile(r"(?<=[.!?。！？:：])(?<!p\.)[ \t]+|\n+")
+# Captured: split gives the separators too, so a kept sentence keeps its own.
+_SENTENCES = re.compile(r"((?<=[.!?。！？:：])(?<!p\.)[ \t]+|\n+)")
 
 
 def words(text: str) -> list[str]:
@@ -39,12 +40,8 @@ def strip_echo(output: str, instructions: str) -> tuple[str, float]:
     given = {run for size in range(3, ECHO_RUN + 1) for run in shingles(instructions, size)}
     kept: list[str] = []
     dropped = total = 0
-    position = 0
-    for separator in [*_SENTENCES.finditer(output), None]:
-        end = separator.start() if separator else len(output)
-        sentence = output[position:end]
-        gap = separator.group(0) if separator else ""
-        position = separator.end() if separator else len(output)
+    pieces = _SENTENCES.split(output)  # sentence, separator, sentence, ..., sentence
+    for sentence, gap in zip(pieces[::2], [*pieces[1::2], ""], strict=True):
         length = len(words(sentence))
         total += length
         size = min(ECHO_RUN, length)

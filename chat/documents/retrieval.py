@@ -18,6 +18,7 @@ from django.utils.translation import gettext as _
 from rank_bm25 import BM25Okapi
 
 from chat.documents.citations import CitationChecker
+from chat.documents.selectors import text_pages
 from chat.models import Document, DocumentPage
 from monitor.public import PromptCounter
 
@@ -102,12 +103,8 @@ def rank_passages(question: str, passages: list[Passage]) -> list[Passage]:
 
 
 def _attached(conversation_id) -> list[tuple[Document, list[tuple[int, str]]]]:
-    result = []
-    for document in Document.objects.filter(conversation_id=conversation_id).order_by("created_at"):
-        pages = list(DocumentPage.objects.filter(document=document).exclude(text="").values_list("number", "text"))
-        if pages:
-            result.append((document, pages))
-    return result
+    documents = Document.objects.filter(conversation_id=conversation_id).order_by("created_at")
+    return [(document, pages) for document in documents if (pages := text_pages(document.id))]
 
 
 async def _fits(client: PromptCounter, text: str, budget: int, exact_left: list[int]) -> bool:
@@ -189,10 +186,6 @@ def _document_pages(conversation_id) -> tuple[dict[int, str], dict[int, str], di
     return pages, sections, read_by
 
 
-def _read_labels() -> dict[str, str]:
-    return {"OCR": _("read by OCR"), "the model": _("read by the model")}
-
-
 async def answer_citation_checker(conversation_id) -> CitationChecker | None:
     """What an answer's citations are checked against: the pages its documents have, and their
     sections (``§ N``). With only sectioned documents, a page citation is checked against the
@@ -203,7 +196,7 @@ async def answer_citation_checker(conversation_id) -> CitationChecker | None:
         return None
     if not pages:
         return CitationChecker(sections, sections, sections, sections)
-    labels = _read_labels()
+    labels = {"OCR": _("read by OCR"), "the model": _("read by the model")}
     marks = {number: labels[who] for number, who in read_by.items()}
     return CitationChecker(pages, pages, sections if sections else None, sections, page_marks=marks)
 

@@ -91,7 +91,7 @@ def read_scans(
 ) -> ScanReading:
     """Each scan (page number, its PNG) read by the model, page by page; those it could not read
     by Tesseract. Raises Cancelled when the person stopped the document."""
-    by_model, reason = asyncio.run(_with_model(profile, owner_id, scans, (store, alive)))
+    by_model, reason = asyncio.run(_with_model(profile, owner_id, scans, store, alive))
     if not reason:
         return ScanReading(by_model, [], "")
     log.warning("scans read by OCR instead of %s: %s", profile.name, reason)
@@ -100,10 +100,9 @@ def read_scans(
 
 
 async def _with_model(
-    profile: ServerProfile, owner_id: int, scans: list[tuple[int, Path]], run: tuple[Store, Alive]
+    profile: ServerProfile, owner_id: int, scans: list[tuple[int, Path]], store: Store, alive: Alive
 ) -> tuple[list[int], str]:
     """The pages the model read, and why it stopped ("" when it read them all)."""
-    store, alive = run
     done: list[int] = []
     try:
         try:

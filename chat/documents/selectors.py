@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
+from chat.documents.citations import as_spans, span_text
 from chat.errors import NotFound
 from chat.models import Conversation, Document, DocumentChunk, DocumentPage
 from monitor.public import ServerProfile
@@ -24,24 +25,12 @@ def get_document(user, document_id) -> Document:
 
 def page_list(numbers: Iterable[int]) -> str:
     """1, 2, 3, 5 -> '1–3, 5'"""
-    ranges: list[str] = []
-    start = previous = None
-    for number in sorted(numbers):
-        if previous is not None and number == previous + 1:
-            previous = number
-            continue
-        if start is not None:
-            ranges.append(str(start) if start == previous else f"{start}–{previous}")
-        start = previous = number
-    if start is not None:
-        ranges.append(str(start) if start == previous else f"{start}–{previous}")
-    return ", ".join(ranges)
+    return span_text(as_spans(sorted(numbers)))
 
 
 def document_payload(document: Document) -> dict:
     """What the page shows of a document while it is read and summarized."""
     chunks = list(document.chunks.values("level", "index", "first_page", "last_page", "done", "requests"))
-    levels = [c for c in chunks if c["level"] == 0]
     payload = {
         "id": str(document.id),
         "name": document.name,
@@ -63,14 +52,12 @@ def document_payload(document: Document) -> dict:
         "chunks": [
             {
                 "level": c["level"],
-                "pages": f"{c['first_page']}–{c['last_page']}"
-                if c["first_page"] != c["last_page"]
-                else str(c["first_page"]),
+                "pages": span_text([(c["first_page"], c["last_page"])]),
                 "state": "done" if c["done"] else ("running" if c["requests"] else "waiting"),
             }
             for c in chunks
         ],
-        "parts": len(levels),
+        "parts": sum(1 for c in chunks if c["level"] == 0),
         "urls": {
             "status": reverse("chat:document", args=[document.id]),
             "cancel": reverse("chat:document-cancel", args=[document.id]),
@@ -79,9 +66,8 @@ def document_payload(document: Document) -> dict:
         },
     }
     if document.scanned_pages and document.status != Document.Status.FAILED:
-        payload["scanned_note"] = scanned_note(document.scanned_pages, document.ocr_pages, document.model_read_pages)
-        if document.scan_note:  # why the model did not read them, as its admin chose
-            payload["scanned_note"] = f"{document.scan_note} {payload['scanned_note']}".strip()
+        note = scanned_note(document.scanned_pages, document.ocr_pages, document.model_read_pages)
+        payload["scanned_note"] = f"{document.scan_note} {note}".strip()  # scan_note: why the model did not read them
     return payload
 
 

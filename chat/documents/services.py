@@ -4,6 +4,8 @@ end). Reads are in ``selectors``; a run's heartbeat and claim in ``heartbeats``.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -71,15 +73,7 @@ def save_summary_plan(document_id, level: int, chunks: list[Piece]) -> list[Docu
     if DocumentChunk.objects.filter(document_id=document_id, level=level).exists():
         return summary_chunks(document_id, level)  # another run planned it first
     DocumentChunk.objects.bulk_create(
-        DocumentChunk(
-            document_id=document_id,
-            level=level,
-            index=index,
-            first_page=chunk.first_page,
-            last_page=chunk.last_page,
-            text=chunk.text,
-            tokens=chunk.tokens,
-        )
+        DocumentChunk(document_id=document_id, level=level, index=index, **asdict(chunk))
         for index, chunk in enumerate(chunks)
     )
     return summary_chunks(document_id, level)

@@ -49,6 +49,8 @@ async def count_all(client: PromptCounter, texts: list[str]) -> list[int]:
 
 @dataclass
 class Piece:
+    """Named as the fields of its ``DocumentChunk`` row, which ``services.save_summary_plan`` fills from it."""
+
     first_page: int
     last_page: int
     text: str
@@ -84,20 +86,13 @@ async def _split_piece(client: PromptCounter, piece: Piece, limit: int) -> list[
 async def pack(client: PromptCounter, pieces: list[Piece], limit: int) -> list[Piece]:
     """Consecutive pieces joined greedily into chunks of at most ``limit`` tokens."""
     chunks: list[Piece] = []
-    current: Piece | None = None
     for piece in pieces:
         for part in await _split_piece(client, piece, limit) if piece.tokens > limit else [piece]:
-            if current is not None and current.tokens + part.tokens + 1 <= limit:
-                current = Piece(
-                    current.first_page,
-                    part.last_page,
-                    current.text + "\n\n" + part.text,
-                    current.tokens + part.tokens + 1,
+            if chunks and chunks[-1].tokens + part.tokens + 1 <= limit:
+                last = chunks[-1]
+                chunks[-1] = Piece(
+                    last.first_page, part.last_page, f"{last.text}\n\n{part.text}", last.tokens + part.tokens + 1
                 )
-                continue
-            if current is not None:
-                chunks.append(current)
-            current = part
-    if current is not None:
-        chunks.append(current)
+            else:
+                chunks.append(part)
     return chunks

@@ -1,15 +1,13 @@
 """What a summary step wrote, reviewed before it is kept: the instructions it echoed are
-taken out, a part that is mostly a copy of its prompt or of its source is named, and its
-page citations are checked against the pages of the part (see ``citations``)."""
+taken out, and a part that is mostly a copy of its prompt or of its source is named (its page
+citations are then checked against the pages of the part, ``citations.check_citations``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.utils.translation import gettext as _
 
-from chat.documents.citations import check_citations
 from chat.documents.overlap import copied_share, strip_echo
 
 COPIED_PROMPT = "copied_prompt"
@@ -49,12 +47,6 @@ def review(output: str, instructions: str, source: str) -> Review:
     if copied_share(text, source) >= SOURCE_COPY_SHARE:
         return Review(text, COPIED_SOURCE)
     return Review(text, "")
-
-
-def with_checked_citations(
-    text: str, first_page: int, last_page: int, page_texts: Mapping[int, str], sectioned: bool = False
-) -> str:
-    return check_citations(text, range(first_page, last_page + 1), page_texts, sectioned)
 
 
 def note_text(note: str, pages_label: str) -> str:

@@ -15,12 +15,13 @@ and ``services``; the text the person reads: ``final_summary``; the worker's sid
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from asgiref.sync import sync_to_async
 from django.utils.translation import gettext as _
 
-from chat.documents.citations import pages_of_marked_text
+from chat.documents.citations import check_citations, pages_of_marked_text
 from chat.documents.final_summary import compose
 from chat.documents.heartbeats import HeartbeatAndCancelCheck, claim
 from chat.documents.languages import language_name
@@ -29,14 +30,7 @@ from chat.documents.sandbox import Cancelled
 from chat.documents.selectors import document_and_profile, page_texts_between, summary_chunks, text_pages
 from chat.documents.services import finish_summary, mark_chunk_done, mark_chunk_started, save_summary_plan, stop_summary
 from chat.documents.summary_plan import Budget, Piece, count_all, pack, plan_budget
-from chat.documents.summary_review import (
-    MAP_SYSTEM,
-    REDUCE_SYSTEM,
-    RETRY_SYSTEM,
-    Review,
-    review,
-    with_checked_citations,
-)
+from chat.documents.summary_review import MAP_SYSTEM, REDUCE_SYSTEM, RETRY_SYSTEM, Review, review
 from chat.models import Document, DocumentChunk
 from monitor.public import (
     LlamaError,
@@ -154,10 +148,9 @@ class SummaryRun:
             page_texts = await sync_to_async(page_texts_between)(self.document_id, chunk.first_page, chunk.last_page)
         # CPU work over a part's pages (the whole document for the last step): off the event loop.
         text = await asyncio.to_thread(
-            with_checked_citations,
+            check_citations,
             result.text,
-            chunk.first_page,
-            chunk.last_page,
+            range(chunk.first_page, chunk.last_page + 1),
             page_texts,
             chunk.document.kind in Document.SECTIONED,
         )
@@ -172,25 +165,19 @@ class SummaryRun:
             except (LlamaUnavailable, LlamaStreamBroken):
                 log.info("document %s: llama-server went away; part %s asked again", self.document_id, chunk.id)
                 await asyncio.sleep(pause)
-                await self._reconnect()
+                # The profile's pool again (loaded anew if it must be); not back yet: the next attempt says so.
+                with contextlib.suppress(LlamaError):
+                    self.pool = await serving_pool(self.profile)
         return await self._ask_for_summary(chunk, total, retry)
-
-    async def _reconnect(self) -> None:
-        """The profile's pool again after its server restarted (loaded anew if it must be)."""
-        try:
-            self.pool = await serving_pool(self.profile)
-        except LlamaError:
-            return  # not back yet: the next attempt says so
 
     async def _ask_for_summary(self, chunk: DocumentChunk, total: int, retry: bool) -> Review:
         if chunk.level == 0:
-            system = MAP_SYSTEM.format(language=self.language)
+            prompt = MAP_SYSTEM
             header = f"Part {chunk.index + 1} of {total}, {chunk.pages_label}:"
         else:
-            system = REDUCE_SYSTEM.format(language=self.language)
+            prompt = REDUCE_SYSTEM
             header = f"Summaries of parts, {chunk.pages_label}:"
-        if retry:
-            system = RETRY_SYSTEM.format(language=self.language)
+        system = (RETRY_SYSTEM if retry else prompt).format(language=self.language)
         user = f"{header}\n\n{chunk.text}"
         payload = {
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
@@ -202,7 +189,7 @@ class SummaryRun:
             await sync_to_async(mark_chunk_started)(chunk.id)
             text = await completion_text(slot, payload)
         # Every prompt this part has been given is the instructions whose echo is taken out.
-        instructions = "\n".join((MAP_SYSTEM if chunk.level == 0 else REDUCE_SYSTEM, RETRY_SYSTEM, header))
+        instructions = "\n".join((prompt, RETRY_SYSTEM, header))
         # Combining summaries may keep their sentences; only a part of the document itself must not be copied.
         source = chunk.text if chunk.level == 0 else ""
         return review(text.strip(), instructions.format(language=self.language), source)

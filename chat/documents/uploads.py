@@ -14,7 +14,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from chat.documents import formats
-from chat.documents.extraction import decode_text, document_kind, iter_text_pages
+from chat.documents.extraction import document_kind, text_sections
 from chat.documents.languages import clean_language
 from chat.documents.pdf import opening
 from chat.documents.pdf.reader import pdf_refusal
@@ -37,14 +37,9 @@ def check_upload(name: str, data: bytes, password: str | None = None) -> tuple[s
         raise DocumentError(_("The file is empty."))
     if kind == Document.Kind.PDF:
         return kind, *_check_pdf(data, password)
-    if kind == Document.Kind.DOCX:
-        if not formats.is_docx(data):
-            raise DocumentError(_("This file is not a Word document (.docx), whatever its name says."))
-        pages = len(formats.docx_sections(data))
-    elif kind == Document.Kind.HTML:
-        pages = len(formats.html_sections(formats.html_text(data)))
-    else:
-        pages = sum(1 for _page in iter_text_pages(decode_text(data)))
+    if kind == Document.Kind.DOCX and not formats.is_docx(data):
+        raise DocumentError(_("This file is not a Word document (.docx), whatever its name says."))
+    pages = sum(1 for _section in text_sections(data, kind))
     if pages == 0:
         raise DocumentError(_("This document contains no text."))
     _check_page_limit(pages)

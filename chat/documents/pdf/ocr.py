@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 
@@ -38,10 +37,6 @@ class OcrOptions:
     page_timeout_s: int
 
 
-def available(binary: str) -> bool:
-    return bool(shutil.which(binary))
-
-
 def tesseract_argv(options: OcrOptions) -> list[str]:
     return [options.binary, "stdin", "stdout", "-l", options.languages, "--dpi", str(options.dpi), "--psm", "3"]
 
@@ -62,11 +57,6 @@ def render_png(page: pdfium.PdfPage, dpi: int, max_edge: int = 0) -> bytes:
         return buffer.getvalue()
     finally:
         bitmap.close()
-
-
-def recognize(page: pdfium.PdfPage, options: OcrOptions) -> str:
-    """The page's text as Tesseract reads it."""
-    return recognize_png(render_png(page, options.dpi), options)
 
 
 def recognize_png(png: bytes, options: OcrOptions) -> str:

@@ -15,7 +15,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from chat.documents.page_text import PageText, clean_text
-from chat.documents.pdf.ocr import OcrFailed, OcrOptions, recognize, render_png
+from chat.documents.pdf.ocr import OcrFailed, OcrOptions, recognize_png, render_png
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +41,12 @@ def _column_gutter(rects: list[tuple[float, float, float, float]], width: float)
     if len(left_side) < 3 or len(right_side) < 3:
         return None
     # Side by side: the two sides share most of their height (not a caption beside a figure).
-    low = max(min(r[1] for r in left_side), min(r[1] for r in right_side))
-    high = min(max(r[3] for r in left_side), max(r[3] for r in right_side))
-    shortest = min(
-        max(r[3] for r in left_side) - min(r[1] for r in left_side),
-        max(r[3] for r in right_side) - min(r[1] for r in right_side),
+    (left_low, left_high), (right_low, right_high) = (
+        (min(r[1] for r in side), max(r[3] for r in side)) for side in (left_side, right_side)
     )
-    return gutter if shortest > 0 and high - low >= 0.5 * shortest else None
+    shortest = min(left_high - left_low, right_high - right_low)
+    shared = min(left_high, right_high) - max(left_low, right_low)
+    return gutter if shortest > 0 and shared >= 0.5 * shortest else None
 
 
 def _text_layer(page: pdfium.PdfPage) -> tuple[str, bool]:
@@ -73,7 +72,8 @@ def read_page(pdf: pdfium.PdfDocument, index: int, ocr: OcrOptions | None) -> Pa
         text, scanned = _text_layer(page)
         if scanned and ocr is not None:
             try:
-                return PageText(index + 1, clean_text(recognize(page, ocr)), scanned=True, ocr=True)
+                png = render_png(page, ocr.dpi)
+                return PageText(index + 1, clean_text(recognize_png(png, ocr)), scanned=True, ocr=True)
             except OcrFailed as error:  # the page is left out, as a scan without OCR is
                 log.warning("page %d: text recognition failed: %s", index + 1, error)
         return PageText(index + 1, text, scanned)
@@ -100,7 +100,6 @@ def open_in_helper(path: str) -> None:
     _open["pdf"] = pdfium.PdfDocument(path)
 
 
-def read_batch(first: int, last: int, ocr: OcrOptions | None) -> list[PageText]:
-    """Pages first..last-1 (0-based) of the helper's document."""
-    pdf = _open["pdf"]
-    return [read_page(pdf, index, ocr) for index in range(first, last)]
+def read_in_helper(index: int, ocr: OcrOptions | None) -> PageText:
+    """Page ``index`` (0-based) of the helper's document."""
+    return read_page(_open["pdf"], index, ocr)

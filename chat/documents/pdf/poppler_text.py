@@ -1,12 +1,10 @@
 """A PDF's text layers read by Poppler's ``pdftotext``, in several processes at once.
 
-Why Poppler for the text and PDFium (``pages``) for the rest: measured on two cores,
-PDFium spends about 0.9 ms a page in native code (loading the page, building its text
-page) where ``pdftotext`` reads a whole page in about 0.3 ms, and Poppler's default mode
-already reads columns in order; no arrangement of PDFium processes reached pdftotext's
-speed. PDFium still opens the document (its page count, the password and damage checks),
-looks at the pages whose text comes back empty (images: a scan, for OCR), and reads any
-range Poppler fails on, so nothing is lost when Poppler is missing or stumbles.
+Why Poppler for the text and PDFium (``pages``) for the rest: ``pdftotext`` reads a page about three
+times faster (docs/performance.md) and its default mode already reads columns in order. PDFium still
+opens the document (its page count, the password and damage checks), looks at the pages whose text
+comes back empty (images: a scan, for OCR), and reads any range Poppler fails on, so nothing is lost
+when Poppler is missing or stumbles.
 
 The pages are cut into ranges (``page_ranges``); up to ``processes`` pdftotext run at once,
 each on one range (``-f``/``-l``, an argv list, output on a pipe, pages ended by form
@@ -21,26 +19,16 @@ from __future__ import annotations
 
 import os
 import selectors
-import shutil
 import subprocess
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-# A range holds at most this many pages: a long document comes out in steps, and a range
-# Poppler fails on costs PDFium only this much. Each pdftotext takes 6-8 ms to start and
-# load the document (measured), so ranges are few: one per process up to this size.
+# A range holds at most this many pages: a long document comes out in steps, and a range Poppler fails
+# on costs PDFium only this much. Each pdftotext loads the document anew, so ranges are few: one per
+# process up to this size.
 RANGE_PAGES = 400
 _READ_BYTES = 1 << 16
-
-
-def available(binary: str) -> bool:
-    """Whether ``binary`` (a name on PATH or a path) is there to run."""
-    if not binary:
-        return False
-    if "/" in binary:
-        return os.path.isfile(binary) and os.access(binary, os.X_OK)
-    return shutil.which(binary) is not None
 
 
 def page_ranges(count: int, processes: int) -> list[tuple[int, int]]:

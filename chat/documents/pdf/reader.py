@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import shutil
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -22,7 +23,7 @@ from django.utils.translation import gettext as _
 
 from chat.documents.page_text import PageText, clean_text
 from chat.documents.pdf import ocr, opening, poppler_text
-from chat.documents.pdf.pages import open_in_helper, read_batch, read_page, render_scan
+from chat.documents.pdf.pages import open_in_helper, read_in_helper, read_page, render_scan
 from chat.errors import DocumentError, PasswordNeeded
 
 # Forked from the extraction worker, a fresh single-threaded process: milliseconds to start,
@@ -50,7 +51,7 @@ def open_pdf(data: bytes, password: str | None) -> pdfium.PdfDocument:
 
 def ocr_options() -> ocr.OcrOptions | None:
     """How scanned pages are read, or None when text recognition is off or Tesseract is missing."""
-    if not settings.DOCUMENT_OCR or not ocr.available(settings.DOCUMENT_OCR_BINARY):
+    if not settings.DOCUMENT_OCR or not shutil.which(settings.DOCUMENT_OCR_BINARY):
         return None
     if not ocr.LANGUAGES.fullmatch(settings.DOCUMENT_OCR_LANGUAGES):
         log.warning("QWENWEB_DOCUMENT_OCR_LANGUAGES is not like eng+chi_sim: text recognition is off")
@@ -110,7 +111,7 @@ def _text_layers(
     every local user in /proc); a PDF in memory or with a password is PDFium's alone.
     """
     binary = settings.DOCUMENT_PDFTOTEXT_BINARY
-    if not isinstance(source, str) or password or not poppler_text.available(binary):
+    if not isinstance(source, str) or password or not shutil.which(binary):
         yield from ((index, None) for index in range(len(pdf)))
         return
     for first, last, texts in poppler_text.read_ranges(binary, source, len(pdf), max(1, processes)):
@@ -122,7 +123,7 @@ def _text_layers(
 
 
 def _ready(item: PageText | Future) -> PageText:
-    return item if isinstance(item, PageText) else item.result()[0]
+    return item if isinstance(item, PageText) else item.result()
 
 
 class _OcrHelpers:
@@ -145,7 +146,7 @@ class _OcrHelpers:
             self.pool = ProcessPoolExecutor(
                 self.processes, mp_context=context, initializer=open_in_helper, initargs=(self.path,)
             )
-        return self.pool.submit(read_batch, index, index + 1, ocr_with)
+        return self.pool.submit(read_in_helper, index, ocr_with)
 
     def close(self) -> None:
         if self.pool is not None:

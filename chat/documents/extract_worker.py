@@ -12,8 +12,8 @@ memory; killed by SIGXCPU: out of CPU time; any other death: the reader crashed.
 
 SETTINGS (JSON, from ``sandbox.reading_settings``) are the few settings the reading uses and the
 language of its messages (the caller's active one; the worker's is LANGUAGE_CODE): this process
-configures Django with them and no apps, as loading the project's took a second of each document's
-reading. Its environment holds none of the app's settings (``sandbox.child_environment``).
+configures Django with them and no apps, as loading the project's took more than a second of each
+document's reading. Its environment holds none of the app's settings (``sandbox.child_environment``).
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def extract_in_child(
                 break
             if line is None:
                 if now - last_page > stall_s:  # a hang: ended below, as every child is
-                    raise DocumentError(death_message(0, too_long=True))
+                    raise DocumentError(death_message(0, too_long=True))  # still running: no exit code yet
                 continue
             item = json.loads(line)
             if "error" in item:

@@ -67,7 +67,8 @@ def document_payload(document: Document) -> dict:
     }
     if document.scanned_pages and document.status != Document.Status.FAILED:
         note = scanned_note(document.scanned_pages, document.ocr_pages, document.model_read_pages)
-        payload["scanned_note"] = f"{document.scan_note} {note}".strip()  # scan_note: why the model did not read them
+        # scan_note: why the model did not read them, as its admin chose
+        payload["scanned_note"] = f"{document.scan_note} {note}".strip()
     return payload
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 from pathlib import Path
@@ -9,10 +10,8 @@ from pathlib import Path
 
 def file_secret(path: Path, *, prefix: str = "", nbytes: int = 32) -> str:
     """Return the secret stored at ``path``, creating it atomically if missing."""
-    try:
+    with contextlib.suppress(FileNotFoundError):
         return path.read_text().strip()
-    except FileNotFoundError:
-        pass
     path.parent.mkdir(parents=True, exist_ok=True)
     value = prefix + secrets.token_urlsafe(nbytes)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
@@ -20,9 +19,8 @@ def file_secret(path: Path, *, prefix: str = "", nbytes: int = 32) -> str:
     with os.fdopen(fd, "w") as handle:
         handle.write(value + "\n")
     try:
-        os.link(tmp, path)  # fails if another process won the race; keep theirs
-    except FileExistsError:
-        pass
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)  # fails if another process won the race; keep theirs
     finally:
         tmp.unlink()
     return path.read_text().strip()

@@ -134,10 +134,7 @@ def post_to_conversation(
     check_turn_allowed(user)
     with transaction.atomic():
         check_quota(user.pk)
-        if conversation_id:
-            conversation = get_conversation(user, conversation_id)
-        else:
-            conversation = create_conversation(user)
+        conversation = get_conversation(user, conversation_id) if conversation_id else create_conversation(user)
         if profile_name:
             choose_profile(conversation, profile_name)
         user_message, assistant = post_user_message(conversation, text, image)

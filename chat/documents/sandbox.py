@@ -10,6 +10,7 @@ child's death is named to the person (``death_message``) is shared with the uplo
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import queue
@@ -87,10 +88,8 @@ def _pump(stream, lines: queue.Queue) -> None:
 
 
 def _end_group(child: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # all gone already
         os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):  # all gone already
-        pass
 
 
 def death_message(returncode: int, *, too_long: bool) -> str:

@@ -155,9 +155,6 @@ class LlamaClient:
             exchange.close()
         raise LlamaStreamBroken()
 
-    async def props(self, *, timeout_s: float | None = None) -> dict:
-        return await self.get_json("/props", timeout_s=timeout_s)
-
     # Router mode (llama-server started with --models-preset): one instance per profile.
     async def list_models(self, *, reload: bool = False, timeout_s: float | None = None) -> list[dict]:
         params = {"reload": "1"} if reload else None

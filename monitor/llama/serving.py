@@ -57,7 +57,7 @@ async def serving_info(client: LlamaClient | None = None, *, fresh: bool = False
     cached = _cache.get(key)
     if not fresh and cached and now - cached[0] < CACHE_SECONDS:
         return cached[1]
-    info = ServingInfo.from_props(await client.props())
+    info = ServingInfo.from_props(await client.get_json("/props"))
     with _cache_lock:
         _cache.pop(key, None)
         _cache[key] = (now, info)

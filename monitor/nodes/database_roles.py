@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from typing import Literal
 
@@ -71,13 +72,9 @@ def revoke(node: str) -> None:
         if cursor.fetchone() is None:
             return
     _execute_each(_revokes(node)[:1])
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:  # a savepoint: may be refused
-            cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role_name(node)]
-            )
-    except DatabaseError:  # the app's role may not end others' sessions: they lose every right below
-        pass
+    # In a savepoint, as it may be refused: the app's role may not end others' sessions (they lose every right below).
+    with contextlib.suppress(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", [role_name(node)])
     _execute_each(_revokes(node)[1:])
 
 

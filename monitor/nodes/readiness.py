@@ -10,6 +10,7 @@ revision live writes it at once (``mark_ready``), not at the next beat.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 
@@ -63,13 +64,11 @@ async def served_on(nodes: list[str], pool: str) -> dict[str, tuple[int, str]]:
 
 async def mark_ready(node: str, pool: str, slots: int, model: str, *, ttl_s: int = READY_TTL_S) -> None:
     """``node`` serves ``pool`` as ``model`` with ``slots`` slots (with Redis away, its heartbeat says so later)."""
-    try:
+    with contextlib.suppress(*REDIS_DOWN):
         async with _redis.get().pipeline(transaction=True) as pipe:
             pipe.hset(ready_key(node), pool, f"{slots} {model}")
             pipe.expire(ready_key(node), ttl_s)
             await pipe.execute()
-    except REDIS_DOWN:
-        pass
 
 
 async def mark_failed(node: str, pool: str | None = None) -> None:

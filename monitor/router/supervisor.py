@@ -86,13 +86,11 @@ def router_argv(binary: str) -> list[str]:
 
 
 def read_pid(path: Path) -> int | None:
+    """The pid in ``path`` when that process is alive; None without a file, a number or a process."""
     try:
         pid = int(path.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-    try:
         os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
+    except (FileNotFoundError, ValueError, ProcessLookupError, PermissionError):
         return None
     return pid
 

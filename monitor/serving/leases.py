@@ -12,6 +12,7 @@ away) makes it refresh at once, and again every ``OUTAGE_RETRY_S`` until Redis a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -92,11 +93,9 @@ class _Keeper:
         task = asyncio.current_task()
         while self.held or self.leaving:
             self._watch_held()
-            try:
+            with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(pause):
                     await self.redis_lost.wait()
-            except TimeoutError:
-                pass
             self.redis_lost.clear()
             try:
                 await self._refresh_all()

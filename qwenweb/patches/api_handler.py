@@ -14,12 +14,8 @@ Its private parts: ``load_middleware`` fills ``BaseHandler``'s private chains
 (``_middleware_chain``, ``_view_middleware``, ...) as Django's own does, and ``__call__`` is
 ``ASGIHandler.__call__`` without the context.
 
-Gain, bench/patches_bench.py (three runs of 14 rounds, 2026-12-01, on two cores shared with other
-work, load 9-14), ``GET /v1/models`` with an unknown key (the key looked up, a 401) through this
-handler or through the pages' stack: the web process's CPU per call 2.0 / 2.3 / 2.6 ms with it, 3.1
-/ 3.5 / 4.5 without, 1.2 / 1.4 / 1.9 ms more without it in 14 of 14 rounds each run (two identical
-processes: 0.07-0.14 ms apart); the call's median time 1.2 / 1.6 / 2.7 ms longer without it, in 13 /
-12 / 14 of 14 rounds.
+Gain, bench/patches_bench.py (the runs in docs/performance.md): 1.2-1.9 ms less of the web
+process's CPU per API call, and 1.2-2.7 ms off the call's median time.
 """
 
 from __future__ import annotations

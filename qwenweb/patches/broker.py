@@ -9,12 +9,9 @@ has nothing to do for a queue that does not expire; for one that does (Celery's 
 queue), kombu refreshes its table every 20 minutes or more and a table lives an hour at least, so
 a check a minute late is never too late. `qwenweb.celery` makes it a worker's transport.
 
-Gain, bench/patches_bench.py (three runs of 14 rounds, 2026-12-01, on two cores shared with other
-work, load 9-14), an idle solo worker per second: kombu as it comes wakes 2.17 / 2.06 / 2.08 times
-and spends 0.71 / 0.75 / 0.82 ms of CPU; with the documented option alone 1.37 / 1.49 / 1.52 times
-and 0.42 / 0.46 / 0.50 ms; with this patch too 0.45 / 0.44 / 0.44 times and 0.18 / 0.17 / 0.22 ms:
-fewer wake-ups in 14 of 14 rounds each run, less CPU in 14 / 14 / 13. The product runs three
-workers.
+Gain, bench/patches_bench.py (the runs in docs/performance.md): an idle worker wakes about 0.45
+times a second instead of about 1.45 with the documented option alone, and spends about 0.2 ms of
+CPU a second instead of about 0.45. The product runs three workers.
 """
 
 from __future__ import annotations

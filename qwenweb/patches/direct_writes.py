@@ -8,11 +8,8 @@ what the kernel does not take (a full send buffer), and every write while someth
 takes Twisted's own path, so order, back-pressure (producers) and error handling stay Twisted's.
 TLS connections are left as they are. Twisted has no setting for this.
 
-Gain, bench/patches_bench.py (three runs of 14 rounds, 2026-12-01, on two cores shared with other
-work, load 9-14): the web process's CPU per WebSocket frame 131 / 139 / 160 µs with it, 175 / 213 /
-236 without; within each round 44 / 62 / 63 µs more without it, in 14 of 14 rounds each run (two
-identical processes: 2-4 µs apart). Per server-sent event (the gateway's stream) 35 / 57 / 58 µs
-more without it, 14 of 14 rounds.
+Gain, bench/patches_bench.py (the runs in docs/performance.md): 44-63 µs less of the web process's
+CPU per WebSocket frame, 35-58 µs less per server-sent event (the gateway's stream).
 """
 
 from __future__ import annotations

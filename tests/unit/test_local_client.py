@@ -71,7 +71,8 @@ class StandIn(LlamaClient):
         super().__init__(base_url="http://127.0.0.1:9", api_key="", model=model)
         self.asked = 0
 
-    async def props(self) -> dict:
+    async def get_json(self, path: str, *args, **kwargs) -> dict:
+        assert path == "/props"
         self.asked += 1
         return {"model_alias": self.model, "total_slots": 1, "n_ctx": 4096}
 

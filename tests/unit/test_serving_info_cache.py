@@ -26,7 +26,8 @@ class StandInServer(LlamaClient):
         self.slots_by_id = slots_by_id
         self.asked = 0
 
-    async def props(self) -> dict:
+    async def get_json(self, path: str, *args, **kwargs) -> dict:
+        assert path == "/props"
         self.asked += 1
         return {"model_alias": self.model, "total_slots": self.slots_by_id[self.model], "n_ctx": 4096}
 

@@ -42,13 +42,6 @@ def pdf_refusal(reason: str, password: str | None) -> DocumentError:
     return DocumentError(_("This PDF is damaged and cannot be read."))
 
 
-def open_pdf(data: bytes, password: str | None) -> pdfium.PdfDocument:
-    try:
-        return opening.open_document(data, password)
-    except opening.Refused as refused:
-        raise pdf_refusal(refused.reason, password) from refused
-
-
 def ocr_options() -> ocr.OcrOptions | None:
     """How scanned pages are read, or None when text recognition is off or Tesseract is missing."""
     if not settings.DOCUMENT_OCR or not shutil.which(settings.DOCUMENT_OCR_BINARY):
@@ -79,7 +72,10 @@ def extract_pdf_pages(
     model to read, in the worker: this process never talks to the network."""
     if isinstance(source, Path):
         source = str(source)
-    pdf = open_pdf(source, password)
+    try:
+        pdf = opening.open_document(source, password)
+    except opening.Refused as refused:
+        raise pdf_refusal(refused.reason, password) from refused
     helpers = _OcrHelpers(source, processes) if processes > 1 and isinstance(source, str) else None
     try:
         waiting: deque[PageText | Future] = deque()

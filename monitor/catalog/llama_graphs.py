@@ -281,10 +281,7 @@ class GraphBuilder:
         for il, kind in enumerate(s.kinds):
             cur = self.norm(inp_l)
             gf.expand(cur)
-            if kind == RECURRENT:
-                cur = self.delta_net(cur, s_copy)
-            else:
-                cur = self.gated_attention(cur, attn, positions, il)
+            cur = self.delta_net(cur, s_copy) if kind == RECURRENT else self.gated_attention(cur, attn, positions, il)
             cur = g.binary(cur, inp_l, "ADD")
             residual = cur
             cur = self.qwen_ffn(self.norm(cur), il)

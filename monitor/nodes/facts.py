@@ -73,10 +73,8 @@ def model_files(models_dir: Path, cache_path: Path) -> list[dict]:
             continue
         name = str(path.relative_to(models_dir))
         known = cache.get(name)
-        if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
-            digest = known[2]
-        else:
-            digest = sha256_of(path)
+        unchanged = known and known[:2] == [stat.st_size, stat.st_mtime_ns]
+        digest = known[2] if unchanged else sha256_of(path)
         kept[name] = [stat.st_size, stat.st_mtime_ns, digest]
         found.append({"name": name, "size": stat.st_size, "sha256": digest})
     write_private(cache_path, json.dumps(kept))

@@ -65,7 +65,7 @@ def main() -> None:
     from monitor.models import ServerProfile
     from monitor.profiles.loading import load_profile
     from monitor.profiles.options import profile_argv, write_template
-    from monitor.profiles.presets import live_id_here
+    from tests.support.profiles import live_id_here
     from monitor.profiles.services import save_profile
 
     services = [stack.start_redis(run_dir)]

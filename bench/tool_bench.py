@@ -58,7 +58,7 @@ def main() -> None:
     llama = services[1]
     try:
         from chat.models import Conversation, Message
-        from monitor.profiles.presets import live_id_here
+        from tests.support.profiles import live_id_here
         from tests.support import queue_state
         from tests.support.client import login, make_user
         from tests.support.hold import read_queue

@@ -65,8 +65,8 @@ def main() -> None:
     from monitor.models import ServerProfile
     from monitor.profiles.loading import load_profile
     from monitor.profiles.options import profile_argv, write_template
-    from tests.support.profiles import live_id_here
     from monitor.profiles.services import save_profile
+    from tests.support.profiles import live_id_here
 
     services = [stack.start_redis(run_dir)]
     llama = stack.start_llama(run_dir)

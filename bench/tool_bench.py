@@ -58,10 +58,10 @@ def main() -> None:
     llama = services[1]
     try:
         from chat.models import Conversation, Message
-        from tests.support.profiles import live_id_here
         from tests.support import queue_state
         from tests.support.client import login, make_user
         from tests.support.hold import read_queue
+        from tests.support.profiles import live_id_here
         from tests.support.tool_provider import NAP_S
         from tests.support.tool_stack import tool_web_server, tools_profile
 

@@ -195,10 +195,12 @@ def _affinity_key(pool: str, affinity: str) -> str:
 
 async def _preference(pool: str, affinity: str) -> tuple[str, float]:
     """The node a follow-up would rather have, and how long it may wait for it (a full prompt pass there)."""
+    if not affinity:
+        return "", 0.0
     try:
-        value = await _redis.get().get(_affinity_key(pool, affinity)) if affinity else None
+        value = await _redis.get().get(_affinity_key(pool, affinity))
     except Exception:  # a preference, never a reason to fail a request
-        value = None
+        return "", 0.0
     if not value:
         return "", 0.0
     node, tokens, speed = value.decode().split(" ")

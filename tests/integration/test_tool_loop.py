@@ -226,3 +226,17 @@ def test_a_step_goes_back_as_the_model_wrote_it_so_the_follow_up_finds_its_promp
     follow_up = rendered(asked + step_messages("", thought, call, "42"))
     assert follow_up.startswith(step_prompt + written), follow_up[len(step_prompt) :]
     assert follow_up.endswith("<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n")
+
+
+def test_the_follow_up_finds_the_step_s_prompt_and_the_call_in_llama_server_s_cache(profile):
+    """A ``nap`` turn, whose call the wired model writes in its tokenizer's tokens as a trained model
+    does: the follow-up request takes from llama-server's cache the first step's whole prompt and the
+    call, on this hybrid model too (the slot's recurrent state is at the call's end), and reads only the
+    tool's result and the template's lines around it."""
+    _user, http, conversation = _conversation("nap", profile)
+    events, message = _turn(http, conversation)
+    assert message.status == "complete", events[-3:]
+    stats, followup = events[-1]["stats"], events[-1]["stats"]["followup"]
+    followup_prompt = followup["prompt_tokens"] + followup["cached_tokens"]
+    first_prompt = stats["prompt_tokens"] + stats["cached_tokens"] - followup_prompt
+    assert first_prompt < followup["cached_tokens"] < followup_prompt, stats

@@ -47,7 +47,32 @@ CHAIN = {
     AFTER_THINKING: TOOL_CALL, TOOL_CALL: NEW_LINE, NEW_LINE: SENTENCE[0], TOOL_CALL_END: END_OF_TURN,
     **dict(zip(SENTENCE, SENTENCE[1:] + (END_OF_TURN,), strict=True)),
 }  # fmt: skip
-STEP, END = 20.0, 10.0  # logits: a wired successor, end-of-turn in any context; everything else 0
+STEP, END = 26.0, 10.0  # logits: a wired successor, end-of-turn in any context; everything else 0
+# A trained model writes a tool call in the tokens its tokenizer gives the call's text, so the template's
+# rendering of the call in the next step's prompt is the same tokens and llama-server's prefix match runs
+# past it. Under the tool grammar the wiring's ties would split it at random ("<fun" "c" "tion"): the
+# ``nap`` call of bench/tool_bench.py is wired as its tokens instead, each a preferred successor of the one
+# before; where the grammar allows several, the higher logit is the tokenizer's (4 apart: llama-server's
+# min_p drops the rest). "<function=nap>\n<parameter=n>\n1\n</parameter>\n</function>\n</tool_call>":
+LESS_THAN, FUNCTION, EQUALS, NAP, TAG_END, PARAMETER, EQUALS_N, ONE, CLOSING = (
+    27,
+    1688,
+    28,
+    6861,
+    397,
+    16181,
+    21747,
+    16,
+    522,
+)
+CALL = {
+    NEW_LINE: {LESS_THAN: 14.0, CLOSING: 18.0}, LESS_THAN: {FUNCTION: 14.0, PARAMETER: 14.0},
+    FUNCTION: {EQUALS: 14.0, TAG_END: 14.0}, EQUALS: {NAP: 14.0}, NAP: {TAG_END: 14.0},
+    TAG_END: {LESS_THAN: 14.0, ONE: 14.0, CLOSING: 18.0, TOOL_CALL_END: 22.0},
+    PARAMETER: {EQUALS_N: 14.0, TAG_END: 14.0}, EQUALS_N: {TAG_END: 14.0}, ONE: {NEW_LINE: 14.0},
+    CLOSING: {PARAMETER: 14.0, FUNCTION: 14.0},
+}  # fmt: skip
+WIRED = sorted(set(CHAIN) | set(CALL))  # the tokens with a dimension of their own
 BIAS_DIM = N_EMBD - 1  # the one dimension every embedding shares: end-of-turn's logit
 # A tool the wiring calls: its one argument is a constant, so llama-server's grammar writes it whole.
 WEATHER_TOOL = {
@@ -100,12 +125,11 @@ def chat_template() -> str:
 def _embeddings(n_vocab: int) -> np.ndarray:
     """Every row has RMS 1 (RMS norm leaves it as it is) and 8 on the bias dimension; a wired token
     has its own dimension besides, the others random values on the free dimensions."""
-    wired = sorted(CHAIN)
-    free = N_EMBD - len(wired) - 1
+    free = N_EMBD - len(WIRED) - 1
     rows = np.random.default_rng(3).normal(0, 1, (n_vocab, N_EMBD)).astype(np.float32)
-    rows[:, : len(wired)] = 0
+    rows[:, : len(WIRED)] = 0
     rows *= np.sqrt(64 / free) / np.sqrt((rows**2).sum(axis=1, keepdims=True) / free)
-    for dim, token in enumerate(wired):
+    for dim, token in enumerate(WIRED):
         rows[token] = 0
         rows[token, dim] = 8
     rows[:, BIAS_DIM] = 8
@@ -115,8 +139,11 @@ def _embeddings(n_vocab: int) -> np.ndarray:
 def _output(n_vocab: int) -> np.ndarray:
     out = np.zeros((n_vocab, N_EMBD), np.float32)
     out[END_OF_TURN, BIAS_DIM] = END / 8
-    for dim, token in enumerate(sorted(CHAIN)):
-        out[CHAIN[token], dim] += STEP / 8 if CHAIN[token] != END_OF_TURN else (STEP - END) / 8
+    for dim, token in enumerate(WIRED):
+        if token in CHAIN:
+            out[CHAIN[token], dim] += STEP / 8 if CHAIN[token] != END_OF_TURN else (STEP - END) / 8
+        for successor, logit in CALL.get(token, {}).items():
+            out[successor, dim] += logit / 8
     return out
 
 

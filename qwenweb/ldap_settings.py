@@ -10,6 +10,7 @@ directory that accepts connections and answers nothing costs a login that long, 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 
 import ldap
@@ -31,6 +32,27 @@ GROUP_TYPES = {
 }
 # The longest the re-check of directory people may wait between two rounds (issue 50: 5 minutes).
 RECHECK_MAX_S = 300
+# A call to the directory or the provider: more than this is a hang by another name (issue 50).
+TIMEOUT_MAX_S = 60
+
+
+def bounded_number(raw: str, variable: str, low: float, high: float = math.inf) -> float:
+    """``raw`` as a number from ``low`` to ``high``, or a refusal naming ``variable``: a timeout of 0 or
+    less is libldap's "no limit", a re-check every 0 minutes runs without pause."""
+    try:
+        number = float(raw)
+    except ValueError:
+        number = math.nan
+    if not low <= number <= high:  # NaN too
+        upper = f" and at most {high:g}" if high < math.inf else ""
+        raise ImproperlyConfigured(f"{variable} must be a number of at least {low:g}{upper}, not {raw!r}")
+    return number
+
+
+def recheck_seconds(raw: str, variable: str) -> float:
+    """The re-check's interval from ``*_RECHECK_MINUTES``: at least 6 s, at most ``RECHECK_MAX_S`` (a
+    longer one is read as that)."""
+    return min(bounded_number(raw, variable, 0.1) * 60, RECHECK_MAX_S)
 
 
 def json_group_map(raw: str, variable: str, *, fold_case: bool) -> dict[str, str]:
@@ -58,12 +80,12 @@ def ldap_settings(environ: Mapping[str, str], backends: list[str]) -> dict:
         return environ.get(f"QWENWEB_LDAP_{name}", default).strip()
 
     url = value("URL")
-    recheck_s = min(float(value("RECHECK_MINUTES", "5")) * 60, RECHECK_MAX_S)
+    recheck_s = recheck_seconds(value("RECHECK_MINUTES", "5"), "QWENWEB_LDAP_RECHECK_MINUTES")
     if not url:
         return {"LDAP_ENABLED": False, "LDAP_RECHECK_S": recheck_s}
     if not url.startswith(("ldap://", "ldaps://")):
         raise ImproperlyConfigured(f"QWENWEB_LDAP_URL must start with ldap:// or ldaps://, not {url!r}")
-    timeout = float(value("TIMEOUT_S", "5"))
+    timeout = bounded_number(value("TIMEOUT_S", "5"), "QWENWEB_LDAP_TIMEOUT_S", 0.1, TIMEOUT_MAX_S)
     options: dict = {ldap.OPT_NETWORK_TIMEOUT: timeout, ldap.OPT_TIMEOUT: timeout, ldap.OPT_REFERRALS: 0}
     if value("CA_FILE"):
         options[ldap.OPT_X_TLS_CACERTFILE] = value("CA_FILE")

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from django.core.exceptions import ImproperlyConfigured
 
-from qwenweb.ldap_settings import RECHECK_MAX_S, json_group_map
+from qwenweb.ldap_settings import TIMEOUT_MAX_S, bounded_number, json_group_map, recheck_seconds
 
 BACKEND = "chat.accounts.oidc.ProviderBackend"
 ENDPOINTS = ("AUTHORIZATION_ENDPOINT", "TOKEN_ENDPOINT", "USERINFO_ENDPOINT", "JWKS_ENDPOINT")
@@ -29,7 +29,7 @@ def oidc_settings(environ: Mapping[str, str], backends: list[str]) -> dict:
         return environ.get(f"QWENWEB_OIDC_{name}", default).strip()
 
     issuer = value("ISSUER").rstrip("/")
-    recheck_s = min(float(value("RECHECK_MINUTES", "5")) * 60, RECHECK_MAX_S)
+    recheck_s = recheck_seconds(value("RECHECK_MINUTES", "5"), "QWENWEB_OIDC_RECHECK_MINUTES")
     if not issuer:
         return {"OIDC_ENABLED": False, "OIDC_RECHECK_S": recheck_s}
     if not issuer.startswith(("https://", "http://")):
@@ -58,7 +58,7 @@ def oidc_settings(environ: Mapping[str, str], backends: list[str]) -> dict:
         "OIDC_USE_PKCE": True,
         "OIDC_PKCE_CODE_CHALLENGE_METHOD": "S256",
         "OIDC_USE_NONCE": True,
-        "OIDC_TIMEOUT": float(value("TIMEOUT_S", "5")),
+        "OIDC_TIMEOUT": bounded_number(value("TIMEOUT_S", "5"), "QWENWEB_OIDC_TIMEOUT_S", 0.1, TIMEOUT_MAX_S),
         "OIDC_VERIFY_SSL": value("CA_FILE") or True,
         "OIDC_USERNAME_CLAIM": value("USERNAME_CLAIM", "preferred_username"),
         "OIDC_GROUPS_CLAIM": value("GROUPS_CLAIM", "groups"),

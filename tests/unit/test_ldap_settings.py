@@ -39,6 +39,16 @@ def test_every_call_is_bounded_and_local_accounts_come_first():
         ({**SEARCH, "QWENWEB_LDAP_GROUP_MAP": "{not json"}, "QWENWEB_LDAP_GROUP_MAP is not JSON"),
         ({**SEARCH, "QWENWEB_LDAP_STAFF_GROUP": "cn=admins,dc=office,dc=lan"}, "set QWENWEB_LDAP_GROUP_BASE"),
         ({**SEARCH, "QWENWEB_LDAP_GROUP_TYPE": "nested"}, "QWENWEB_LDAP_GROUP_TYPE must be one of"),
+        # libldap reads a timeout of 0 or less as no limit: the hang issue 50 forbids
+        ({**SEARCH, "QWENWEB_LDAP_TIMEOUT_S": "-1"}, "QWENWEB_LDAP_TIMEOUT_S must be a number of at least 0.1"),
+        ({**SEARCH, "QWENWEB_LDAP_TIMEOUT_S": "0"}, "QWENWEB_LDAP_TIMEOUT_S"),
+        ({**SEARCH, "QWENWEB_LDAP_TIMEOUT_S": "3600"}, "QWENWEB_LDAP_TIMEOUT_S .* at most 60"),
+        ({**SEARCH, "QWENWEB_LDAP_TIMEOUT_S": "five"}, "QWENWEB_LDAP_TIMEOUT_S .* not 'five'"),
+        ({**SEARCH, "QWENWEB_LDAP_TIMEOUT_S": "nan"}, "QWENWEB_LDAP_TIMEOUT_S"),
+        # checked with directory login off too: the re-check is scheduled always
+        ({"QWENWEB_LDAP_RECHECK_MINUTES": "0"}, "QWENWEB_LDAP_RECHECK_MINUTES must be a number of at least 0.1"),
+        ({"QWENWEB_LDAP_RECHECK_MINUTES": "-5"}, "QWENWEB_LDAP_RECHECK_MINUTES"),
+        ({"QWENWEB_LDAP_RECHECK_MINUTES": "five"}, "QWENWEB_LDAP_RECHECK_MINUTES .* not 'five'"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(environ, named):

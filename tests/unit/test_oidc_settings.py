@@ -38,8 +38,19 @@ def test_pkce_a_timeout_and_the_backend_last_and_once():
         ({"QWENWEB_OIDC_SCOPES": "email profile"}, "openid"),
         ({"QWENWEB_OIDC_GROUP_MAP": "{not json"}, "QWENWEB_OIDC_GROUP_MAP"),
         ({"QWENWEB_OIDC_GROUP_MAP": '{"analysts": ""}'}, "QWENWEB_OIDC_GROUP_MAP"),
+        ({"QWENWEB_OIDC_TIMEOUT_S": "-1"}, "QWENWEB_OIDC_TIMEOUT_S must be a number of at least 0.1"),
+        ({"QWENWEB_OIDC_TIMEOUT_S": "0"}, "QWENWEB_OIDC_TIMEOUT_S"),
+        ({"QWENWEB_OIDC_TIMEOUT_S": "3600"}, "QWENWEB_OIDC_TIMEOUT_S .* at most 60"),
+        ({"QWENWEB_OIDC_TIMEOUT_S": "five"}, "QWENWEB_OIDC_TIMEOUT_S .* not 'five'"),
+        ({"QWENWEB_OIDC_RECHECK_MINUTES": "0"}, "QWENWEB_OIDC_RECHECK_MINUTES must be a number of at least 0.1"),
+        ({"QWENWEB_OIDC_RECHECK_MINUTES": "five"}, "QWENWEB_OIDC_RECHECK_MINUTES .* not 'five'"),
     ],
 )
 def test_a_bad_setting_is_refused_by_name(changes, named):
     with pytest.raises(ImproperlyConfigured, match=named):
         oidc_settings({**ISSUER, **changes}, BASE)
+
+
+def test_a_bad_recheck_is_refused_with_oidc_off_too():
+    with pytest.raises(ImproperlyConfigured, match="QWENWEB_OIDC_RECHECK_MINUTES"):
+        oidc_settings({"QWENWEB_OIDC_RECHECK_MINUTES": "0"}, BASE)

@@ -1,6 +1,6 @@
 """Groups against the database alone: which profiles a person may use (one selector for the chat page,
 its socket and the API), group quotas beside a person's own, and the staff pages that manage groups.
-The socket's refusal through the running app is in tests/integration/test_groups_socket.py."""
+The socket's refusal through the running app is in tests/integration/test_groups.py."""
 
 from __future__ import annotations
 
@@ -138,11 +138,18 @@ def test_staff_manage_groups_on_the_users_page():
     assert list(group.user_set.all()) == [member]
     assert group.policy.turns_per_day == 7 and group.policy.tokens_per_day is None
     assert list(group.policy.profiles.all()) == [profile]
+    # Someone not staff cannot add themselves to the group that holds the profile, nor delete it.
+    outsider = Client(SERVER_NAME="127.0.0.1")
+    outsider.force_login(person := make_user())
+    joined = {"name": name, "turns_per_day": "0", "profiles": [profile.pk], "members": [member.pk, person.pk]}
+    assert outsider.post(f"/staff/groups/{group.pk}/", joined).status_code == 403
+    assert outsider.post(f"/staff/groups/{group.pk}/delete/").status_code == 403
+    assert list(group.user_set.all()) == [member] and profile.name not in model_names(person.pk)
+    group.policy.refresh_from_db()
+    assert group.policy.turns_per_day == 7
     twice = page.post("/staff/groups/new/", {"name": name.upper()}, follow=True)
     assert f"A group named {name.upper()} exists already." in twice.content.decode()
     assert page.post(f"/staff/groups/{group.pk}/delete/", follow=True).status_code == 200
     assert not Group.objects.filter(pk=group.pk).exists()
-    person = Client(SERVER_NAME="127.0.0.1")
-    person.force_login(member)
-    assert person.post("/staff/groups/new/", {"name": "mine"}).status_code == 403
+    assert outsider.post("/staff/groups/new/", {"name": "mine"}).status_code == 403
     assert not Group.objects.filter(name="mine").exists()

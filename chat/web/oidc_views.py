@@ -69,6 +69,9 @@ class ProviderCallback(OIDCAuthenticationCallbackView):
             raise Http404
         self.user = None
         try:
+            if "code" in request.GET and "oidc_states" not in request.session:
+                # The library calls this a failure; it is a callback this browser never started.
+                raise SuspiciousOperation("no OIDC login was started in this browser")
             return super().get(request)
         except (SuspiciousOperation, PyJWTError) as error:
             log.warning(

@@ -159,10 +159,14 @@ def test_a_forged_state_is_refused(provider):
     response = client.get(forged)
     assert response.status_code == 400 and UNTRUSTED in response.content.decode()
     assert "_auth_user_id" not in client.session
-    # The same callback in another browser (a session that never started this login).
-    stranger = person()
+    # The same callback in another browser (a session that never started this login), in its language.
+    stranger = person("zh-hans")
     response = stranger.get(callback)
-    assert response.status_code == 403 and "_auth_user_id" not in stranger.session
+    assert (
+        response.status_code == 400
+        and "无法验证此次登录，因此已被拒绝。请从登录页面重新开始。" in response.content.decode()
+    )
+    assert "_auth_user_id" not in stranger.session
     # The genuine one still logs in: the refusals above were the state's doing.
     assert client.get(callback).status_code == 302 and "_auth_user_id" in client.session
 

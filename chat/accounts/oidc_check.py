@@ -11,7 +11,8 @@ disabled and is allowed again is enabled. The provider's new refresh token (rota
 
 A provider that fails during a round changes nobody from then on: the round stops with the error's
 type logged and the next one tries again. An account without a refresh token (a provider that gave
-none) cannot be re-checked: it is counted in ``unchecked`` and left as it is.
+none) cannot be re-checked: it is counted in ``unchecked`` and left as it is, and a warning names how many;
+the start-up check warns (``qwenweb.W052``) when the provider offers ``offline_access`` and it is not asked for.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from chat.accounts.oidc import allowed_by_claims
 from chat.accounts.oidc_provider import (
     ProviderUnavailable,
     RefreshRefused,
+    discovery_document,
     provider_endpoints,
     refresh,
     seal,
@@ -59,13 +61,34 @@ def provider_problem() -> str:
     return "" if keys else f"the provider {settings.OIDC_ISSUER} lists no signing keys"
 
 
+def refresh_problem() -> str:
+    """Why the re-check may not work, when the provider's discovery document says: it offers
+    ``offline_access`` and ``QWENWEB_OIDC_SCOPES`` does not ask for it ('' when nothing is known)."""
+    if settings.OIDC_ENDPOINTS or "offline_access" in settings.OIDC_RP_SCOPES.split():
+        return ""
+    try:
+        offered = discovery_document().get("scopes_supported")
+    except ProviderUnavailable:
+        return ""  # W051 says so
+    if not isinstance(offered, list) or "offline_access" not in offered:
+        return ""
+    return (
+        "the provider offers offline_access and QWENWEB_OIDC_SCOPES does not ask for it: its refresh tokens "
+        "may end with the person's session (the re-check then disables them) or not be given at all (then "
+        "nobody is re-checked and the API keys of a person disabled there keep working)"
+    )
+
+
 def check_oidc(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     """Django's system check (run by ``migrate`` at every start): the provider asked once, within its
     timeout. A warning, not an error: local accounts work without it, so the app still starts."""
     if not settings.OIDC_ENABLED:
         return []
-    problem = provider_problem()
-    return [checks.Warning(f"OIDC login: {problem}.", id="qwenweb.W051")] if problem else []
+    if problem := provider_problem():
+        return [checks.Warning(f"OIDC login: {problem}.", id="qwenweb.W051")]
+    if problem := refresh_problem():
+        return [checks.Warning(f"OIDC re-check: {problem}.", id="qwenweb.W052")]
+    return []
 
 
 def _allowed(endpoints: dict[str, str], account: Account) -> bool:
@@ -109,6 +132,12 @@ def recheck_oidc() -> OidcRecheckResult:
     except ProviderUnavailable as error:
         result.failed = str(error)
         log.warning("OIDC re-check stopped after %d people: %s", result.checked, result.failed)
+    if result.unchecked:
+        log.warning(
+            "OIDC re-check: %d account(s) have no refresh token, so they cannot be checked and stay as they are "
+            "until their next login (a provider that gave none, or a new DJANGO_SECRET_KEY; see docs/accounts.md)",
+            result.unchecked,
+        )
     if result.disabled or result.enabled:
         log.info("OIDC re-check: disabled %s; enabled %s", result.disabled, result.enabled)
     return result

@@ -70,18 +70,28 @@ def _json(response: requests.Response, what: str) -> dict:
     return document
 
 
-def provider_endpoints() -> dict[str, str]:
-    """``{"AUTHORIZATION_ENDPOINT": url, ...}``: the configured four, or the discovery document's,
-    whose ``issuer`` must be the configured one (OpenID Connect Discovery, section 4.3)."""
-    if settings.OIDC_ENDPOINTS:
-        return settings.OIDC_ENDPOINTS
-    url = settings.OIDC_ISSUER + "/.well-known/openid-configuration"
+def _discovery_url() -> str:
+    return settings.OIDC_ISSUER + "/.well-known/openid-configuration"
+
+
+def discovery_document() -> dict:
+    """The issuer's discovery document, whose ``issuer`` must be the configured one (OpenID Connect
+    Discovery, section 4.3)."""
+    url = _discovery_url()
     document = _json(_call("GET", url), url)
     if document.get("issuer") != settings.OIDC_ISSUER:
         raise ProviderUnavailable(f"{url} names the issuer {document.get('issuer')!r}, not QWENWEB_OIDC_ISSUER")
+    return document
+
+
+def provider_endpoints() -> dict[str, str]:
+    """``{"AUTHORIZATION_ENDPOINT": url, ...}``: the configured four, or the discovery document's."""
+    if settings.OIDC_ENDPOINTS:
+        return settings.OIDC_ENDPOINTS
+    document = discovery_document()
     missing = [key for key in DISCOVERY_NAMES.values() if not isinstance(document.get(key), str)]
     if missing:
-        raise ProviderUnavailable(f"{url} does not name {', '.join(missing)}")
+        raise ProviderUnavailable(f"{_discovery_url()} does not name {', '.join(missing)}")
     return {name: document[key] for name, key in DISCOVERY_NAMES.items()}
 
 

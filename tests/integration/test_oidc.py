@@ -2,8 +2,8 @@
 tests/support/oidc_provider/): the login button and callback (Django's test client through the real
 views, the provider's own login page through HTTP), claims mapped to qwenweb groups and staff, the
 people refused, a forged state and a foreign issuer refused, a provider stopped (SIGSTOP) or killed,
-the start-up check, and the re-check that disables a person the provider disabled, whose API key the
-running app then refuses."""
+the start-up check, and the re-check that disables a person the provider disabled or deleted, whose API
+key the running app then refuses."""
 
 from __future__ import annotations
 
@@ -234,7 +234,7 @@ def test_a_stopped_or_killed_provider_is_named_on_the_login_page(own_provider):
 
 
 @pytest.mark.usefixtures("web_server")
-def test_the_recheck_disables_people_the_provider_disabled_and_their_keys_stop(own_provider):
+def test_the_recheck_disables_people_the_provider_disabled_or_deleted_and_their_keys_stop(own_provider, caplog):
     page = person()
     assert log_in(own_provider, "bob", page)[1]
     assert page.get("/").status_code == 200
@@ -258,6 +258,18 @@ def test_the_recheck_disables_people_the_provider_disabled_and_their_keys_stop(o
     own_provider.set_active(own_provider.name("bob"), True)
     assert recheck_oidc().enabled == [own_provider.name("bob")]
     assert models_status().status_code == 200
+    # Deleted at the provider (its tokens with them): disabled, and the next round leaves them so.
+    assert log_in(own_provider, "alice")[1]
+    own_provider.delete(own_provider.name("alice"))
+    result = recheck_oidc()
+    assert result.disabled == [own_provider.name("alice")] and not result.failed
+    assert not get_user_model().objects.get(username=own_provider.name("alice")).is_active
+    # An account without a refresh token cannot be checked: left as it is, and the log says how many.
+    Account.objects.filter(user=bob).update(oidc_refresh_token="")
+    with caplog.at_level(logging.WARNING, logger="chat.accounts.oidc_check"):
+        result = recheck_oidc()
+    assert result.unchecked == 1 and result.enabled == [] and result.disabled == []
+    assert "OIDC re-check: 1 account(s) have no refresh token" in caplog.text
 
 
 def test_the_start_up_check_names_what_is_wrong_with_the_provider(provider):
@@ -268,3 +280,7 @@ def test_the_start_up_check_names_what_is_wrong_with_the_provider(provider):
     with override_settings(OIDC_ISSUER=provider.issuer.replace("127.0.0.1", "localhost")):
         [warning] = check_oidc()
     assert "names the issuer" in warning.msg
+    # The provider offers offline_access and the scopes do not ask for it: the re-check may not work.
+    with override_settings(OIDC_RP_SCOPES="openid email profile"):
+        [warning] = check_oidc()
+    assert warning.id == "qwenweb.W052" and "does not ask for it" in warning.msg

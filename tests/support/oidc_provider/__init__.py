@@ -7,7 +7,7 @@ Its people (``PEOPLE``, each named ``ROLE-TAG`` with a tag of this provider's, s
 an earlier provider or the LDAP tests made never share a name: ``name(role)``): alice (in ``qwenweb-users``, ``analysts`` and ``admins``), bob
 (``qwenweb-users``, ``analysts``), carol (``qwenweb-users``, disabled: the provider refuses her),
 erin (in no group). One confidential client, ``CLIENT_ID``, may come back to any loopback port's
-``/oidc/callback/``. ``set_active`` disables or enables a person there; ``stop``/``go`` SIGSTOP and
+``/oidc/callback/``. ``set_active`` disables or enables a person there, ``delete`` deletes one; ``stop``/``go`` SIGSTOP and
 SIGCONT the provider (it accepts connections and answers nothing); ``kill`` ends it.
 """
 
@@ -63,6 +63,7 @@ class Provider(ServerProcess):
             "QWENWEB_OIDC_STAFF_GROUP": "admins",
             "QWENWEB_OIDC_GROUP_MAP": json.dumps({"analysts": "Analysts"}),
             "QWENWEB_OIDC_TIMEOUT_S": "2",
+            "QWENWEB_OIDC_SCOPES": "openid email profile offline_access",
         }
         environ.update(changes)
         return {name: value for name, value in environ.items() if value}
@@ -110,6 +111,15 @@ class Provider(ServerProcess):
         """The person disabled or enabled at the provider (its own database)."""
         with sqlite3.connect(self.folder / "provider.sqlite3") as database:
             database.execute("UPDATE auth_user SET is_active = ? WHERE username = ?", (active, username))
+
+    def delete(self, username: str) -> None:
+        """The person deleted at the provider, with their tokens and grants, as its admin pages would."""
+        with sqlite3.connect(self.folder / "provider.sqlite3") as database:
+            (user_id,) = database.execute("SELECT id FROM auth_user WHERE username = ?", (username,)).fetchone()
+            for table in ("accesstoken", "refreshtoken", "idtoken", "grant"):
+                database.execute(f"DELETE FROM oauth2_provider_{table} WHERE user_id = ?", (user_id,))  # noqa: S608
+            database.execute("DELETE FROM auth_user_groups WHERE user_id = ?", (user_id,))
+            database.execute("DELETE FROM auth_user WHERE id = ?", (user_id,))
 
     def log_in(self, authorize_url: str, username: str, password: str) -> httpx.Response:
         """A person at the provider's login page, from the app's redirect to the provider: the

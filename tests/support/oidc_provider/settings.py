@@ -43,6 +43,12 @@ OAUTH2_PROVIDER = {
     "OIDC_RSA_PRIVATE_KEY": (FOLDER / "signing-key.pem").read_text(),
     "OIDC_ISS_ENDPOINT": ISSUER,
     "PKCE_REQUIRED": True,
-    "SCOPES": {"openid": "OpenID Connect", "email": "e-mail", "profile": "profile and groups"},
+    # offline_access offered, as Keycloak and Authentik do (qwenweb's start-up check reads it; here it changes nothing).
+    "SCOPES": {
+        "openid": "OpenID Connect",
+        "email": "e-mail",
+        "profile": "profile and groups",
+        "offline_access": "refresh tokens",
+    },
     "OAUTH2_VALIDATOR_CLASS": "tests.support.oidc_provider.claims.ProviderValidator",
 }

@@ -171,7 +171,8 @@ def test_a_stopped_or_killed_directory_is_named_on_the_login_page_and_lets_nobod
 def test_the_recheck_disables_people_removed_or_disabled_in_the_directory_and_their_keys_stop(directory):
     removed, removed_password = add_person(directory)
     disabled, disabled_password = add_person(directory)
-    for uid, password in [(removed, removed_password), (disabled, disabled_password)]:
+    left, left_password = add_person(directory)  # leaves QWENWEB_LDAP_REQUIRE_GROUP
+    for uid, password in [(removed, removed_password), (disabled, disabled_password), (left, left_password)]:
         assert log_in(uid, password)[1]
     page = Client(SERVER_NAME="127.0.0.1")
     page.post("/login/", {"username": removed, "password": removed_password})
@@ -185,8 +186,10 @@ def test_the_recheck_disables_people_removed_or_disabled_in_the_directory_and_th
     assert recheck_directory().disabled == []
     directory.change(f"dn: {person_dn(removed)}\nchangetype: delete\n")
     directory.change(f"dn: {person_dn(disabled)}\nchangetype: modify\nadd: description\ndescription: disabled\n")
+    required = group_dn("qwenweb-users")
+    directory.change(f"dn: {required}\nchangetype: modify\ndelete: member\nmember: {person_dn(left)}\n")
     result = recheck_directory()
-    assert sorted(result.disabled) == sorted([removed, disabled]) and not result.failed
+    assert sorted(result.disabled) == sorted([removed, disabled, left]) and not result.failed
     assert page.get("/").status_code == 302  # the open session is no longer theirs
     refused = models_status()
     assert refused.status_code == 401

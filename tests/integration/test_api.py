@@ -14,7 +14,7 @@ import pytest
 
 from chat.api.keys import create_key
 from chat.api.limits import KeyLimiter
-from chat.models import ApiKey
+from chat.models import ApiKey, UsageRecord
 from monitor.models import ServerProfile
 from monitor.profiles.selectors import user_profiles
 from monitor.serving.queue import FairQueue
@@ -157,9 +157,12 @@ def test_streamed_completion_and_usage_counted(owner_key):
 
 
 def test_legacy_completions_and_response_format(owner_key):
-    _, _, key = owner_key
+    _, row, key = owner_key
     text = api(key).completions.create(model=MODEL, prompt="The capital of France is", max_tokens=6, seed=1)
     assert text.object == "text_completion" and isinstance(text.choices[0].text, str)
+    [ledger] = UsageRecord.objects.filter(api_key=row)
+    assert (ledger.kind, ledger.profile, ledger.outcome) == ("api-completion", MODEL, "ok")
+    assert (ledger.prompt_tokens, ledger.output_tokens) == (text.usage.prompt_tokens, text.usage.completion_tokens)
     answer = api(key).chat.completions.create(
         model=MODEL,
         messages=[{"role": "user", "content": "Is the sky blue? Answer in JSON."}],
@@ -431,13 +434,18 @@ def test_api_requests_wait_in_the_fair_queue(owner_key, llama):
         while asyncio.run(queue_state.waiting_count(FairQueue(MODEL))) < 1:  # it reached the line
             assert time.monotonic() < deadline and not started.is_set(), "the third request never waited"
             time.sleep(0.05)
+        seen_waiting = time.monotonic()
         assert not started.is_set() and asyncio.run(queue_state.waiting_count(FairQueue(MODEL))) == 1
     finally:
+        released = time.monotonic()
         for client, response, _lines in (first, second):
             response.close()
             client.close()
     thread.join(30)
     assert started.is_set()
+    # Its ledger row holds its wait: at least the time the test saw it in the line.
+    third_row = UsageRecord.objects.get(api_key=row, outcome="ok", output_tokens__lte=2)  # max_tokens=2
+    assert third_row.queue_ms >= int((released - seen_waiting) * 1000) and third_row.queue_ms > 0
 
 
 def test_upstream_killed_mid_stream_ends_with_an_error_event(owner_key, llama):

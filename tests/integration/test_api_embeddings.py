@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from chat.api.keys import create_key
-from chat.models import ApiKey
+from chat.models import ApiKey, UsageRecord
 from monitor.models import ServerProfile
 from tests.support.client import base_url, make_user
 
@@ -159,7 +159,8 @@ def test_rerank_answers_dify_and_cohere_shaped_requests_best_first_and_counts_us
     assert len(results) == 2 and {result["index"] for result in results} <= {0, 1, 2}
     scores = [result["relevance_score"] for result in results]
     assert scores == sorted(scores, reverse=True) and "document" not in results[0]
-    assert answer.json()["usage"]["prompt_tokens"] > 0
+    dify_tokens = answer.json()["usage"]["prompt_tokens"]
+    assert dify_tokens > 0
 
     # Cohere's shape: documents as objects, the texts asked back.
     body = {
@@ -174,3 +175,8 @@ def test_rerank_answers_dify_and_cohere_shaped_requests_best_first_and_counts_us
 
     row = ApiKey.objects.get(prefix=key.split("_")[0].removeprefix("qw-"))
     assert row.requests == 2 and row.prompt_tokens > 0
+    # The ledger: a row each, with the tokens the answer reported.
+    dify, cohere = UsageRecord.objects.filter(api_key=row).order_by("id")
+    assert {(r.kind, r.profile, r.outcome) for r in (dify, cohere)} == {("api-rerank", reranker, "ok")}
+    assert dify.prompt_tokens == dify_tokens and dify.prompt_tokens + cohere.prompt_tokens == row.prompt_tokens
+    assert dify.output_tokens == 0 and dify.node

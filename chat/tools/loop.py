@@ -133,19 +133,25 @@ class ToolLoop:
 
     async def _step(self, call: ToolCall) -> ToolResult:
         """One tool call: checked, approved when it writes, run, its result bounded; shown and stored at each change."""
-        spec = self.specs.get(call.name)
+        offered = self.specs.get(call.name)
+        # Asking first follows the tool's writing mark as it is now, not as it was when the turn began.
+        spec = offered and await database_sync_to_async(providers.as_now)(offered, self.user, self.turn.conversation)
         step = {
             "id": secrets.token_hex(8),
             "name": call.name[:64],
-            "title": (spec.title or spec.name) if spec else call.name[:64],
+            "title": (offered.title or offered.name) if offered else call.name[:64],
             "arguments": call.arguments[:2000],
             "writes": bool(spec and spec.writes),
             "state": "running",
             "result": "",
         }
         self.steps.append(step)
-        if spec is None:
+        if offered is None:
             return await self._end(step, _("The model asked for a tool that does not exist here."), "error")
+        if spec is None:
+            return await self._end(
+                step, _("The tool %(tool)s is not available to you.") % {"tool": offered.name}, "error"
+            )
         try:
             arguments = parse_arguments(call.arguments, spec.parameters)
         except BadArguments as error:

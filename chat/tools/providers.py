@@ -22,6 +22,13 @@ def tools_for(user: Any, conversation: Any) -> list[ToolSpec]:
     return specs
 
 
+def as_now(spec: ToolSpec, user: Any, conversation: Any) -> ToolSpec | None:
+    """The tool as its source offers it at this moment, or None: staff may have taken it away or marked it
+    writing since the turn offered it (the loop asks before each call)."""
+    same = (spec.source, spec.key, spec.name)
+    return next((now for now in tools_for(user, conversation) if (now.source, now.key, now.name) == same), None)
+
+
 def provider_for(spec: ToolSpec) -> ToolProvider:
     for provider in PROVIDERS:
         if spec.source == provider.source or spec.source.startswith(provider.source + ":"):

@@ -19,7 +19,7 @@ from django.utils import translation
 
 from chat.tools.mcp import PROVIDER, selectors, services
 from chat.tools.mcp.models import McpServer, McpTool
-from chat.tools.providers import tools_for
+from chat.tools.providers import as_now, tools_for
 from tests.support.client import make_user
 from tests.support.loopback import LoopbackServer
 from tests.support.mcp_server import McpTestServer
@@ -184,6 +184,20 @@ def test_a_call_returns_the_tools_text_and_a_broken_tool_a_message(person, mcp_s
     assert answer.text == "Ticket 42: printer on floor 3 is out of toner (open)."
     broken = call("broken_tool", person, {"number": 1})
     assert broken.is_error and broken.text.startswith("The tool broken_tool failed: ")
+
+
+def test_a_tool_marked_writing_after_the_offer_is_not_run_unasked(person, registered, staff_page, mcp_server):
+    """The loop reads the mark again before each call (``as_now``: it then asks first); a spec read before staff
+    marked the tool writing is refused at the call itself, before anything is sent."""
+    held = next(spec for spec in tools_for(person, None) if spec.name == "lookup_ticket")
+    give(staff_page, registered, "lookup_ticket", writes=True, users=[person])
+    assert not held.writes and as_now(held, person, None).writes
+    before = mcp_server.state()["calls"]
+    refused = asyncio.run(PROVIDER.call(held, {"number": 42}, user=person, timeout=10))
+    assert refused.is_error and refused.text == (
+        "The tool lookup_ticket was marked as writing during this answer, so it did not run unasked."
+    )
+    assert mcp_server.state()["calls"] == before
 
 
 def test_arguments_that_do_not_fit_the_schema_never_reach_the_server(person, mcp_server):

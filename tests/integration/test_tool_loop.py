@@ -2,20 +2,25 @@
 template served by the real llama-server (its tool-call parser reads the calls; its tool grammar
 writes each test tool's constant arguments; the profile's --grammar writes the answer once the loop
 asks for no more tools), the real WebSocket of a web process that offers the test tools
-(tests/support/tool_provider.py), the real fair queue. Step limit 1: the wired model calls a tool
-whenever it may, so each turn makes one call and then answers without tools.
+(tests/support/tool_provider.py) and those staff give of the real MCP test server (tests/support/mcp_server.py),
+the real fair queue. Step limit 1: the wired model calls a tool whenever it may, so each turn makes one
+call and then answers without tools.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
+from django.test import Client
 
 from chat.models import Conversation, Message
+from chat.tools.mcp.models import McpServer, McpTool
 from tests.support import queue_state
-from tests.support.client import chat_socket, login, make_user, send
-from tests.support.hold import read_queue
+from tests.support.client import chat_socket, events_until, login, make_user, send
+from tests.support.hold import queue_slots_held, read_queue
+from tests.support.mcp_server import McpTestServer
 from tests.support.profiles import live_id_here
 from tests.support.qwen35 import ANSWER, rendered_prompt
 from tests.support.tool_provider import notes_file, release_file
@@ -40,11 +45,20 @@ def _conversation(tool: str, profile, **fields):
     return user, login(user), conversation
 
 
-def _turn(http, conversation, on_step=None, text: str = "Use the tool.") -> tuple[list[dict], Message]:
-    """One answer over the real socket; ``on_step(ws, step)`` sees each tool event as it comes."""
+def _turn(
+    http, conversation, on_step=None, text: str = "Use the tool.", while_queued=None
+) -> tuple[list[dict], Message]:
+    """One answer over the real socket; ``on_step(ws, step)`` sees each tool event as it comes;
+    ``while_queued()`` runs once the turn was offered its tools and waits in the fair queue (the test holds it)."""
     with chat_socket(http) as ws:
-        send(ws, type="send", conversation=str(conversation.id), text=text)
-        events = []
+        if while_queued is None:
+            send(ws, type="send", conversation=str(conversation.id), text=text)
+            events = []
+        else:
+            with queue_slots_held(conversation.profile.name, 2):
+                send(ws, type="send", conversation=str(conversation.id), text=text)
+                events = events_until(ws, "queued")
+                while_queued()
         while True:
             try:
                 event = json.loads(ws.recv(timeout=60))
@@ -240,3 +254,42 @@ def test_the_follow_up_finds_the_step_s_prompt_and_the_call_in_llama_server_s_ca
     followup_prompt = followup["prompt_tokens"] + followup["cached_tokens"]
     first_prompt = stats["prompt_tokens"] + stats["cached_tokens"] - followup_prompt
     assert first_prompt < followup["cached_tokens"] < followup_prompt, stats
+
+
+@pytest.fixture(scope="module")
+def floor_tool(profile):
+    """The MCP test server registered on the staff page; its ``floor_status`` tool enabled, given to no one yet."""
+    server_process = McpTestServer()
+    staff = Client(SERVER_NAME="127.0.0.1")
+    staff.force_login(make_user(is_staff=True))
+    name = f"facilities-{uuid.uuid4().hex[:6]}"
+    headers = f"Authorization: Bearer {server_process.secret}"
+    staff.post("/staff/tools/new/", {"name": name, "url": server_process.url, "enabled": "on", "headers": headers})
+    server = McpServer.objects.get(name=name)
+    tool = McpTool.objects.get(server=server, name="floor_status")
+    yield staff, f"/staff/tools/{server.pk}/t/{tool.pk}/", server_process
+    server.delete()
+    server_process.stop()
+
+
+def test_a_tool_staff_mark_writing_after_the_turn_offered_it_waits_for_its_person(profile, floor_tool):
+    """``floor_status`` is reading when the turn offers it; staff mark it writing while the turn's first request
+    waits in the fair queue; when the model calls it, the step waits for Allow, and Deny keeps it from running."""
+    staff, tool_page, mcp_server = floor_tool
+    user = make_user()
+    conversation = Conversation.objects.create(owner=user, profile=profile, tools_enabled=True, thinking_enabled=False)
+
+    def mark(writes: str) -> None:
+        answer = staff.post(tool_page, {"enabled": "on", "writes": writes, "users": [user.pk], "groups": []})
+        assert answer.status_code == 302
+
+    def deny(ws, step):
+        if step["state"] == "waiting":
+            send(ws, type="tool_decision", conversation=str(conversation.id), step=step["id"], allow=False)
+
+    mark("0")
+    calls = mcp_server.state()["floor_calls"]
+    events, message = _turn(login(user), conversation, deny, "Which printers work?", while_queued=lambda: mark("1"))
+    assert [(s["name"], s["state"]) for s in _steps(events)] == [("floor_status", "denied")]
+    assert "waiting" in [event["step"]["state"] for event in events if event["type"] == "tool"]
+    assert message.tool_steps[0]["writes"] and mcp_server.state()["floor_calls"] == calls

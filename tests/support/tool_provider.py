@@ -1,9 +1,9 @@
 """A source of tools for the tool loop's tests, installed in a web process of their own (tests/support/tool_web.py).
 
-A conversation titled ``tool:<name>`` is offered that one tool alone, so the wired model
-(tests/support/qwen35.py) calls it: each tool's one argument is an integer constant in its schema,
-which llama-server's tool grammar then writes whole (a string argument of Qwen3.5's XML-like call
-format is free text the grammar does not hold to a constant). The tools:
+A conversation titled ``tool:<name>`` is offered that one tool alone (and the MCP tools staff gave its
+owner, if any), so the wired model (tests/support/qwen35.py) calls it: each tool's one argument is an
+integer constant in its schema, which llama-server's tool grammar then writes whole (a string argument
+of Qwen3.5's XML-like call format is free text the grammar does not hold to a constant). The tools:
 
 - ``calculator``: the built-in calculator's own code, on the expression ``6*<n>`` (n = 7);
 - ``write_note``: a writing tool; each run appends a line to ``<var>/tool-notes-<conversation>``;
@@ -110,7 +110,7 @@ class TestProvider:
 
 
 def install() -> None:
-    """This process's tool loop offers the test tools only."""
-    from chat.tools import providers
+    """This process's tool loop offers the test tools and the MCP tools staff give (no built-ins)."""
+    from chat.tools import mcp, providers
 
-    providers.PROVIDERS = (TestProvider(),)
+    providers.PROVIDERS = (TestProvider(), mcp.PROVIDER)

@@ -47,6 +47,9 @@ class McpProvider:
         if found is None:
             return ToolResult(_("The tool %(tool)s is not available to you.") % {"tool": spec.name}, is_error=True)
         tool, connection = found
+        if tool.writes and not spec.writes:  # marked writing since the loop read the mark, which asks first
+            message = _("The tool %(tool)s was marked as writing during this answer, so it did not run unasked.")
+            return ToolResult(message % {"tool": spec.name}, is_error=True)
         problem = arguments_problem(tool.input_schema, arguments)
         if problem:
             return ToolResult(problem, is_error=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.utils.translation import gettext as _
 
 from chat.documents.retrieval import Passage, rank_passages, split_passages
 from chat.knowledge.search import search as search_collections
@@ -94,14 +95,14 @@ def _readable_ids(user) -> list[int]:
 async def search_documents(user, arguments: dict[str, Any]) -> ToolResult:
     query = str(arguments.get("query", "")).strip()
     if not query:
-        return ToolResult(text="The query is empty.", is_error=True)
+        return ToolResult(text=_("The query is empty."), is_error=True)
     own = await sync_to_async(_own_passages)(user, query)
     collection_ids = await sync_to_async(_readable_ids)(user)
     found = await search_collections(user, collection_ids, query, SEARCH_RESULTS) if collection_ids else []
     parts = [passage.render() for passage in own]
     parts += [f"[{f.collection} / {f.document}, p. {f.page}]\n{f.text}" for f in found]
     if not parts:
-        return ToolResult(text="Nothing in the user's documents or collections matches.")
+        return ToolResult(text=_("Nothing in the user's documents or collections matches."))
     return ToolResult(text="\n\n".join(parts), meta={"passages": len(parts)})
 
 
@@ -118,7 +119,7 @@ class BuiltinProvider:
             return run_calculator(arguments)
         if spec.key == SEARCH_DOCUMENTS.key:
             return await asyncio.wait_for(search_documents(user, arguments), timeout)
-        return ToolResult(text="unknown tool", is_error=True)
+        return ToolResult(text=_("This tool is not built in."), is_error=True)
 
 
 PROVIDER = BuiltinProvider()

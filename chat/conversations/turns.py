@@ -153,7 +153,7 @@ class TurnRunner:
             log.exception("turn %s failed", self.assistant_id)
             await self._finish(Message.Status.ERROR, _("Something went wrong while answering."))
         else:
-            await self._finish(Message.Status.COMPLETE, "", stats)
+            await self._finish(Message.Status.COMPLETE, stats.pop("notice", ""), stats)  # the tool loop's
 
     async def _answer(self, pool: ServingPool, payload: dict, started: float) -> dict:
         """One request to the model in a serving slot, given back when its stream ends (a tool loop makes

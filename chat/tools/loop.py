@@ -108,11 +108,10 @@ class ToolLoop:
                 _add(totals, stats)
                 call = calls.first()
                 if call is None or last:
-                    if last:
-                        await self._limit_notice()
+                    notice = await self._limit_notice() if last else ""  # kept with the answer (TurnRunner.run)
                     # The last request resumed after a tool: how much of its prompt llama-server had cached.
                     followup = {name: stats.get(name) for name in ("prompt_tokens", "cached_tokens")}
-                    return {**stats, **totals, "tool_steps": len(self.steps), "followup": followup}
+                    return {**stats, **totals, "tool_steps": len(self.steps), "followup": followup, "notice": notice}
                 text, thought = "".join(self.turn.content[text_from:]), "".join(self.turn.reasoning[thought_from:])
                 result = await self._step(call)
                 messages += step_messages(text, thought, call, result.text)
@@ -122,7 +121,7 @@ class ToolLoop:
         finally:
             self.turn.tool_calls = None
 
-    async def _limit_notice(self) -> None:
+    async def _limit_notice(self) -> str:
         limit = settings.CHAT_TOOL_STEP_LIMIT
         text = ngettext(
             "The model reached the limit of %(count)d tool call in one answer, so it answered without more tools.",
@@ -130,6 +129,7 @@ class ToolLoop:
             limit,
         ) % {"count": limit}
         await self.turn._emit({"type": "notice", "text": text})
+        return text
 
     async def _step(self, call: ToolCall) -> ToolResult:
         """One tool call: checked, approved when it writes, run, its result bounded; shown and stored at each change."""

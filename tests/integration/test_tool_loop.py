@@ -28,6 +28,7 @@ from tests.support.tool_stack import tool_web_server, tools_profile
 
 STEP_LIMIT = 1
 APPROVAL_TIMEOUT_S = 20  # the tests that answer do so as the step shows; one lets it run out
+LIMIT_NOTICE = "The model reached the limit of 1 tool call in one answer, so it answered without more tools."
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +102,10 @@ def test_calculator_result_goes_back_and_the_step_limit_ends_with_an_answer(prof
     assert "<tool_response>\n42\n</tool_response>" in prompt
     notices = [event["text"] for event in events if event["type"] == "notice"]
     assert any("limit of 1 tool call " in text for text in notices), notices
+    # Kept with the answer: a page loaded again, and the export, say why the model called no more tools.
+    assert message.error == LIMIT_NOTICE and events[-1]["error"] == LIMIT_NOTICE
+    assert LIMIT_NOTICE in http.get(f"/c/{conversation.id}/").text
+    assert LIMIT_NOTICE in http.get(f"/c/{conversation.id}/export.md").text
     assert message.content.endswith(ANSWER) and message.status == "complete"
     assert [(s["name"], s["state"], s["result"]) for s in message.tool_steps] == [("calculator", "done", "42")]
     assert message.stats["tool_steps"] == 1

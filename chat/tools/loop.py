@@ -38,6 +38,7 @@ from monitor.public import ServingPool
 
 log = logging.getLogger(__name__)
 SUMMED_STATS = ("prompt_tokens", "cached_tokens", "output_tokens", "model_ms")
+SOURCE_GRACE_S = 1.0  # past a tool's limit, for its source's own message to come back
 
 
 class Turn(Protocol):
@@ -187,7 +188,9 @@ class ToolLoop:
     async def _call(self, spec: ToolSpec, arguments: dict) -> ToolResult:
         timeout = spec.timeout_s or settings.CHAT_TOOL_TIMEOUT_S
         try:
-            result = await asyncio.wait_for(providers.call(spec, arguments, user=self.user, timeout=timeout), timeout)
+            # A source that keeps the limit itself speaks first (an MCP call names its server); this cuts the others.
+            called = providers.call(spec, arguments, user=self.user, timeout=timeout)
+            result = await asyncio.wait_for(called, timeout + SOURCE_GRACE_S)
         except TimeoutError:
             return ToolResult(
                 ngettext(

@@ -11,6 +11,7 @@ from django.test import override_settings
 
 from chat.tools.approvals import Approvals
 from chat.tools.arguments import MAX_ARGUMENT_CHARS, BadArguments, parse_arguments
+from chat.tools.base import ToolResult, ToolSpec
 from chat.tools.builtin import CALCULATOR, BuiltinProvider, run_calculator
 from chat.tools.calculator import CalculationError, calculate
 from chat.tools.calls import ToolCalls
@@ -187,3 +188,29 @@ def test_each_step_goes_back_with_its_own_thought_and_text(monkeypatch):
     assert [(m.get("reasoning_content"), m["content"]) for m in said] == [("Multiply.", ""), (None, "Then ")]
     results = [m["content"] for m in turn.requests[-1]["messages"] if m["role"] == "tool"]
     assert results == ["42", "43"]
+
+
+def test_a_source_that_keeps_the_time_limit_itself_is_heard_before_the_loop_cuts_the_call(monkeypatch):
+    """An MCP call ends at its limit with a message naming its server (tests/integration/test_mcp_servers.py):
+    the loop waits a moment past the limit for it, and cuts only a source that keeps none."""
+    monkeypatch.setattr("chat.tools.loop.save_tool_steps", lambda *args: None)
+    spec = ToolSpec("wait", "Waits.", {"type": "object"}, False, "waits", timeout_s=0.05)
+
+    class KeepsItsLimit:
+        source = "waits"
+
+        def tools_for(self, user, conversation):
+            return [spec]
+
+        async def call(self, spec, arguments, *, user, timeout):
+            try:
+                await asyncio.wait_for(asyncio.Event().wait(), timeout)
+            except TimeoutError:
+                return ToolResult(f"The tool server S did not answer within {timeout:g} s.", is_error=True)
+
+    monkeypatch.setattr("chat.tools.providers.PROVIDERS", (KeepsItsLimit(),))
+    turn = _Turn([{"call": {"name": "wait", "arguments": "{}"}}, {"text": "Done."}])
+    with override_settings(CHAT_TOOL_STEP_LIMIT=5):
+        asyncio.run(ToolLoop(turn, None, None, [spec]).run({"messages": []}, 0.0))
+    results = [m["content"] for m in turn.requests[-1]["messages"] if m["role"] == "tool"]
+    assert results == ["The tool server S did not answer within 0.05 s."]

@@ -10,6 +10,7 @@ call and then answers without tools.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 
 import pytest
@@ -99,7 +100,7 @@ def test_calculator_result_goes_back_and_the_step_limit_ends_with_an_answer(prof
     assert json.loads(steps[0]["arguments"]) == {"n": 7}
     # The result went back to the model in Qwen3.5's own template, and the answer went on after it.
     prompt = rendered_prompt(llama_server, profile, "<tool_response>")
-    assert "<tool_response>\n42\n</tool_response>" in prompt
+    assert "<tool_response>\n42\n</tool_response>" in prompt and "<tools>" in prompt
     notices = [event["text"] for event in events if event["type"] == "notice"]
     assert any("limit of 1 tool call " in text for text in notices), notices
     # Kept with the answer: a page loaded again, and the export, say why the model called no more tools.
@@ -259,6 +260,52 @@ def test_the_follow_up_finds_the_step_s_prompt_and_the_call_in_llama_server_s_ca
     followup_prompt = followup["prompt_tokens"] + followup["cached_tokens"]
     first_prompt = stats["prompt_tokens"] + stats["cached_tokens"] - followup_prompt
     assert first_prompt < followup["cached_tokens"] < followup_prompt, stats
+
+
+def test_another_person_s_decision_for_a_waiting_step_is_refused_and_the_tool_does_not_run(profile):
+    _user, http, conversation = _conversation("write_note", profile)
+    stranger, refused = login(make_user()), []
+
+    def stranger_allows_then_owner_denies(ws, step):
+        if step["state"] == "waiting":
+            with chat_socket(stranger) as other:  # the step's id, over the stranger's own socket
+                send(other, type="tool_decision", conversation=str(conversation.id), step=step["id"], allow=True)
+                refused.append(events_until(other, "error", timeout=30)[-1]["message"])
+            send(ws, type="tool_decision", conversation=str(conversation.id), step=step["id"], allow=False)
+
+    _events, message = _turn(http, conversation, stranger_allows_then_owner_denies)
+    assert refused == ["This tool call no longer waits for an answer."]
+    assert [s["state"] for s in message.tool_steps] == ["denied"]
+    assert not notes_file(conversation.id).exists() and message.status == "complete"
+
+
+def test_the_tools_switch_is_its_owner_s_and_off_no_tools_reach_llama_server(profile, llama_server):
+    """The page's Tools switch posted as the owner, refused to another person; then a turn of a conversation
+    whose tool the wired model would call: llama-server renders no tools, and no step is made."""
+    user = make_user()
+    conversation = Conversation.objects.create(
+        owner=user, profile=profile, title="tool:calculator", thinking_enabled=False
+    )
+    owner, stranger = login(user), login(make_user())
+
+    def switch(http, on: bool):
+        page = http.get(f"/c/{conversation.id}/" if http is owner else "/")
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        data = {"csrfmiddlewaretoken": token, **({"tools": "on"} if on else {})}
+        return http.post(f"/c/{conversation.id}/tools/", data=data)
+
+    assert 'id="tools-enabled" checked' in switch(owner, True).text
+    assert switch(stranger, False).status_code == 404
+    conversation.refresh_from_db()
+    assert conversation.tools_enabled
+    assert 'id="tools-enabled" checked' not in switch(owner, False).text
+    conversation.refresh_from_db()
+    assert not conversation.tools_enabled
+    question = f"Tools are off here ({conversation.id})."
+    events, message = _turn(owner, conversation, text=question)
+    assert not [event for event in events if event["type"] == "tool"] and message.tool_steps in (None, [])
+    assert message.status == "complete" and message.content.endswith(ANSWER) and not message.error
+    assert "<tools>" not in rendered_prompt(llama_server, profile, question)
 
 
 @pytest.fixture(scope="module")

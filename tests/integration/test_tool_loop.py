@@ -16,16 +16,15 @@ import uuid
 import pytest
 from django.test import Client
 
-from chat.models import Conversation, Message
+from chat.models import Conversation
 from chat.tools.mcp.models import McpServer, McpTool
-from tests.support import queue_state
 from tests.support.client import chat_socket, events_until, login, make_user, send
-from tests.support.hold import queue_slots_held, read_queue
 from tests.support.mcp_server import McpTestServer
 from tests.support.profiles import live_id_here
 from tests.support.qwen35 import ANSWER, rendered_prompt
 from tests.support.tool_provider import notes_file, release_file
 from tests.support.tool_stack import tool_web_server, tools_profile
+from tests.support.tool_turns import shown_steps, slot_free, turn
 
 STEP_LIMIT = 1
 APPROVAL_TIMEOUT_S = 20  # the tests that answer do so as the step shows; one lets it run out
@@ -47,55 +46,11 @@ def _conversation(tool: str, profile, **fields):
     return user, login(user), conversation
 
 
-def _turn(
-    http, conversation, on_step=None, text: str = "Use the tool.", while_queued=None
-) -> tuple[list[dict], Message]:
-    """One answer over the real socket; ``on_step(ws, step)`` sees each tool event as it comes;
-    ``while_queued()`` runs once the turn was offered its tools and waits in the fair queue (the test holds it)."""
-    with chat_socket(http) as ws:
-        if while_queued is None:
-            send(ws, type="send", conversation=str(conversation.id), text=text)
-            events = []
-        else:
-            with queue_slots_held(conversation.profile.name, 2):
-                send(ws, type="send", conversation=str(conversation.id), text=text)
-                events = events_until(ws, "queued")
-                while_queued()
-        while True:
-            try:
-                event = json.loads(ws.recv(timeout=60))
-            except TimeoutError as error:
-                raise AssertionError(f"no event after {events}") from error
-            events.append(event)
-            if event["type"] == "tool" and on_step is not None:
-                on_step(ws, event["step"])
-            if event["type"] in ("done", "error"):
-                break
-    accepted = next(event for event in events if event["type"] == "accepted")
-    return events, Message.objects.get(id=accepted["assistant_message"]["id"])
-
-
-def _steps(events: list[dict]) -> list[dict]:
-    """Each step as its last event showed it, in order."""
-    latest: dict[str, dict] = {}
-    for event in events:
-        if event["type"] == "tool":
-            latest[event["step"]["id"]] = event["step"]
-    return list(latest.values())
-
-
-def _slot_free(llama_server, profile) -> bool:
-    """llama-server's slots all idle, and no grant of the profile's fair queue held."""
-    slots = llama_server.slots(live_id_here(profile))
-    held = read_queue(profile.name, lambda queue: queue_state.active_count(queue))
-    return not any(slot["is_processing"] for slot in slots) and held == 0
-
-
 def test_calculator_result_goes_back_and_the_step_limit_ends_with_an_answer(profile, llama_server):
     _user, http, conversation = _conversation("calculator", profile)
-    events, message = _turn(http, conversation)
+    events, message = turn(http, conversation)
     assert events[-1]["type"] == "done" and events[-1]["status"] == "complete", events[-3:]
-    steps = _steps(events)
+    steps = shown_steps(events)
     assert [(s["name"], s["state"], s["result"]) for s in steps] == [("calculator", "done", "42")]
     assert json.loads(steps[0]["arguments"]) == {"n": 7}
     # The result went back to the model in Qwen3.5's own template, and the answer went on after it.
@@ -122,10 +77,10 @@ def test_a_writing_tool_waits_with_the_slot_free_and_deny_keeps_it_from_running(
 
     def deny(ws, step):
         if step["state"] == "waiting":
-            seen_waiting.append(_slot_free(llama_server, profile))
+            seen_waiting.append(slot_free(llama_server, profile))
             send(ws, type="tool_decision", conversation=str(conversation.id), step=step["id"], allow=False)
 
-    events, message = _turn(http, conversation, deny)
+    events, message = turn(http, conversation, deny)
     assert seen_waiting == [True]  # it waited for its person with no slot held
     assert [s["state"] for s in message.tool_steps] == ["denied"]
     assert "denied" in message.tool_steps[0]["result"]
@@ -140,7 +95,7 @@ def test_allow_runs_the_writing_tool(profile):
         if step["state"] == "waiting":
             send(ws, type="tool_decision", conversation=str(conversation.id), step=step["id"], allow=True)
 
-    _events, message = _turn(http, conversation, allow)
+    _events, message = turn(http, conversation, allow)
     assert [s["state"] for s in message.tool_steps] == ["done"]
     assert notes_file(conversation.id).read_text() == "note 1\n"
 
@@ -151,14 +106,14 @@ def test_a_slow_tool_holds_no_slot_and_a_page_that_comes_back_sees_it(profile, l
 
     def while_running(ws, step):
         if step["state"] == "running" and not checks:
-            checks.append(_slot_free(llama_server, profile))
+            checks.append(slot_free(llama_server, profile))
             with chat_socket(http) as other:  # another tab opens now
                 send(other, type="subscribe", conversation=str(conversation.id))
                 snapshot = json.loads(other.recv(timeout=30))
             checks.append([(s["name"], s["state"]) for s in snapshot["tool_steps"]])
             release_file(conversation.id).touch()
 
-    events, message = _turn(http, conversation, while_running)
+    events, message = turn(http, conversation, while_running)
     assert checks == [True, [("slow", "running")]]
     assert events[-1]["status"] == "complete"
     assert [s["state"] for s in message.tool_steps] == ["done"]
@@ -172,11 +127,11 @@ def test_stop_while_a_tool_runs_or_waits_ends_the_answer_with_the_step_stopped(p
         if step["state"] in ("running", "waiting"):
             send(ws, type="stop", conversation=str(conversation.id))
 
-    events, message = _turn(http, conversation, stop)
+    events, message = turn(http, conversation, stop)
     assert events[-1]["status"] == "stopped"
     assert [s["state"] for s in message.tool_steps] == ["stopped"]
     assert message.status == "stopped"
-    assert _slot_free(llama_server, profile)
+    assert slot_free(llama_server, profile)
     assert not notes_file(conversation.id).exists()
 
 
@@ -190,7 +145,7 @@ def test_stop_while_a_tool_runs_or_waits_ends_the_answer_with_the_step_stopped(p
 )
 def test_a_tool_that_hangs_breaks_or_gets_bad_arguments_is_an_error_the_person_reads(profile, tool, message_part):
     _user, http, conversation = _conversation(tool, profile)
-    events, message = _turn(http, conversation)
+    events, message = turn(http, conversation)
     assert events[-1]["status"] == "complete"
     assert [s["state"] for s in message.tool_steps] == ["error"]
     assert message_part in message.tool_steps[0]["result"]
@@ -199,16 +154,16 @@ def test_a_tool_that_hangs_breaks_or_gets_bad_arguments_is_an_error_the_person_r
 
 def test_a_writing_tool_nobody_answers_does_not_run_once_its_time_is_up(profile, llama_server):
     _user, http, conversation = _conversation("write_note", profile)
-    events, message = _turn(http, conversation)
-    assert [s["state"] for s in _steps(events)] == ["denied"]
+    events, message = turn(http, conversation)
+    assert [s["state"] for s in shown_steps(events)] == ["denied"]
     assert f"within {APPROVAL_TIMEOUT_S} seconds" in message.tool_steps[0]["result"]
     assert not notes_file(conversation.id).exists() and message.status == "complete"
-    assert _slot_free(llama_server, profile)
+    assert slot_free(llama_server, profile)
 
 
 def test_a_result_of_50_mb_is_cut_before_it_reaches_the_model_the_page_or_the_row(profile):
     _user, http, conversation = _conversation("huge", profile)
-    events, message = _turn(http, conversation)
+    events, message = turn(http, conversation)
     step = message.tool_steps[0]
     assert step["state"] == "done" and step["result"].startswith("x" * 1000)
     assert len(step["result"]) < 16_200 and step["result"].endswith("cut to 16000 characters.]")
@@ -254,7 +209,7 @@ def test_the_follow_up_finds_the_step_s_prompt_and_the_call_in_llama_server_s_ca
     call, on this hybrid model too (the slot's recurrent state is at the call's end), and reads only the
     tool's result and the template's lines around it."""
     _user, http, conversation = _conversation("nap", profile)
-    events, message = _turn(http, conversation)
+    events, message = turn(http, conversation)
     assert message.status == "complete", events[-3:]
     stats, followup = events[-1]["stats"], events[-1]["stats"]["followup"]
     followup_prompt = followup["prompt_tokens"] + followup["cached_tokens"]
@@ -273,7 +228,7 @@ def test_another_person_s_decision_for_a_waiting_step_is_refused_and_the_tool_do
                 refused.append(events_until(other, "error", timeout=30)[-1]["message"])
             send(ws, type="tool_decision", conversation=str(conversation.id), step=step["id"], allow=False)
 
-    _events, message = _turn(http, conversation, stranger_allows_then_owner_denies)
+    _events, message = turn(http, conversation, stranger_allows_then_owner_denies)
     assert refused == ["This tool call no longer waits for an answer."]
     assert [s["state"] for s in message.tool_steps] == ["denied"]
     assert not notes_file(conversation.id).exists() and message.status == "complete"
@@ -302,7 +257,7 @@ def test_the_tools_switch_is_its_owner_s_and_off_no_tools_reach_llama_server(pro
     conversation.refresh_from_db()
     assert not conversation.tools_enabled
     question = f"Tools are off here ({conversation.id})."
-    events, message = _turn(owner, conversation, text=question)
+    events, message = turn(owner, conversation, text=question)
     assert not [event for event in events if event["type"] == "tool"] and message.tool_steps in (None, [])
     assert message.status == "complete" and message.content.endswith(ANSWER) and not message.error
     assert "<tools>" not in rendered_prompt(llama_server, profile, question)
@@ -341,7 +296,7 @@ def test_a_tool_staff_mark_writing_after_the_turn_offered_it_waits_for_its_perso
 
     mark("0")
     calls = mcp_server.state()["floor_calls"]
-    events, message = _turn(login(user), conversation, deny, "Which printers work?", while_queued=lambda: mark("1"))
-    assert [(s["name"], s["state"]) for s in _steps(events)] == [("floor_status", "denied")]
+    events, message = turn(login(user), conversation, deny, "Which printers work?", while_queued=lambda: mark("1"))
+    assert [(s["name"], s["state"]) for s in shown_steps(events)] == [("floor_status", "denied")]
     assert "waiting" in [event["step"]["state"] for event in events if event["type"] == "tool"]
     assert message.tool_steps[0]["writes"] and mcp_server.state()["floor_calls"] == calls

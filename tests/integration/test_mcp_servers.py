@@ -20,9 +20,11 @@ from django.utils import translation
 from chat.tools.mcp import PROVIDER, selectors, services
 from chat.tools.mcp.models import McpServer, McpTool
 from chat.tools.providers import as_now, tools_for
+from tests.support import mcp_staff
 from tests.support.client import make_user
 from tests.support.loopback import LoopbackServer
 from tests.support.mcp_server import McpTestServer
+from tests.support.mcp_staff import give, tool
 
 SMALL_CAP = 256 * 1024
 
@@ -37,35 +39,15 @@ def mcp_server():
 
 @pytest.fixture
 def staff_page():
-    page = Client(SERVER_NAME="127.0.0.1")
-    page.force_login(make_user(is_staff=True))
-    return page
+    return mcp_staff.staff_page()
 
 
 @pytest.fixture
 def registered(mcp_server, staff_page):
     """The test server added through the staff page, its tools listed; removed after the test."""
-    name = f"tickets-{uuid.uuid4().hex[:6]}"
-    headers = f"Authorization: Bearer {mcp_server.secret}\nX-Office: third floor"
-    answer = staff_page.post(
-        "/staff/tools/new/", {"name": name, "url": mcp_server.url, "enabled": "on", "headers": headers}
-    )
-    row = McpServer.objects.get(name=name)
-    assert answer.status_code == 302 and answer["Location"] == f"/staff/tools/{row.pk}/"
+    row = mcp_staff.register(staff_page, mcp_server, more_headers="X-Office: third floor")
     yield row
     McpServer.objects.filter(pk=row.pk).delete()
-
-
-def tool(server: McpServer, name: str) -> McpTool:
-    return McpTool.objects.get(server=server, name=name)
-
-
-def give(page: Client, server: McpServer, name: str, *, writes: bool, users=(), groups=(), enabled=True):
-    posted = {"writes": "1" if writes else "0", "users": [u.pk for u in users], "groups": [g.pk for g in groups]}
-    if enabled:
-        posted["enabled"] = "on"
-    answer = page.post(f"/staff/tools/{server.pk}/t/{tool(server, name).pk}/", posted)
-    assert answer.status_code == 302
 
 
 def call(name: str, user, arguments: dict, *, timeout: float = 20):

@@ -71,6 +71,7 @@ def test_staff_register_a_server_its_tools_are_listed_and_secrets_never_shown(mc
         "lookup_ticket",
         "create_ticket",
         "floor_status",
+        "order_toner",
         "slow_lookup",
         "broken_tool",
         "huge_result",

@@ -5,11 +5,14 @@ Every MCP request must carry ``Authorization: Bearer SECRET`` (so the tests see 
 headers staff entered). Its tools:
 
 - ``lookup_ticket`` (reads) and ``create_ticket`` (writes), plain answers;
-- ``floor_status``: its one argument's schema is the constant 3, so llama-server's tool grammar writes a
-  call of it whole (the chat turn's test, tests/integration/test_mcp_in_chat.py); it counts its calls;
+- ``floor_status`` (reads) and ``order_toner`` (writes): their one argument's schema is the constant 3,
+  so llama-server's tool grammar writes a call of them whole (the chat turn's tests,
+  tests/integration/test_mcp_in_chat.py: a string argument is free text the grammar does not hold to
+  a constant, so the wired model cannot call ``create_ticket``); each counts its calls;
 - ``slow_lookup``: waits until the test releases it (``POST /release``); ``GET /state`` says how many
-  calls wait there now, so a test waits on that, never on the clock;
-- ``broken_tool``: raises; ``huge_result``: answers 50 MB of text;
+  calls wait there now (and how many came), so a test waits on that, never on the clock;
+- ``broken_tool``: raises; ``huge_result``: answers 50 MB of text (``slow_lookup`` and ``broken_tool``
+  take the constants 7 and 1, ``huge_result`` nothing, so a chat turn's model can call them too);
 - ``bad_schema``: listed with an input schema that is not valid JSON schema (the SDK builds every
   schema from a function's signature, so this one's listed schema is replaced after registration).
 
@@ -41,7 +44,7 @@ def _build(secret: str):
 
     server = MCPServer("office-tickets")
     release = asyncio.Event()
-    waiting = {"now": 0, "calls": 0, "floor_calls": 0}
+    waiting = {"now": 0, "calls": 0, "floor_calls": 0, "toner_orders": 0, "slow_calls": 0}
 
     @server.tool(description="Look a ticket up by its number.")
     def lookup_ticket(number: int) -> str:
@@ -58,8 +61,14 @@ def _build(secret: str):
         waiting["floor_calls"] += 1
         return f"{FLOOR_STATUS} (floor {floor})"
 
+    @server.tool(description="Order toner for a floor's printers.")
+    def order_toner(floor: Literal[3]) -> str:
+        waiting["toner_orders"] += 1
+        return f"Toner ordered for floor {floor}."
+
     @server.tool(description="Look a ticket up, slowly.")
-    async def slow_lookup(number: int) -> str:
+    async def slow_lookup(number: Literal[7]) -> str:
+        waiting["slow_calls"] += 1
         waiting["now"] += 1
         try:
             await release.wait()
@@ -68,7 +77,7 @@ def _build(secret: str):
         return f"Ticket {number}, at last."
 
     @server.tool(description="Always fails.")
-    def broken_tool(number: int) -> str:
+    def broken_tool(number: Literal[1]) -> str:
         raise RuntimeError("the ticket database is on fire")
 
     @server.tool(description="Answers far too much.")

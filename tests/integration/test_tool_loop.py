@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 
 import pytest
-from django.test import Client
 
 from chat.models import Conversation
-from chat.tools.mcp.models import McpServer, McpTool
+from tests.support import mcp_staff
 from tests.support.client import chat_socket, events_until, login, make_user, send
 from tests.support.mcp_server import McpTestServer
 from tests.support.profiles import live_id_here
@@ -267,13 +265,9 @@ def test_the_tools_switch_is_its_owner_s_and_off_no_tools_reach_llama_server(pro
 def floor_tool(profile):
     """The MCP test server registered on the staff page; its ``floor_status`` tool enabled, given to no one yet."""
     server_process = McpTestServer()
-    staff = Client(SERVER_NAME="127.0.0.1")
-    staff.force_login(make_user(is_staff=True))
-    name = f"facilities-{uuid.uuid4().hex[:6]}"
-    headers = f"Authorization: Bearer {server_process.secret}"
-    staff.post("/staff/tools/new/", {"name": name, "url": server_process.url, "enabled": "on", "headers": headers})
-    server = McpServer.objects.get(name=name)
-    tool = McpTool.objects.get(server=server, name="floor_status")
+    staff = mcp_staff.staff_page()
+    server = mcp_staff.register(staff, server_process, prefix="facilities")
+    tool = mcp_staff.tool(server, "floor_status")
     yield staff, f"/staff/tools/{server.pk}/t/{tool.pk}/", server_process
     server.delete()
     server_process.stop()

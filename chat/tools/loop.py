@@ -71,8 +71,8 @@ def _offered(conversation: Conversation) -> tuple[Any, list[ToolSpec]]:
 def step_messages(text: str, thought: str, call: ToolCall, result: str) -> list[dict]:
     """A step as the next request carries it: the model's message with its thought, then the tool's result.
     Qwen3.5's template keeps the current turn's thoughts, so the model reads its own again, and the
-    follow-up's prompt is what the model wrote (an attention-only model's cache reuses all of it); without
-    the thought the template renders an empty one in its place."""
+    follow-up's prompt is what the model wrote, which llama-server's cache holds (a hybrid model's too,
+    docs/tools.md); without the thought the template renders an empty one in its place."""
     said = {"role": "assistant", "content": text, "tool_calls": [call.message_entry()]}
     if thought:
         said["reasoning_content"] = thought

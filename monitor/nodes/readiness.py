@@ -23,6 +23,8 @@ from monitor.redis_clients import REDIS_DOWN, LoopRedis, sync_client
 # A node leaves its pools within 5 s (issue 29): HEARTBEAT_S + heartbeat.ROUTER_TIMEOUT_S, or READY_TTL_S.
 HEARTBEAT_S = 2.0
 READY_TTL_S = 4
+# A Redis up for less than this may not have heard every live node's beat since it started (empty).
+REDIS_SETTLED_S = 3 * READY_TTL_S
 # A remote profile's server has no heartbeat: what the app last read of it counts this long.
 REMOTE_READY_TTL_S = 60
 _redis = LoopRedis()
@@ -60,6 +62,19 @@ async def served_on(nodes: list[str], pool: str) -> dict[str, tuple[int, str]]:
     except REDIS_DOWN:
         return {}
     return {node: parse_served(value) for node, value in zip(nodes, values, strict=True) if value is not None}
+
+
+async def left_pool(node: str, pool: str) -> bool:
+    """Whether ``node`` is known to have left ``pool``: its heartbeat does not name it (gone with the node,
+    or taken out by a request that saw it fail) in a Redis up for ``REDIS_SETTLED_S``. A Redis away, or
+    restarted empty so recently that the node may not have beaten since, knows nothing of it: False."""
+    try:
+        client = _redis.get()
+        if await client.hexists(ready_key(node), pool):
+            return False
+        return (await client.info("server"))["uptime_in_seconds"] >= REDIS_SETTLED_S
+    except redis.RedisError:  # away, loading its data, refusing: it says nothing of the node
+        return False
 
 
 async def mark_ready(node: str, pool: str, slots: int, model: str, *, ttl_s: int = READY_TTL_S) -> None:

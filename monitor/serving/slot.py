@@ -151,13 +151,8 @@ class ServingSlot:
 
     async def still_in_pool(self) -> bool:
         """Whether the pool still counts this node as serving the profile (its heartbeat, and no request
-        saw it fail since). Redis not answering: yes (the instance check decides then)."""
-        if self.profile.is_remote:
-            return True
-        try:
-            return self.node in await readiness.served_on([self.node], self.profile.name)
-        except Exception:
-            return True
+        saw it fail since). Redis away or just restarted: yes (the instance check decides then)."""
+        return self.profile.is_remote or not await readiness.left_pool(self.node, self.profile.name)
 
     async def still_working(self) -> bool:
         """Whether the instance answers at all (its ``/slots``, within a few seconds): a long prompt being

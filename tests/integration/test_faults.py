@@ -19,6 +19,7 @@ import os
 import time
 
 import httpx
+import psutil
 import pytest
 from django.conf import settings
 from websockets.exceptions import ConnectionClosed
@@ -26,6 +27,7 @@ from websockets.exceptions import ConnectionClosed
 from tests.support import pdfs
 from tests.support.client import base_url, send, talking_to, upload_document
 from tests.support.faults import FINISHED, LONG_PROMPT, Person, lost_or_doubled, make_person, still_streaming
+from tests.support.hold import pids_paused
 from tests.support.stack import wait_until
 from tests.support.supervised import PARTS, Supervised, query, supervised_env
 
@@ -154,6 +156,11 @@ def test_answers_streaming_through_a_redis_restart_complete_and_are_stored_once(
     call = StreamedApiAnswer(base_url(), key, body)
     assert call.first_bytes.wait(300) and not call.error, call.error
     killed = product.kill("redis")
+    # Both streams silent while Redis is away or just back, empty (their model instances paused, as a loaded
+    # box pauses between tokens): the look at a silent stream's node learns nothing from such a Redis, and
+    # neither answer is released (a few looks: one every POOL_OUT_CHECK_S of silence).
+    with pids_paused([child.pid for child in psutil.Process(product.router_pid()).children()]):
+        time.sleep(3 * settings.POOL_OUT_CHECK_S)
     wait_until(lambda: product.pid_of("redis") not in (0, killed), RESTART_BOUND_S, "redis restarted")
     done = person.until_done(answer, 600)
     assert done["status"] == "complete", done

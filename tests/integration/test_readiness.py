@@ -47,3 +47,52 @@ def test_a_beat_publishes_what_the_node_serves_less_what_was_found_frozen_and_ha
     taken, record = beat(node, {}, router=False)
     assert record["router"] is False and record["serving"] == {}
     assert run(readiness.served_on([node], "docs")) == {}
+
+
+@pytest.fixture
+def restartable_redis(tmp_path):
+    """A Redis of this test alone, the product's while the test runs: the test stops and restarts it (empty)."""
+    import redis
+    from django.test import override_settings
+
+    from scripts.local_services import redis_server_binary
+    from tests.support.server_process import free_port
+    from tests.support.stack import Service, wait_until
+
+    port = free_port()
+    argv = [redis_server_binary(), "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--dir", str(tmp_path)]
+    service = Service("redis-restarted", argv, tmp_path)
+
+    def start() -> None:
+        service.start()
+        wait_until(lambda: redis.Redis(port=port).ping(), 20, "redis", service.process, service.log_path)
+
+    start()
+    with override_settings(REDIS_URL=f"redis://127.0.0.1:{port}/0"):
+        yield service, start
+    service.stop()
+
+
+def test_a_silent_answer_s_node_has_left_its_pool_only_when_a_settled_redis_says_so(restartable_redis, monkeypatch):
+    """What an answer that goes silent asks of its node (monitor.serving.slot): out of the pool when its
+    heartbeat no longer names the pool in a Redis that has been up long enough to have heard it; a Redis
+    that is away, or restarted empty a moment ago, knows nothing of the node, and the answer goes on."""
+    service, start = restartable_redis
+    node = f"node-{uuid.uuid4().hex[:6]}"
+
+    def left(settled_s: float) -> bool:
+        monkeypatch.setattr(readiness, "REDIS_SETTLED_S", settled_s)
+        return run(readiness.left_pool(node, "chat"))
+
+    readiness.publish(node, {"chat": (1, "chat@1")})
+    assert not left(0)
+    run(readiness.mark_failed(node, "chat"))  # a request saw it fail
+    assert left(0)
+
+    service.kill()
+    assert not left(0)  # away: says nothing
+    start()
+    assert not left(3600)  # restarted empty, younger than the time a live node needs to beat again
+    assert left(0)  # settled: a node it has no heartbeat for has left
+    readiness.publish(node, {"chat": (1, "chat@1")})
+    assert not left(0)

@@ -172,16 +172,24 @@ def instance_paused(llama, model_id: str | None = None) -> Iterator[None]:
     running for as long as the test needs (to stop it, cut it, or open another page on it). The
     router stays up: a request that gives up meanwhile is closed there, and the instance learns it
     at its next write once it goes on. Killing it inside the block is fine."""
+    with pids_paused([llama.instance_pid(model_id)]):
+        yield
+
+
+@contextlib.contextmanager
+def pids_paused(pids: list[int]) -> Iterator[None]:
+    """Freeze these processes (SIGSTOP) until the block ends; one killed inside the block is fine."""
     import os
     import signal
 
-    instance = llama.instance_pid(model_id)
-    os.kill(instance, signal.SIGSTOP)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
     try:
         yield
     finally:
-        with contextlib.suppress(ProcessLookupError):  # killed inside the block
-            os.kill(instance, signal.SIGCONT)
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
 
 @contextlib.contextmanager

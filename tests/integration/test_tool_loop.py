@@ -4,7 +4,8 @@ writes each test tool's constant arguments; the profile's --grammar writes the a
 asks for no more tools), the real WebSocket of a web process that offers the test tools
 (tests/support/tool_provider.py) and those staff give of the real MCP test server (tests/support/mcp_server.py),
 the real fair queue. Step limit 1: the wired model calls a tool whenever it may, so each turn makes one
-call and then answers without tools.
+call and then answers without tools; one test runs a second web process with a limit of 3, so one answer
+makes three steps.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 
+import httpx
 import pytest
 
 from chat.models import Conversation
@@ -213,6 +215,69 @@ def test_the_follow_up_finds_the_step_s_prompt_and_the_call_in_llama_server_s_ca
     followup_prompt = followup["prompt_tokens"] + followup["cached_tokens"]
     first_prompt = stats["prompt_tokens"] + stats["cached_tokens"] - followup_prompt
     assert first_prompt < followup["cached_tokens"] < followup_prompt, stats
+
+
+def _token_count(llama_server, profile, text: str) -> int:
+    body = {"model": live_id_here(profile), "content": text}
+    answer = httpx.post(llama_server.url + "/tokenize", json=body, headers=llama_server.headers, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return len(answer.json()["tokens"])
+
+
+def test_three_steps_in_one_answer_each_go_back_to_the_model_then_the_limit_ends_them(profile, llama_server, run_dir):
+    """A web process with a step limit of 3 (started for this test alone, on the module's profile): the
+    ``tally`` tool is called three times in one answer, each step shown and stored in order with its own
+    result, then the limit's notice and the answer. The last request llama-server rendered carries every
+    step's call and result in order, and the answer's stats sum the prompts of all four requests."""
+    limit_notice = "The model reached the limit of 3 tool calls in one answer, so it answered without more tools."
+    with tool_web_server(run_dir, QWENWEB_TOOL_STEP_LIMIT="3"):
+        _user, http, conversation = _conversation("tally", profile)
+        question = f"Count three times ({conversation.id})."
+        events, message = turn(http, conversation, text=question)
+    assert events[-1]["type"] == "done" and events[-1]["status"] == "complete", events[-3:]
+    expected = [("tally", "done", f"tally {k}") for k in (1, 2, 3)]
+    shown = shown_steps(events)
+    assert [(s["name"], s["state"], s["result"]) for s in shown] == expected
+    assert all(json.loads(s["arguments"]) == {"n": 1} for s in shown)
+    # Shown in order: each step ends before the next begins, and the notice comes after the last.
+    kinds = [(e["type"], e["step"]["id"] if e["type"] == "tool" else None) for e in events]
+    tool_ids = [step_id for kind, step_id in kinds if kind == "tool"]
+    assert tool_ids == sorted(tool_ids, key=[s["id"] for s in shown].index)
+    notices = [i for i, (kind, _id) in enumerate(kinds) if kind == "notice"]
+    assert notices and notices[-1] > max(i for i, (kind, _id) in enumerate(kinds) if kind == "tool")
+    assert events[notices[-1]]["text"] == limit_notice
+    # Stored with the answer, in the same order, with the same ids.
+    assert [(s["name"], s["state"], s["result"]) for s in message.tool_steps] == expected
+    assert [s["id"] for s in message.tool_steps] == [s["id"] for s in shown]
+    assert message.status == "complete" and message.content.endswith(ANSWER) and message.error == limit_notice
+    # What llama-server rendered for the last request: each call, then its result, in order.
+    prompt = rendered_prompt(llama_server, profile, "<tool_response>\ntally 3\n</tool_response>")
+    assert question in prompt and "<tools>" in prompt
+    rendered = re.findall(
+        r"<tool_call>\n<function=(\w+)>\n<parameter=n>\n(\d+)\n</parameter>\n</function>\n</tool_call>"
+        r"|<tool_response>\n(.*?)\n</tool_response>",
+        prompt,
+        re.S,
+    )
+    steps_back = [("call", name, argument) if name else ("result", result) for name, argument, result in rendered]
+    assert steps_back == [
+        ("call", "tally", "1"), ("result", "tally 1"),
+        ("call", "tally", "1"), ("result", "tally 2"),
+        ("call", "tally", "1"), ("result", "tally 3"),
+    ]  # fmt: skip
+    # The stats count every request: the first (the question alone), one after each step, the last one's
+    # prompt being the one above. Each earlier prompt is the last one cut after its step, with the same ending.
+    stats = events[-1]["stats"]
+    assert stats["tool_steps"] == 3 and message.stats["tool_steps"] == 3
+    step_ends = [m.end() for m in re.finditer(r"</tool_response><\|im_end\|>\n", prompt)]
+    ending = prompt[step_ends[-1] :]
+    assert ending.startswith("<|im_start|>assistant\n"), ending
+    cuts = [prompt.index("<|im_start|>assistant\n")] + step_ends[:-1]
+    requests = [prompt[:cut] + ending for cut in cuts] + [prompt]
+    counts = [_token_count(llama_server, profile, text) for text in requests]
+    followup = stats["followup"]
+    assert followup["prompt_tokens"] + followup["cached_tokens"] == counts[-1], (stats, counts)
+    assert stats["prompt_tokens"] + stats["cached_tokens"] == sum(counts), (stats, counts)
 
 
 def test_another_person_s_decision_for_a_waiting_step_is_refused_and_the_tool_does_not_run(profile):

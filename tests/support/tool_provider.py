@@ -8,6 +8,8 @@ of Qwen3.5's XML-like call format is free text the grammar does not hold to a co
 - ``calculator``: the built-in calculator's own code, on the expression ``6*<n>`` (n = 7);
 - ``write_note``: a writing tool; each run appends a line to ``<var>/tool-notes-<conversation>``;
 - ``slow``: runs until the test creates ``<var>/tool-release-<conversation>`` (a hold the test releases);
+- ``tally``: counts its runs in the conversation and answers ``tally <k>`` for the k-th (a turn of
+  several steps tells each step's result from the others);
 - ``nap``: sleeps ``NAP_S`` (5 s) and answers (bench/tool_bench.py);
 - ``hang``: never answers (its timeout, 2 s, cuts it);
 - ``broken``: raises;
@@ -49,6 +51,10 @@ def release_file(conversation_id) -> Path:
     return var_dir() / f"tool-release-{conversation_id}"
 
 
+def tally_file(conversation_id) -> Path:
+    return var_dir() / f"tool-tally-{conversation_id}"
+
+
 def _fixed(value: int, **schema_extra) -> dict:
     return {
         "type": "object",
@@ -67,6 +73,7 @@ def specs(conversation_id: str) -> dict[str, ToolSpec]:
         "write_note": spec("write_note", _fixed(1), writes=True),
         "slow": spec("slow", _fixed(1)),
         "hang": spec("hang", _fixed(1), timeout_s=2),
+        "tally": spec("tally", _fixed(1)),
         "nap": spec("nap", _fixed(1)),
         "hostile": spec("hostile", _fixed(1)),
         "huge": spec("huge", _fixed(1)),
@@ -92,6 +99,10 @@ class TestProvider:
             with notes_file(spec.key).open("a") as notes:
                 notes.write(f"note {arguments['n']}\n")
             return ToolResult("saved")
+        if spec.name == "tally":
+            with tally_file(spec.key).open("a") as tally:
+                tally.write("run\n")
+            return ToolResult(f"tally {len(tally_file(spec.key).read_text().splitlines())}")
         if spec.name in ("slow", "hang"):
             release = release_file(spec.key)
             while spec.name == "hang" or not release.exists():

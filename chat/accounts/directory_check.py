@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
+import ssl
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import ldap
 from django.conf import settings
@@ -103,6 +106,30 @@ def _described(error: ldap.LDAPError) -> str:
     return "; ".join(str(details[key]) for key in ("desc", "info") if details.get(key)) or type(error).__name__
 
 
+def _certificate_refused(url: str, timeout: float) -> str:
+    """Why an ``ldaps://`` directory's certificate is refused, in OpenSSL's words ('' when it is not, or
+    nothing answers within ``timeout``): a failed LDAPS handshake reaches us from libldap only as
+    "Can't contact LDAP server", as a port nobody listens on does. The same CA file and host name
+    libldap checks, through Python's ``ssl``; only to name the failure, never to decide a login."""
+    try:
+        parts = urlsplit(url)
+        if parts.scheme != "ldaps" or not parts.hostname:
+            return ""
+        address = (parts.hostname, parts.port or 636)
+        context = ssl.create_default_context(
+            cafile=settings.AUTH_LDAP_CONNECTION_OPTIONS.get(ldap.OPT_X_TLS_CACERTFILE)
+        )
+        with (
+            socket.create_connection(address, timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname=parts.hostname),
+        ):
+            return ""
+    except ssl.SSLCertVerificationError as error:
+        return error.verify_message
+    except (OSError, ValueError):  # unreachable, a handshake that hangs, a URL of several hosts
+        return ""
+
+
 def directory_problem() -> str:
     """What keeps the directory from being asked, in words for the person starting the app ('' when
     nothing): unreachable, the service account refused, a certificate refused, a search base missing."""
@@ -112,6 +139,11 @@ def directory_problem() -> str:
     except ldap.INVALID_CREDENTIALS:
         return f"the directory {url} refused the service account QWENWEB_LDAP_BIND_DN (wrong DN or password)"
     except (ldap.SERVER_DOWN, ldap.TIMEOUT) as error:
+        if refused := _certificate_refused(url, timeout):
+            return (
+                f"the directory {url} answers, but its TLS certificate is refused: {refused} "
+                "(not signed by QWENWEB_LDAP_CA_FILE, or not made for this host name?)"
+            )
         return f"the directory {url} cannot be reached within {timeout:g} s ({_described(error)})"
     except ldap.LDAPError as error:
         return f"the directory {url} cannot be used: {_described(error)} (a certificate not signed by QWENWEB_LDAP_CA_FILE?)"

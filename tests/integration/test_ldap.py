@@ -1,5 +1,5 @@
 """Directory login against a real OpenLDAP ``slapd`` (tests/support/ldap_server.py) over StartTLS
-with the test's own CA: the login page (Django's test client through the real login view and
+and over LDAPS with the test's own CA (and a CA that did not sign its certificate): the login page (Django's test client through the real login view and
 form), group mapping into qwenweb groups and staff, the people the directory refuses, a directory
 that is stopped (SIGSTOP) or killed, local accounts beside it, and the re-check that disables a
 person removed or disabled in the directory, whose API key the running app then refuses."""
@@ -47,6 +47,11 @@ WRONG = "Your username and password didn't match. Please try again."
 def directory_settings(directory: Directory, **changes: str) -> dict:
     """The settings the app makes of this environment, as an office would set it (``changes``: other variables)."""
     return ldap_settings(directory.environment(**changes), settings.AUTHENTICATION_BACKENDS)
+
+
+def ldaps_settings(directory: Directory, **changes: str) -> dict:
+    """The settings for the directory's ``ldaps://`` URL: TLS from the first byte, no StartTLS."""
+    return directory_settings(directory, QWENWEB_LDAP_URL=directory.ldaps_url, QWENWEB_LDAP_START_TLS="", **changes)
 
 
 def start_directory() -> Directory:
@@ -215,6 +220,36 @@ def test_the_start_up_check_names_what_is_wrong_with_the_directory(directory, tm
     with override_settings(AUTH_LDAP_SERVER_URI="ldap://127.0.0.1:1"):
         [warning] = check_directory()
     assert "cannot be reached within 2 s" in warning.msg
+
+
+def test_a_person_logs_in_over_ldaps_with_the_ca_file(shared_directory):
+    uid, password = add_person(shared_directory)
+    with override_settings(**ldaps_settings(shared_directory)):
+        assert not settings.AUTH_LDAP_START_TLS
+        assert check_directory() == []
+        assert not log_in(uid, "wrong")[1]
+        response, logged_in = log_in(uid, password)
+        assert response.status_code == 302 and logged_in
+        assert Account.objects.get(user__username=uid).directory_dn == person_dn(uid)
+        assert not recheck_directory().failed
+
+
+def test_over_ldaps_a_certificate_the_ca_file_did_not_sign_lets_nobody_in_and_is_named_at_start_up(
+    shared_directory, tmp_path
+):
+    admin = make_user(is_staff=True, is_superuser=True)
+    foreign = make_certificates(tmp_path).ca  # a CA that did not sign the directory's certificate
+    with override_settings(**ldaps_settings(shared_directory, QWENWEB_LDAP_CA_FILE=str(foreign))):
+        response, logged_in = log_in_unless_it_hangs("bob", PASSWORDS["bob"])
+        assert response.status_code == 200 and not logged_in
+        assert UNREACHABLE in response.content.decode()
+        assert log_in(admin.username, admin.raw_password)[1]
+        assert recheck_directory().failed
+        [warning] = check_directory()
+    assert warning.id == "qwenweb.W050"
+    # OpenSSL's reason in between (slapd sends its CA too: "self-signed certificate in certificate chain").
+    assert f"the directory {shared_directory.ldaps_url} answers, but its TLS certificate is refused: " in warning.msg
+    assert "(not signed by QWENWEB_LDAP_CA_FILE, or not made for this host name?)" in warning.msg
 
 
 def test_a_direct_bind_logs_in_without_a_search_and_the_recheck_reads_the_entry(shared_directory):

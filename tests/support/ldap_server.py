@@ -1,6 +1,7 @@
 """A real directory for the LDAP tests: Debian's OpenLDAP ``slapd`` in its own process, on a free
-loopback port, with its own configuration and database made here (``slapadd``), and StartTLS with a
-certificate made by the test (tests/support/tls.py; the CA is what the app is given).
+loopback port, with its own configuration and database made here (``slapadd``), and TLS with a
+certificate made by the test (tests/support/tls.py; the CA is what the app is given): StartTLS on
+``url`` (``ldap://``), and LDAPS on ``ldaps_url`` (``ldaps://``, a second port, the same certificate).
 
 The directory ``dc=example,dc=org`` holds a service account (``cn=reader``: it may read, not write),
 people and groups:
@@ -21,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.support.server_process import ServerProcess
+from tests.support.server_process import ServerProcess, free_port
 from tests.support.tls import make_certificates
 
 SUFFIX = "dc=example,dc=org"
@@ -99,6 +100,10 @@ class Directory(ServerProcess):
         super().__init__(folder)
         self.certificates = make_certificates(folder)
         self.url = f"ldap://127.0.0.1:{self.port}"
+        ldaps_port = free_port()
+        while ldaps_port == self.port:  # the first port is free again until slapd takes it
+            ldaps_port = free_port()
+        self.ldaps_url = f"ldaps://127.0.0.1:{ldaps_port}"
         self.config = folder / "slapd.conf"
 
     def environment(self, **changes: str) -> dict[str, str]:
@@ -138,7 +143,7 @@ class Directory(ServerProcess):
         data.write_text(_entries())
         subprocess.run(["slapadd", "-f", str(self.config), "-l", str(data)], check=True, capture_output=True)
         self.process = subprocess.Popen(
-            ["slapd", "-f", str(self.config), "-h", self.url + "/", "-d", "0"],
+            ["slapd", "-f", str(self.config), "-h", f"{self.url}/ {self.ldaps_url}/", "-d", "0"],
             stdout=subprocess.DEVNULL,
             stderr=open(self.folder / "slapd.log", "wb"),  # noqa: SIM115 (the child keeps it)
         )

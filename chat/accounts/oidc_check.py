@@ -11,7 +11,8 @@ disabled and is allowed again is enabled. The provider's new refresh token (rota
 
 A provider that fails during a round changes nobody from then on: the round stops with the error's
 type logged and the next one tries again. An account without a refresh token (a provider that gave
-none) cannot be re-checked: it is counted in ``unchecked`` and left as it is, and a warning names how many;
+none) cannot be re-checked: it is counted in ``unchecked`` and a warning names how many; its API keys are
+refused until it logs in again (``chat.api.keys``), so a person disabled at the provider loses them at once;
 the start-up check warns (``qwenweb.W052``) when the provider offers ``offline_access`` and it is not asked for.
 """
 
@@ -119,6 +120,8 @@ def recheck_oidc() -> OidcRecheckResult:
         endpoints = provider_endpoints()
         for account in people:
             if not unseal(account.oidc_refresh_token):
+                if account.oidc_refresh_token:  # sealed with another SECRET_KEY: its API keys stop (chat.api.keys)
+                    Account.objects.filter(pk=account.pk).update(oidc_refresh_token="")
                 result.unchecked += 1
                 continue
             allowed = _allowed(endpoints, account)

@@ -107,14 +107,23 @@ def bearer_key(authorization: str | None) -> str:
 
 
 def caller_of(key: str) -> CallerKey:
-    """The key's row, checked; ApiError 401 when it is wrong or revoked, or its owner disabled
-    (synchronous: the gateway's one database hop per call does more for the same request)."""
+    """The key's row, checked; ApiError 401 when it is wrong or revoked, or its owner disabled or an OIDC
+    account the re-check cannot see (synchronous: the gateway's one database hop per call does more for the same request)."""
     prefix, _sep, secret = key.removeprefix(KEY_PREFIX).partition("_")
     row = None
     if key.startswith(KEY_PREFIX) and secret and len(prefix) == 8:
         row = (
             ApiKey.objects.filter(prefix=prefix)
-            .values("id", "owner_id", "key_hash", "concurrency_limit", "revoked_at", "owner__is_active")
+            .values(
+                "id",
+                "owner_id",
+                "key_hash",
+                "concurrency_limit",
+                "revoked_at",
+                "owner__is_active",
+                "owner__account__oidc_subject",
+                "owner__account__oidc_refresh_token",
+            )
             .first()
         )
     if row is None or not hmac.compare_digest(row["key_hash"], _hash(key)):
@@ -123,6 +132,14 @@ def caller_of(key: str) -> CallerKey:
         raise _unauthorized(_("This API key was revoked."))
     if not row["owner__is_active"]:
         raise _unauthorized(_("The account this API key belongs to is disabled."))
+    if row["owner__account__oidc_subject"] and not row["owner__account__oidc_refresh_token"]:
+        # Its sign-in provider gave no refresh token: the re-check cannot see it disabled there (issue 50's bound).
+        raise _unauthorized(
+            _(
+                "The account this API key belongs to cannot be checked with its sign-in provider between logins "
+                "(the provider gave no refresh token), so its API keys do not work until it logs in again."
+            )
+        )
     return CallerKey(id=row["id"], owner_id=row["owner_id"], concurrency_limit=row["concurrency_limit"])
 
 

@@ -270,6 +270,11 @@ def test_the_recheck_disables_people_the_provider_disabled_or_deleted_and_their_
         result = recheck_oidc()
     assert result.unchecked == 1 and result.enabled == [] and result.disabled == []
     assert "OIDC re-check: 1 account(s) have no refresh token" in caplog.text
+    # ...so its API keys stop at once (no bound otherwise on a person disabled there), until it logs in again.
+    refused = models_status()
+    assert refused.status_code == 401 and "(the provider gave no refresh token)" in refused.json()["error"]["message"]
+    assert log_in(own_provider, "bob", person())[1]
+    assert models_status().status_code == 200
 
 
 def test_the_start_up_check_names_what_is_wrong_with_the_provider(provider):

@@ -26,7 +26,8 @@ def as_now(spec: ToolSpec, user: Any, conversation: Any) -> ToolSpec | None:
     """The tool as its source offers it at this moment, or None: staff may have taken it away or marked it
     writing since the turn offered it (the loop asks before each call)."""
     same = (spec.source, spec.key, spec.name)
-    return next((now for now in tools_for(user, conversation) if (now.source, now.key, now.name) == same), None)
+    offered = provider_for(spec).tools_for(user, conversation)
+    return next((now for now in offered if (now.source, now.key, now.name) == same), None)
 
 
 def provider_for(spec: ToolSpec) -> ToolProvider:

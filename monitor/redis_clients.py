@@ -9,6 +9,7 @@ but each Celery task runs its own (``asyncio.run``), so clients are kept per loo
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import redis
 import redis.asyncio as aioredis
@@ -58,19 +59,17 @@ async def close_loop_clients() -> None:
         await _loop_clients.pop(key).aclose()
 
 
-_sync_clients: dict[str, redis.Redis] = {}
 SYNC_TIMEOUT_S = 5.0
 
 
-def sync_client(url: str | None = None) -> redis.Redis:
-    """A blocking client for sync code (services called from threads); thread-safe, one per URL.
+def sync_client(url: str | None = None, timeout_s: float = SYNC_TIMEOUT_S) -> redis.Redis:
+    """A blocking client for sync code (services called from threads); thread-safe, one per URL and timeout.
     Its calls are short (counters, scripts) and run in the database thread that chat sockets and
     API calls share: a Redis that stops answering raises after SYNC_TIMEOUT_S, it never holds that
-    thread for good."""
-    url = url or settings.REDIS_URL
-    client = _sync_clients.get(url)
-    if client is None:
-        client = _sync_clients[url] = redis.Redis.from_url(
-            url, socket_timeout=SYNC_TIMEOUT_S, socket_connect_timeout=SYNC_TIMEOUT_S
-        )
-    return client
+    thread for good. The health checks ask with their own timeout."""
+    return _blocking_client(url or settings.REDIS_URL, timeout_s)
+
+
+@functools.cache
+def _blocking_client(url: str, timeout_s: float) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)

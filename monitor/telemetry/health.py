@@ -20,7 +20,6 @@ still served elsewhere leaves the box ok (degraded), not down. See docs/dashboar
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -40,6 +39,7 @@ from monitor.llama.client import local_client
 from monitor.models import Placement
 from monitor.nodes.registry import placements_here
 from monitor.profiles.presets import live_id
+from monitor.redis_clients import sync_client
 from monitor.telemetry.live import live_key
 from monitor.telemetry.node_status import Beat, add_live_reads, live_from, main_node, node_rows, node_views
 
@@ -58,13 +58,8 @@ class Part:
 
 
 def _redis() -> redis.Redis:
-    return _client(settings.REDIS_URL, settings.HEALTH_TIMEOUT_S)
-
-
-@functools.cache
-def _client(url: str, timeout: float) -> redis.Redis:
     """Kept for the process: each check (and each of beat's stamps) reuses its connection."""
-    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    return sync_client(timeout_s=settings.HEALTH_TIMEOUT_S)
 
 
 def record_beat_tick() -> None:

@@ -35,11 +35,8 @@ Spans = list[tuple[int, int]]
 
 
 def parse_spans(numbers: str) -> Spans:
-    spans = []
-    for first, last in _SPAN_RE.findall(numbers):
-        low, high = int(first), int(last or first)
-        spans.append((min(low, high), max(low, high)))
-    return spans
+    pairs = [(int(first), int(last or first)) for first, last in _SPAN_RE.findall(numbers)]
+    return [(min(pair), max(pair)) for pair in pairs]
 
 
 def as_spans(numbers: list[int]) -> Spans:
@@ -256,8 +253,7 @@ class CitationStream:
     def feed(self, text: str) -> str:
         """What may be shown now of the text so far."""
         self.pending += text
-        cut = self._safe_length()
-        return self._release(cut)
+        return self._release(self._safe_length())
 
     def finish(self) -> str:
         return self._release(len(self.pending))

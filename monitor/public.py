@@ -2,7 +2,7 @@
 
 Chat needs a serving slot for a profile (the one way to reach a model: ``serving_pool`` and its
 ``slot``; the pool's client only counts tokens, ``PromptCounter``), the profiles people may use, the
-errors to tell them about, Redis clients, waiting on work while it is alive, and a hook into the
+errors to tell them about, Redis clients and counters, waiting on work while it is alive, and a hook into the
 dashboard (request figures). Nothing here reaches a model without the fair queue. Everything else of
 monitor is private to it; ``make lint`` checks that.
 """
@@ -15,7 +15,7 @@ from monitor.models import ServerProfile
 from monitor.nodes.registry import placements_of
 from monitor.profiles.errors import LoadFailed, ProfileUnavailable
 from monitor.profiles.selectors import find_profile, user_profiles
-from monitor.redis_clients import REDIS_DOWN, LoopRedis, close_loop_clients
+from monitor.redis_clients import REDIS_DOWN, LoopRedis, close_loop_clients, count_in_window
 from monitor.redis_clients import sync_client as sync_redis
 from monitor.serving.queue import Priority, QueueUnavailable
 from monitor.serving.slot import PromptCounter, ServingPool, ServingSlot, serving_pool
@@ -40,6 +40,7 @@ __all__ = [
     "ServingSlot",
     "await_while_alive",
     "close_loop_clients",
+    "count_in_window",
     "find_profile",
     "model_digests",
     "model_sha256",

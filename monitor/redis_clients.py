@@ -1,5 +1,5 @@
 """Redis clients for every part that keeps state in Redis: one asyncio client per event loop, one
-blocking client per URL.
+blocking client per URL; and counters in clock windows.
 
 An asyncio Redis connection belongs to the loop that opened it: Daphne has one loop,
 but each Celery task runs its own (``asyncio.run``), so clients are kept per loop.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 
 import redis
 import redis.asyncio as aioredis
@@ -73,3 +74,12 @@ def sync_client(url: str | None = None, timeout_s: float = SYNC_TIMEOUT_S) -> re
 @functools.cache
 def _blocking_client(url: str, timeout_s: float) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+
+
+def count_in_window(name: str, window_s: int) -> int:
+    """Add one to ``name``'s counter for the current clock window of ``window_s`` seconds; returns the
+    window's count so far (the counter lives two windows, then Redis drops it). Every process shares it:
+    chat turns a minute, sign-ups and node joins an hour per address."""
+    key = f"{name}:{int(time.time() // window_s)}"
+    count, _expiry = sync_client().pipeline().incr(key).expire(key, 2 * window_s).execute()
+    return int(count)

@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 from chat.accounts.quotas import account_of
 from chat.errors import ChatError
 from chat.models import Account, Invite, SignupSettings
-from chat.redis_counters import count_in_window
+from monitor.public import count_in_window
 
 
 class SignupRefused(ChatError):

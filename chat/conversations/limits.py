@@ -16,7 +16,7 @@ from django.utils.translation import ngettext
 
 from chat.errors import ChatError
 from chat.models import Message
-from chat.redis_counters import count_in_window
+from monitor.public import count_in_window
 
 
 class TurnLimited(ChatError):

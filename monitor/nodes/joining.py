@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import time
 from datetime import timedelta
 
 import redis
@@ -29,7 +28,7 @@ from monitor.models import Event, JoinToken, Node
 from monitor.nodes import database_roles, readiness, redis_users
 from monitor.nodes.registry import local_node, node_queue, this_node
 from monitor.nodes.selectors import redis_loopback_only
-from monitor.redis_clients import sync_client
+from monitor.redis_clients import count_in_window, sync_client
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # Why a node was refused, by code: the timeline keeps the code, the staff page says it in its reader's language.
@@ -94,9 +93,7 @@ def _digest(secret: str) -> str:
 def count_attempt(address: str) -> None:
     """NodeRefused once an address made NODE_JOINS_PER_HOUR attempts this clock hour (joins, and calls
     that failed)."""
-    key = f"qwenweb:node-joins:{address}:{int(time.time() // 3600)}"
-    pipe = sync_client().pipeline()
-    attempts, _expiry = pipe.incr(key).expire(key, 7200).execute()
+    attempts = count_in_window(f"qwenweb:node-joins:{address}", 3600)
     limit = settings.NODE_JOINS_PER_HOUR
     if attempts == limit + 1:  # recorded once an hour: a flood of attempts does not flood the timeline
         raise refuse("too_many", name="", address=address, count=limit)

@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from monitor.models import Event
+from monitor.redis_clients import sync_client
 from monitor.telemetry import dashboard
 from monitor.telemetry.live import live_key
 from monitor.telemetry.node_status import Beat, add_beat_reads, beats_from, main_node, node_rows
@@ -72,16 +73,13 @@ def token_allows(header: str) -> bool:
 def _read_redis() -> tuple[dict | None, dict[str, Beat]]:
     """The main box's newest sample and every node's beat (none of either while Redis is away)."""
     names = [node["name"] for node in node_rows()]
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
+    pipe = sync_client(timeout_s=2).pipeline(transaction=False)
+    pipe.lindex(live_key(main_node()), 0)
+    add_beat_reads(pipe, names)
     try:
-        pipe = client.pipeline(transaction=False)
-        pipe.lindex(live_key(main_node()), 0)
-        add_beat_reads(pipe, names)
         raw, *replies = pipe.execute()
     except redis.RedisError:
         return None, {}
-    finally:
-        client.close()
     return (orjson.loads(raw) if raw else None), beats_from(names, replies)
 
 

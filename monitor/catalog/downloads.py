@@ -99,14 +99,6 @@ def _hash_existing(path: Path, digest) -> int:
     return size
 
 
-def _describe_status(response: http.client.HTTPResponse, url: str) -> str:
-    return _("The server answered %(status)d %(reason)s for %(url)s.") % {
-        "status": response.status,
-        "reason": response.reason,
-        "url": url[:200],
-    }
-
-
 def _open(url: str, headers: dict[str, str], redirects: int = 5) -> tuple[http.client.HTTPResponse, str]:
     """GET ``url`` following redirects; returns the response and the final URL."""
     for _hop in range(redirects + 1):
@@ -141,7 +133,10 @@ def _download_part(job: DownloadJob, part: dict, progress: _Progress) -> str:
         if response.status == 416 and offset:
             return digest.hexdigest()  # asked past the end: the partial file is already complete
         if response.status not in (200, 206):
-            raise DownloadError(_describe_status(response, url))
+            raise DownloadError(
+                _("The server answered %(status)d %(reason)s for %(url)s.")
+                % {"status": response.status, "reason": response.reason, "url": url[:200]}
+            )
         content_type = (response.getheader("content-type") or "").lower()
         if content_type.startswith(("text/html", "application/xhtml")):
             raise DownloadError(

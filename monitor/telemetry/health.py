@@ -158,10 +158,8 @@ def _profiles_part(placed: list[tuple[str, str]], beats: dict[str, Beat]) -> Par
     for name in sorted(answering):
         for profile in beats[name].serving:
             loaded.setdefault(profile, []).append(name)
-    placed_on: dict[str, list[str]] = {}
-    for profile, node in placed:
-        placed_on.setdefault(profile, []).append(node)
-    lost = sorted(profile for profile, nodes in placed_on.items() if not answering.intersection(nodes))
+    reachable = {profile for profile, node in placed if node in answering}
+    lost = sorted({profile for profile, _node in placed} - reachable)
     details = [
         _("%(profile)s on %(nodes)s") % {"profile": profile, "nodes": ", ".join(nodes)}
         for profile, nodes in sorted(loaded.items())

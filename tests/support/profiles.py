@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # imported before Django is set up (conftest)
     from monitor.models import ServerProfile
+
+T = TypeVar("T")
 
 
 def live_id_here(profile: ServerProfile) -> str:
@@ -20,21 +22,21 @@ def live_id_here(profile: ServerProfile) -> str:
     return live_id(profile, placement_here(profile))
 
 
-def off_the_loop(work: Callable[[], object]) -> None:
-    """``work()`` in a thread of its own: a browser test's Playwright keeps an event loop running in
-    this one, where asyncio.run and async_to_sync refuse to run."""
+def off_the_loop(work: Callable[[], T]) -> T:
+    """``work()`` in a thread of its own, its value returned: a browser test's Playwright keeps an event
+    loop running in this one, where asyncio.run and async_to_sync refuse to run."""
     from concurrent.futures import ThreadPoolExecutor
 
     from django.db import connection
 
-    def run() -> None:
+    def run() -> T:
         try:
-            work()
+            return work()
         finally:
             connection.close()
 
     with ThreadPoolExecutor(1) as pool:
-        pool.submit(run).result()
+        return pool.submit(run).result()
 
 
 def served(name: str | None) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import ldap
 from django.core.exceptions import ImproperlyConfigured
@@ -55,6 +56,14 @@ def recheck_seconds(raw: str, variable: str) -> float:
     return min(bounded_number(raw, variable, 0.1) * 60, RECHECK_MAX_S)
 
 
+def ca_file(raw: str, variable: str) -> str:
+    """``raw`` ('' for the system's CAs), refused at start-up unless it names a file: a missing one would
+    otherwise surface at the first login as a refused certificate."""
+    if raw and not Path(raw).is_file():
+        raise ImproperlyConfigured(f"{variable} names {raw!r}, which is not a file (the CA certificate, PEM)")
+    return raw
+
+
 def json_group_map(raw: str, variable: str, *, fold_case: bool) -> dict[str, str]:
     """``{"directory group": "qwenweb group name", ...}`` (JSON) from ``variable`` (LDAP: DNs, compared
     lower-case: ``fold_case``; OIDC: the groups claim's values, compared as given)."""
@@ -87,8 +96,8 @@ def ldap_settings(environ: Mapping[str, str], backends: list[str]) -> dict:
         raise ImproperlyConfigured(f"QWENWEB_LDAP_URL must start with ldap:// or ldaps://, not {url!r}")
     timeout = bounded_number(value("TIMEOUT_S", "5"), "QWENWEB_LDAP_TIMEOUT_S", 0.1, TIMEOUT_MAX_S)
     options: dict = {ldap.OPT_NETWORK_TIMEOUT: timeout, ldap.OPT_TIMEOUT: timeout, ldap.OPT_REFERRALS: 0}
-    if value("CA_FILE"):
-        options[ldap.OPT_X_TLS_CACERTFILE] = value("CA_FILE")
+    if ca := ca_file(value("CA_FILE"), "QWENWEB_LDAP_CA_FILE"):
+        options[ldap.OPT_X_TLS_CACERTFILE] = ca
     # Certificates are always checked; NEWCTX last, so the options above apply to this connection.
     options[ldap.OPT_X_TLS_REQUIRE_CERT] = ldap.OPT_X_TLS_DEMAND
     options[ldap.OPT_X_TLS_NEWCTX] = 0

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from django.core.exceptions import ImproperlyConfigured
 
-from qwenweb.ldap_settings import TIMEOUT_MAX_S, bounded_number, json_group_map, recheck_seconds
+from qwenweb.ldap_settings import TIMEOUT_MAX_S, bounded_number, ca_file, json_group_map, recheck_seconds
 
 BACKEND = "chat.accounts.oidc.ProviderBackend"
 ENDPOINTS = ("AUTHORIZATION_ENDPOINT", "TOKEN_ENDPOINT", "USERINFO_ENDPOINT", "JWKS_ENDPOINT")
@@ -59,7 +59,7 @@ def oidc_settings(environ: Mapping[str, str], backends: list[str]) -> dict:
         "OIDC_PKCE_CODE_CHALLENGE_METHOD": "S256",
         "OIDC_USE_NONCE": True,
         "OIDC_TIMEOUT": bounded_number(value("TIMEOUT_S", "5"), "QWENWEB_OIDC_TIMEOUT_S", 0.1, TIMEOUT_MAX_S),
-        "OIDC_VERIFY_SSL": value("CA_FILE") or True,
+        "OIDC_VERIFY_SSL": ca_file(value("CA_FILE"), "QWENWEB_OIDC_CA_FILE") or True,
         "OIDC_USERNAME_CLAIM": value("USERNAME_CLAIM", "preferred_username"),
         "OIDC_GROUPS_CLAIM": value("GROUPS_CLAIM", "groups"),
         "OIDC_REQUIRE_GROUP": value("REQUIRE_GROUP"),

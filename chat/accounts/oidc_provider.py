@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ssl
 
 import requests
 from cryptography.fernet import Fernet, InvalidToken
@@ -47,15 +48,38 @@ def provider_button() -> str:
     return settings.OIDC_PROVIDER_NAME if settings.OIDC_ENABLED else ""
 
 
+def _refused_certificate(error: BaseException) -> str:
+    """OpenSSL's reason when ``error`` (requests' and urllib3's wrappers around it) is a refused certificate, else ''."""
+    seen: set[int] = set()
+    causes = [error]
+    while causes:
+        cause = causes.pop()
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return cause.verify_message
+        seen.add(id(cause))
+        linked = (cause.__cause__, cause.__context__, getattr(cause, "reason", None), *cause.args)
+        causes += [other for other in linked if isinstance(other, BaseException) and id(other) not in seen]
+    return ""
+
+
+def described(url: str, error: requests.RequestException) -> str:
+    """Why ``url`` could not be asked, for the log and the start-up check (no token: only the URL, an
+    error's type or a certificate's refusal in OpenSSL's words)."""
+    if refused := _refused_certificate(error):
+        return (
+            f"{url} answers, but its TLS certificate is refused: {refused} "
+            "(not signed by QWENWEB_OIDC_CA_FILE, or not made for this host name?)"
+        )
+    return f"{url} cannot be reached within {settings.OIDC_TIMEOUT:g} s ({type(error).__name__})"
+
+
 def _call(method: str, url: str, **kwargs) -> requests.Response:
     try:
         return requests.request(
             method, url, timeout=settings.OIDC_TIMEOUT, verify=settings.OIDC_VERIFY_SSL, allow_redirects=False, **kwargs
         )
     except requests.RequestException as error:
-        raise ProviderUnavailable(
-            f"{url} cannot be reached within {settings.OIDC_TIMEOUT:g} s ({type(error).__name__})"
-        ) from error
+        raise ProviderUnavailable(described(url, error)) from error
 
 
 def _json(response: requests.Response, what: str) -> dict:

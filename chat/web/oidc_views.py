@@ -21,7 +21,13 @@ from django.views import View
 from jwt import PyJWTError
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from chat.accounts.oidc_provider import ProviderUnavailable, provider_button, provider_endpoints, unreachable_message
+from chat.accounts.oidc_provider import (
+    ProviderUnavailable,
+    described,
+    provider_button,
+    provider_endpoints,
+    unreachable_message,
+)
 from chat.accounts.services import login_refusal
 
 log = logging.getLogger(__name__)
@@ -38,10 +44,10 @@ def login_page(request: HttpRequest, message: str, status: int) -> HttpResponse:
     return render(request, "registration/login.html", context, status=status)
 
 
-def _unreachable(request: HttpRequest, error: Exception) -> HttpResponse:
-    log.warning(
-        "OIDC provider unavailable: %s", error if isinstance(error, ProviderUnavailable) else type(error).__name__
-    )
+def _unreachable(request: HttpRequest, error: ProviderUnavailable | requests.RequestException) -> HttpResponse:
+    if isinstance(error, requests.RequestException):  # the library's own call (the token endpoint)
+        error = described(error.request.url if error.request is not None else "the provider", error)
+    log.warning("OIDC provider unavailable: %s", error)
     return login_page(request, unreachable_message(), 503)
 
 
@@ -81,10 +87,10 @@ class ProviderCallback(OIDCAuthenticationCallbackView):
         except requests.HTTPError as error:
             # The token endpoint refused the code (used already, expired, not ours): not a way in.
             status = error.response.status_code if error.response is not None else 0
+            if not 400 <= status < 500:
+                return _unreachable(request, ProviderUnavailable(f"the provider answered HTTP {status}"))
             log.warning("OIDC callback: the provider answered HTTP %s", status)
-            if 400 <= status < 500:
-                return login_page(request, self._untrusted(), 400)
-            return _unreachable(request, error)
+            return login_page(request, self._untrusted(), 400)
         except (ProviderUnavailable, requests.RequestException) as error:
             return _unreachable(request, error)
 

@@ -2,7 +2,7 @@
 tests/support/oidc_provider/): the login button and callback (Django's test client through the real
 views, the provider's own login page through HTTP), claims mapped to qwenweb groups and staff, the
 people refused, a forged state and a foreign issuer refused, a provider stopped (SIGSTOP) or killed,
-the start-up check, and the re-check that disables a person the provider disabled or deleted, whose API
+a provider over HTTPS trusted through ``QWENWEB_OIDC_CA_FILE`` only, the start-up check, and the re-check that disables a person the provider disabled or deleted, whose API
 key the running app then refuses."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from chat.models import Account
 from qwenweb.oidc_settings import oidc_settings
 from tests.support.client import base_url, make_user
 from tests.support.oidc_provider import PASSWORDS, Provider
+from tests.support.tls import make_certificates
 
 HANG_S = 60
 UNREACHABLE = (
@@ -289,3 +290,38 @@ def test_the_start_up_check_names_what_is_wrong_with_the_provider(provider):
     with override_settings(OIDC_RP_SCOPES="openid email profile"):
         [warning] = check_oidc()
     assert warning.id == "qwenweb.W052" and "does not ask for it" in warning.msg
+
+
+@pytest.fixture(scope="module")
+def tls_provider(tmp_path_factory):
+    """A provider over HTTPS, its certificate signed by a CA of the test's own (which no system trusts)."""
+    provider = Provider(certificates=make_certificates(tmp_path_factory.mktemp("oidc-tls"))).start()
+    yield provider
+    provider.close()
+
+
+def test_a_provider_over_https_is_trusted_through_its_ca_file_only(tls_provider, tmp_path, caplog):
+    trusted = app_settings(tls_provider, QWENWEB_OIDC_CA_FILE=str(tls_provider.certificates.ca))
+    with override_settings(**trusted):
+        assert check_oidc() == []
+        assert log_in(tls_provider, "bob")[1]
+        result = recheck_oidc()  # the refresh grant and the userinfo, over HTTPS
+        assert result.checked >= 1 and not result.failed and not result.disabled
+        # Two people between the provider's login page and our callback when the CA stops being trusted.
+        waiting = [(client, callback_of(to_provider(tls_provider, client, "alice"))) for client in (person(), person())]
+    refused = "answers, but its TLS certificate is refused: unable to get local issuer certificate (not signed by "
+    # The system's CAs only, then a CA of another office: refused at start-up and at login, never a way in.
+    for ca_file, (client, callback) in zip(("", str(make_certificates(tmp_path).ca)), waiting, strict=True):
+        with override_settings(**app_settings(tls_provider, QWENWEB_OIDC_CA_FILE=ca_file)):
+            [warning] = check_oidc()
+            assert warning.id == "qwenweb.W051" and refused in warning.msg, warning.msg
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="chat.web.oidc_views"):
+                start = person().get("/oidc/login/")
+                assert start.status_code == 503 and UNREACHABLE in start.content.decode()
+                response = client.get(callback)  # the token request, refused by its certificate
+            assert response.status_code == 503 and UNREACHABLE in response.content.decode()
+            assert "_auth_user_id" not in client.session
+            assert caplog.text.count(refused) == 2, caplog.text
+            result = recheck_oidc()
+            assert refused in result.failed and not result.disabled

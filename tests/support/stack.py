@@ -242,8 +242,8 @@ def start_llama(run_dir: Path, *, slots_debug: bool = False) -> LlamaServer:
 class PlainLlamaServer(Service):
     """A single-model llama-server run from an argv (a profile's command line, a reference)."""
 
-    def __init__(self, run_dir: Path, argv: list[str], env: dict, url: str):
-        super().__init__("llama-plain", argv, run_dir, env)
+    def __init__(self, run_dir: Path, argv: list[str], env: dict, url: str, name: str = "llama-plain"):
+        super().__init__(name, argv, run_dir, env)
         self.url = url
 
     def start(self) -> None:

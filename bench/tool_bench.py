@@ -41,14 +41,13 @@ RUNS = 3
 QUESTION = "Take a nap."
 
 
-def outside_timings_ms(llama, body: dict) -> float:
+def outside_timings_ms(client, llama, body: dict) -> float:
     """A request sent straight to llama-server, streamed as the app streams it: its time at this client
-    less llama-server's prompt and generation timings (the bytes read raw, only the last event parsed)."""
-    import httpx
-
+    less llama-server's prompt and generation timings (the bytes read raw, only the last event parsed;
+    ``client``: one httpx client made before, so its making is not counted)."""
     began = time.perf_counter()
     tail = b""
-    with httpx.stream("POST", llama.url + "/v1/chat/completions", json=body, headers=llama.headers, timeout=600) as r:
+    with client.stream("POST", llama.url + "/v1/chat/completions", json=body, headers=llama.headers) as r:
         for data in r.iter_raw():
             tail = (tail + data)[-8192:]
     wall = (time.perf_counter() - began) * 1000
@@ -59,7 +58,10 @@ def outside_timings_ms(llama, body: dict) -> float:
 
 def reference_ms(llama, model: str, tools: list[dict], step: dict) -> float:
     """What llama-server's time outside its timings adds to a tool turn (its two requests) over a plain
-    turn (one), the same bodies as the app's (chat/conversations/turns.py, chat/tools/loop.py) sent directly."""
+    turn (one), the same bodies as the app's (chat/conversations/turns.py, chat/tools/loop.py) sent directly:
+    the follow-up, past the step limit (1), with ``tool_choice`` none, as the loop sends it."""
+    import httpx
+
     from chat.tools.calls import ToolCall
     from chat.tools.loop import step_messages
 
@@ -73,12 +75,14 @@ def reference_ms(llama, model: str, tools: list[dict], step: dict) -> float:
         "reasoning_effort": "none",
         "stream": True,
     }
-    with_tools = {**base, "tools": tools, "parallel_tool_calls": False, "cache_prompt": True, "tool_choice": "auto"}
+    with_tools = {**base, "tools": tools, "parallel_tool_calls": False, "cache_prompt": True}
     call = ToolCall(id="call_nap", name=step["name"], arguments=step["arguments"])
     followup = [*asked, *step_messages("", "", call, step["result"])]
-    plain = outside_timings_ms(llama, {**base, "messages": asked})
-    first = outside_timings_ms(llama, {**with_tools, "messages": asked})
-    second = outside_timings_ms(llama, {**with_tools, "messages": followup})
+    with httpx.Client(timeout=600) as client:
+        outside_timings_ms(client, llama, {**base, "messages": asked})  # the client's connection made
+        plain = outside_timings_ms(client, llama, {**base, "messages": asked})
+        first = outside_timings_ms(client, llama, {**with_tools, "messages": asked, "tool_choice": "auto"})
+        second = outside_timings_ms(client, llama, {**with_tools, "messages": followup, "tool_choice": "none"})
     return first + second - plain
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import ssl
 from collections.abc import Mapping
-from pathlib import Path
 
 import ldap
 from django.core.exceptions import ImproperlyConfigured
@@ -57,10 +57,16 @@ def recheck_seconds(raw: str, variable: str) -> float:
 
 
 def ca_file(raw: str, variable: str) -> str:
-    """``raw`` ('' for the system's CAs), refused at start-up unless it names a file: a missing one would
-    otherwise surface at the first login as a refused certificate."""
-    if raw and not Path(raw).is_file():
-        raise ImproperlyConfigured(f"{variable} names {raw!r}, which is not a file (the CA certificate, PEM)")
+    """``raw`` ('' for the default CAs), refused at start-up unless it names a CA certificate (PEM) this
+    process can read: a missing or unreadable one would otherwise surface at the first login as a
+    directory or provider that "cannot be reached"."""
+    if raw:
+        try:
+            ssl.create_default_context(cafile=raw)
+        except (OSError, ssl.SSLError) as error:
+            raise ImproperlyConfigured(
+                f"{variable} names {raw!r}, which is not a CA certificate (PEM) this process can read: {error}"
+            ) from error
     return raw
 
 

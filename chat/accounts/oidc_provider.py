@@ -55,7 +55,7 @@ def _refused_certificate(error: BaseException) -> str:
     while causes:
         cause = causes.pop()
         if isinstance(cause, ssl.SSLCertVerificationError):
-            return cause.verify_message
+            return getattr(cause, "verify_message", "") or str(cause)
         seen.add(id(cause))
         linked = (cause.__cause__, cause.__context__, getattr(cause, "reason", None), *cause.args)
         causes += [other for other in linked if isinstance(other, BaseException) and id(other) not in seen]
@@ -70,7 +70,9 @@ def described(url: str, error: requests.RequestException) -> str:
             f"{url} answers, but its TLS certificate is refused: {refused} "
             "(not signed by QWENWEB_OIDC_CA_FILE, or not made for this host name?)"
         )
-    return f"{url} cannot be reached within {settings.OIDC_TIMEOUT:g} s ({type(error).__name__})"
+    if isinstance(error, (requests.ConnectionError, requests.Timeout)):
+        return f"{url} cannot be reached within {settings.OIDC_TIMEOUT:g} s ({type(error).__name__})"
+    return f"{url} did not answer as a provider does ({type(error).__name__})"
 
 
 def _call(method: str, url: str, **kwargs) -> requests.Response:

@@ -56,7 +56,7 @@ INSERT = (
 
 def tag() -> str:
     """Eight hex digits that change with the patch (the install folder's suffix)."""
-    return hashlib.sha256(INSERT.encode()).hexdigest()[:8]
+    return hashlib.sha256(repr((FILES, ANCHOR, INSERT)).encode()).hexdigest()[:8]
 
 
 def apply(tree: Path, pinned_text: Callable[[str], str]) -> None:

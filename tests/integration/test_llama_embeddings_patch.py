@@ -1,7 +1,8 @@
 """qwenweb's one change to llama.cpp (qwenweb/patches/llama_embeddings.py), in the llama-server the tests
 run: a pooled embedding's graph leaves the output layer out (llama-server says so once in its log), and
 the pooled vector is still the mean of the model's per-token rows, which the same binary gives with
-pooling ``none`` (where the patch changes nothing); the build refuses a source it was not written for."""
+pooling ``none`` (where the patch changes nothing); Qwen3's graph (a synthetic qwen3 reranker) leaves it
+out too and still ranks; the build refuses a source it was not written for."""
 
 from __future__ import annotations
 
@@ -17,21 +18,19 @@ from django.conf import settings
 from qwenweb.patches import llama_embeddings
 from scripts.build_llama_server import SDIST_NAME, cache_root, fetch_sdist, pinned_text
 from tests.support import stack
+from tests.support.synthetic_gguf import write_reranker
 
 BINARY = os.environ["LLAMA_SERVER_BIN"]
 TEXTS = ["The contract ends in March.", "Holidays are booked on the staff page, two weeks ahead.", "你好"]
 
 
-def serve(run_dir: Path, pooling: str) -> stack.PlainLlamaServer:
+def serve(run_dir: Path, name: str, *kind: str, model: Path | None = None) -> stack.PlainLlamaServer:
+    """llama-server with ``kind`` (its embeddings or reranking options) and its debug log."""
     port = stack.free_port()
-    model = Path(settings.MODELS_DIR) / settings.DEFAULT_MODEL_FILE
+    model = model or Path(settings.MODELS_DIR) / settings.DEFAULT_MODEL_FILE
     argv = [BINARY, "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "1024", "-np", "1"]
     server = stack.PlainLlamaServer(
-        run_dir,
-        [*argv, "-t", "2", "--embeddings", "--pooling", pooling, "--verbose"],
-        dict(os.environ),
-        f"http://127.0.0.1:{port}",
-        name=f"llama-embeddings-{pooling}",
+        run_dir, [*argv, "-t", "2", *kind, "--verbose"], dict(os.environ), f"http://127.0.0.1:{port}", name=name
     )
     server.start()
     return server
@@ -44,7 +43,8 @@ def rows(server: stack.PlainLlamaServer, text: str) -> np.ndarray:
 
 
 def test_a_pooled_embedding_leaves_the_output_layer_out_and_is_the_mean_of_the_token_rows(run_dir):
-    pooled, tokens = serve(run_dir, "mean"), serve(run_dir, "none")
+    pooled = serve(run_dir, "llama-embeddings-mean", "--embeddings", "--pooling", "mean")
+    tokens = serve(run_dir, "llama-embeddings-none", "--embeddings", "--pooling", "none")
     try:
         for text in TEXTS:
             vector, per_token = rows(pooled, text)[0], rows(tokens, text)
@@ -57,6 +57,19 @@ def test_a_pooled_embedding_leaves_the_output_layer_out_and_is_the_mean_of_the_t
         tokens.stop()
     assert llama_embeddings.SAID in pooled.log_path.read_text(errors="replace")
     assert llama_embeddings.SAID not in tokens.log_path.read_text(errors="replace")
+
+
+def test_a_qwen3_reranker_leaves_it_out_too_and_still_ranks(run_dir, tmp_path):
+    """Qwen3's graph (Qwen3-Reranker, Qwen3-Embedding): the synthetic qwen3 reranker with rank pooling."""
+    reranker = serve(run_dir, "llama-reranker", "--reranking", model=write_reranker(tmp_path / "reranker.gguf"))
+    try:
+        body = {"query": "Where is the cat?", "documents": ["The cat is on the mat.", "Revenue grew."]}
+        answer = httpx.post(reranker.url + "/v1/rerank", json=body, timeout=120)
+        assert answer.status_code == 200, answer.text
+        assert all(0 < result["relevance_score"] < 1 for result in answer.json()["results"])
+    finally:
+        reranker.stop()
+    assert llama_embeddings.SAID in reranker.log_path.read_text(errors="replace")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ from chat.api.keys import create_key
 from chat.models import Account
 from qwenweb.oidc_settings import oidc_settings
 from tests.support.client import base_url, make_user
-from tests.support.oidc_provider import PASSWORDS, Provider
+from tests.support.oidc_provider import CLIENT_SECRET, PASSWORDS, Provider
 from tests.support.tls import make_certificates
 
 HANG_S = 60
@@ -307,11 +307,14 @@ def test_a_provider_over_https_is_trusted_through_its_ca_file_only(tls_provider,
         assert log_in(tls_provider, "bob")[1]
         result = recheck_oidc()  # the refresh grant and the userinfo, over HTTPS
         assert result.checked >= 1 and not result.failed and not result.disabled
-        # Two people between the provider's login page and our callback when the CA stops being trusted.
-        waiting = [(client, callback_of(to_provider(tls_provider, client, "alice"))) for client in (person(), person())]
+        # Three people between the provider's login page and our callback when the CA stops being trusted.
+        waiting = [
+            (client, callback_of(to_provider(tls_provider, client, "alice"))) for client in [person() for _ in range(3)]
+        ]
+        discovered = httpx.get(tls_provider.issuer + "/.well-known/openid-configuration", verify=tls_provider.verify)
     refused = "answers, but its TLS certificate is refused: unable to get local issuer certificate (not signed by "
     # The system's CAs only, then a CA of another office: refused at start-up and at login, never a way in.
-    for ca_file, (client, callback) in zip(("", str(make_certificates(tmp_path).ca)), waiting, strict=True):
+    for ca_file, (client, callback) in zip(("", str(make_certificates(tmp_path).ca)), waiting[:2], strict=True):
         with override_settings(**app_settings(tls_provider, QWENWEB_OIDC_CA_FILE=ca_file)):
             [warning] = check_oidc()
             assert warning.id == "qwenweb.W051" and refused in warning.msg, warning.msg
@@ -319,9 +322,25 @@ def test_a_provider_over_https_is_trusted_through_its_ca_file_only(tls_provider,
             with caplog.at_level(logging.WARNING, logger="chat.web.oidc_views"):
                 start = person().get("/oidc/login/")
                 assert start.status_code == 503 and UNREACHABLE in start.content.decode()
-                response = client.get(callback)  # the token request, refused by its certificate
+                response = client.get(callback)  # the discovery document's request, refused by its certificate
             assert response.status_code == 503 and UNREACHABLE in response.content.decode()
             assert "_auth_user_id" not in client.session
             assert caplog.text.count(refused) == 2, caplog.text
             result = recheck_oidc()
             assert refused in result.failed and not result.disabled
+    # The four endpoints configured (no discovery): the callback's first call over HTTPS is
+    # mozilla-django-oidc's own token request, refused by the certificate, the log naming it and no secret.
+    named = {"AUTHORIZATION": "authorization_endpoint", "TOKEN": "token_endpoint", "USERINFO": "userinfo_endpoint"}
+    endpoints = {f"QWENWEB_OIDC_{key}_ENDPOINT": discovered.json()[name] for key, name in named.items()}
+    endpoints["QWENWEB_OIDC_JWKS_ENDPOINT"] = discovered.json()["jwks_uri"]
+    client, callback = waiting[2]
+    caplog.clear()
+    with (
+        override_settings(**app_settings(tls_provider, **endpoints)),
+        caplog.at_level(logging.WARNING, logger="chat.web.oidc_views"),
+    ):
+        response = client.get(callback)
+    assert response.status_code == 503 and UNREACHABLE in response.content.decode()
+    assert f"{endpoints['QWENWEB_OIDC_TOKEN_ENDPOINT']} {refused}" in caplog.text, caplog.text
+    code = parse_qs(urlsplit(callback).query)["code"][0]
+    assert code not in caplog.text and CLIENT_SECRET not in caplog.text

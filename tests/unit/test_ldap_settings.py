@@ -45,7 +45,10 @@ def test_every_call_is_bounded_and_local_accounts_come_first():
         ({**SEARCH, "QWENWEB_LDAP_TIMEOUT_S": "3600"}, "QWENWEB_LDAP_TIMEOUT_S .* at most 60"),
         ({**SEARCH, "QWENWEB_LDAP_TIMEOUT_S": "five"}, "QWENWEB_LDAP_TIMEOUT_S .* not 'five'"),
         ({**SEARCH, "QWENWEB_LDAP_TIMEOUT_S": "nan"}, "QWENWEB_LDAP_TIMEOUT_S"),
-        ({**SEARCH, "QWENWEB_LDAP_CA_FILE": "/etc/qwenweb/no-such-ca.pem"}, "QWENWEB_LDAP_CA_FILE names .* not a file"),
+        (
+            {**SEARCH, "QWENWEB_LDAP_CA_FILE": "/etc/qwenweb/no-such-ca.pem"},
+            "QWENWEB_LDAP_CA_FILE names .* not a CA certificate",
+        ),
         # checked with directory login off too: the re-check is scheduled always
         ({"QWENWEB_LDAP_RECHECK_MINUTES": "0"}, "QWENWEB_LDAP_RECHECK_MINUTES must be a number of at least 0.1"),
         ({"QWENWEB_LDAP_RECHECK_MINUTES": "-5"}, "QWENWEB_LDAP_RECHECK_MINUTES"),

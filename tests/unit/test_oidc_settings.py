@@ -44,7 +44,8 @@ def test_pkce_a_timeout_and_the_backend_last_and_once():
         ({"QWENWEB_OIDC_TIMEOUT_S": "five"}, "QWENWEB_OIDC_TIMEOUT_S .* not 'five'"),
         ({"QWENWEB_OIDC_RECHECK_MINUTES": "0"}, "QWENWEB_OIDC_RECHECK_MINUTES must be a number of at least 0.1"),
         ({"QWENWEB_OIDC_RECHECK_MINUTES": "five"}, "QWENWEB_OIDC_RECHECK_MINUTES .* not 'five'"),
-        ({"QWENWEB_OIDC_CA_FILE": "/etc/qwenweb/no-such-ca.pem"}, "QWENWEB_OIDC_CA_FILE names .* which is not a file"),
+        ({"QWENWEB_OIDC_CA_FILE": "/etc/qwenweb/no-such-ca.pem"}, "QWENWEB_OIDC_CA_FILE names .* not a CA certificate"),
+        ({"QWENWEB_OIDC_CA_FILE": __file__}, "QWENWEB_OIDC_CA_FILE names .* not a CA certificate"),  # not PEM
     ],
 )
 def test_a_bad_setting_is_refused_by_name(changes, named):

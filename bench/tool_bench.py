@@ -47,7 +47,8 @@ def outside_timings_ms(client, llama, body: dict) -> float:
     ``client``: one httpx client made before, so its making is not counted)."""
     began = time.perf_counter()
     tail = b""
-    with client.stream("POST", llama.url + "/v1/chat/completions", json=body, headers=llama.headers) as r:
+    headers = {**llama.headers, "Connection": "close"}  # a connection per request, as the app's transport
+    with client.stream("POST", llama.url + "/v1/chat/completions", json=body, headers=headers) as r:
         for data in r.iter_raw():
             tail = (tail + data)[-8192:]
     wall = (time.perf_counter() - began) * 1000
@@ -79,7 +80,7 @@ def reference_ms(llama, model: str, tools: list[dict], step: dict) -> float:
     call = ToolCall(id="call_nap", name=step["name"], arguments=step["arguments"])
     followup = [*asked, *step_messages("", "", call, step["result"])]
     with httpx.Client(timeout=600) as client:
-        outside_timings_ms(client, llama, {**base, "messages": asked})  # the client's connection made
+        outside_timings_ms(client, llama, {**base, "messages": asked})  # the client warmed
         plain = outside_timings_ms(client, llama, {**base, "messages": asked})
         first = outside_timings_ms(client, llama, {**with_tools, "messages": asked, "tool_choice": "auto"})
         second = outside_timings_ms(client, llama, {**with_tools, "messages": followup, "tool_choice": "none"})

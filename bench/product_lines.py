@@ -8,8 +8,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("monitor", "chat", "qwenweb")
-# Issue 49 (knowledge), 50 (groups, directory login, ledger), 51 (tools), 52 (answers resumed, the web
-# process's freed heap given back).
+# Issue 49 (knowledge, and the embeddings' change to llama.cpp), 50 (groups, directory login, ledger), 51
+# (tools), 52 (answers resumed, the web process's freed heap given back).
 FEATURES = (
     "chat/knowledge/",
     "chat/tools/",
@@ -34,6 +34,7 @@ FEATURES = (
     "qwenweb/knowledge_settings.py",
     "qwenweb/ldap_settings.py",
     "qwenweb/oidc_settings.py",
+    "qwenweb/patches/llama_embeddings.py",
     "qwenweb/tool_settings.py",
 )
 

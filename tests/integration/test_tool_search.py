@@ -5,30 +5,20 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 
-from chat.knowledge.models import Collection, CollectionDocument, CollectionShare, KnowledgePassage
-from chat.knowledge.vectors import add_terms
-from chat.models import Document, DocumentPage
+from chat.knowledge.models import CollectionShare
 from chat.tools.builtin import PROVIDER, SEARCH_DOCUMENTS
 from tests.support.client import make_user
+from tests.support.knowledge import own_document, words_collection
 
 WORD = "zephyrium"  # a made-up word every passage below holds
 
 
-def _own_document(owner, name: str) -> Document:
-    document = Document.objects.create(owner=owner, name=name, kind="txt", status=Document.Status.READY)
-    DocumentPage.objects.create(document=document, number=1, text=f"{name} says {WORD} is stored in bay four.")
-    return document
+def _own_document(owner, name: str):
+    return own_document(owner, name, f"{name} says {WORD} is stored in bay four.")
 
 
-def _collection(owner, slug: str, **fields) -> Collection:
-    collection = Collection.objects.create(owner=owner, name=slug, slug=slug, **fields)
-    document = Document.objects.create(owner=owner, name=f"{slug}.txt", kind="txt", status=Document.Status.READY)
-    CollectionDocument.objects.create(collection=collection, document=document, state="indexed")
-    passage = KnowledgePassage.objects.create(
-        collection=collection, document=document, index=0, page=1, text=f"{slug} passage: {WORD} ships on Fridays."
-    )
-    add_terms([(passage.pk, passage.text)])
-    return collection
+def _collection(owner, slug: str, **fields):
+    return words_collection(owner, slug, f"{slug} passage: {WORD} ships on Fridays.", **fields)
 
 
 def _search(user) -> str:

@@ -11,6 +11,8 @@ from django.db import connection
 from chat.knowledge import search as knowledge_search
 from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
 from chat.knowledge.services import add_document, create_collection
+from chat.knowledge.vectors import add_terms
+from chat.models import Document, DocumentPage
 from chat.tasks import queue_indexing
 
 DONE = (CollectionDocument.State.INDEXED, CollectionDocument.State.FAILED)
@@ -54,3 +56,21 @@ def ask(user, collections: list[Collection], question: str, k: int = 5, hybrid: 
 
 def documents_found(found) -> list[str]:
     return [item.document for item in found]
+
+
+def own_document(owner, name: str, text: str) -> Document:
+    """A ready document of ``owner``'s own (no collection's) whose one page is ``text``."""
+    document = Document.objects.create(owner=owner, name=name, kind="txt", status=Document.Status.READY)
+    DocumentPage.objects.create(document=document, number=1, text=text)
+    return document
+
+
+def words_collection(owner, slug: str, text: str, **fields) -> Collection:
+    """A collection of ``owner`` with one document whose one passage is ``text``, indexed for its words
+    only (no vectors, so no embeddings model is asked)."""
+    collection = Collection.objects.create(owner=owner, name=slug, slug=slug, **fields)
+    document = Document.objects.create(owner=owner, name=f"{slug}.txt", kind="txt", status=Document.Status.READY)
+    CollectionDocument.objects.create(collection=collection, document=document, state="indexed")
+    passage = KnowledgePassage.objects.create(collection=collection, document=document, index=0, page=1, text=text)
+    add_terms([(passage.pk, passage.text)])
+    return collection

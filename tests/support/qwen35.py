@@ -10,8 +10,8 @@ adds nothing to the residual stream, so the logits depend on the last token alon
 embedding through the output matrix). ``CHAIN`` names each wired token's successor; every
 other context prefers end-of-turn. An answer starts after ``</think>\\n\\n`` with
 ``<tool_call>\\n``, which is how a tool call is made to happen where llama-server refuses a
-``grammar`` beside tools: its own tool grammar then forces the rest of the call (the tool's
-argument is a constant in its schema); free text goes on with a sentence (``SENTENCE``), and a
+``grammar`` beside tools: its own tool grammar then forces the rest of the call (a test tool's
+argument is a constant in its schema; the built-ins' string argument is wired, ``(6*7)``); free text goes on with a sentence (``SENTENCE``), and a
 thought (after ``<think>\\n``) is that sentence. Elsewhere tests force text with a ``--grammar``.
 The MTP block projects the token's embedding straight through, so its drafts are the same
 bigram: with MTP on, llama-server's draft acceptance is a real figure of this wiring.
@@ -51,9 +51,10 @@ STEP, END = 26.0, 10.0  # logits: a wired successor, end-of-turn in any context;
 # A trained model writes a tool call in the tokens its tokenizer gives the call's text, so the template's
 # rendering of the call in the next step's prompt is the same tokens and llama-server's prefix match runs
 # past it. Under the tool grammar the wiring's ties would split it at random ("<fun" "c" "tion"): the
-# ``nap`` call of bench/tool_bench.py is wired as its tokens instead, each a preferred successor of the one
-# before; where the grammar allows several, the higher logit is the tokenizer's (4 apart: llama-server's
-# min_p drops the rest). "<function=nap>\n<parameter=n>\n1\n</parameter>\n</function>\n</tool_call>":
+# calls are wired as their tokens instead, each a preferred successor of the one before; where the grammar
+# allows several, the higher logit is the tokenizer's (4 apart: llama-server's min_p drops the rest).
+# The ``nap`` call of bench/tool_bench.py, whose argument is a constant in its schema:
+# "<function=nap>\n<parameter=n>\n1\n</parameter>\n</function>\n</tool_call>".
 LESS_THAN, FUNCTION, EQUALS, NAP, TAG_END, PARAMETER, EQUALS_N, ONE, CLOSING = (
     27,
     1688,
@@ -65,12 +66,23 @@ LESS_THAN, FUNCTION, EQUALS, NAP, TAG_END, PARAMETER, EQUALS_N, ONE, CLOSING = (
     16,
     522,
 )
+# The built-in tools (chat/tools/builtin.py), whose one argument is a string: the grammar lets a string
+# run on until "\n</parameter>\n", so the wiring writes it whole, "(6*7)" for both, and where the grammar
+# would also let the value go on ("\n</" "function", "\n</parameter" "=n") the closing tag's token is the
+# higher. "<function=calculator>\n<parameter=expression>\n(6*7)\n</parameter>\n</function>\n</tool_call>",
+# "<function=search_documents>\n<parameter=query>\n(6*7)\n..." (search_documents when both are offered).
+CALCULATOR, EXPRESSION, EQUALS_SEARCH, DOCUMENTS, EQUALS_QUERY = 88821, 28099, 96598, 75927, 79194
+OPEN, SIX, TIMES, SEVEN, CLOSE_LINE = 7, 21, 9, 22, 340  # "(" "6" "*" "7" ")\n"
+BUILTIN_ARGUMENT = "(6*7)"
 CALL = {
     NEW_LINE: {LESS_THAN: 14.0, CLOSING: 18.0}, LESS_THAN: {FUNCTION: 14.0, PARAMETER: 14.0},
-    FUNCTION: {EQUALS: 14.0, TAG_END: 14.0}, EQUALS: {NAP: 14.0}, NAP: {TAG_END: 14.0},
-    TAG_END: {LESS_THAN: 14.0, ONE: 14.0, CLOSING: 18.0, TOOL_CALL_END: 22.0},
-    PARAMETER: {EQUALS_N: 14.0, TAG_END: 14.0}, EQUALS_N: {TAG_END: 14.0}, ONE: {NEW_LINE: 14.0},
-    CLOSING: {PARAMETER: 14.0, FUNCTION: 14.0},
+    FUNCTION: {EQUALS: 14.0, TAG_END: 14.0, EQUALS_SEARCH: 18.0}, EQUALS: {NAP: 14.0, CALCULATOR: 14.0, EXPRESSION: 14.0},
+    NAP: {TAG_END: 14.0}, CALCULATOR: {TAG_END: 14.0}, EXPRESSION: {TAG_END: 14.0},
+    EQUALS_SEARCH: {DOCUMENTS: 14.0}, DOCUMENTS: {TAG_END: 14.0}, EQUALS_QUERY: {TAG_END: 14.0},
+    TAG_END: {LESS_THAN: 14.0, ONE: 14.0, CLOSING: 18.0, TOOL_CALL_END: 22.0, OPEN: 26.0},
+    PARAMETER: {EQUALS: 10.0, EQUALS_N: 14.0, EQUALS_QUERY: 14.0, TAG_END: 18.0}, EQUALS_N: {TAG_END: 14.0},
+    ONE: {NEW_LINE: 14.0}, CLOSING: {FUNCTION: 14.0, PARAMETER: 18.0},
+    OPEN: {SIX: 14.0}, SIX: {TIMES: 14.0}, TIMES: {SEVEN: 14.0}, SEVEN: {CLOSE_LINE: 14.0}, CLOSE_LINE: {CLOSING: 18.0},
 }  # fmt: skip
 WIRED = sorted(set(CHAIN) | set(CALL))  # the tokens with a dimension of their own
 BIAS_DIM = N_EMBD - 1  # the one dimension every embedding shares: end-of-turn's logit

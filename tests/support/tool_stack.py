@@ -18,12 +18,14 @@ from tests.support.qwen35 import GRAMMAR, serving_profile
 
 
 @contextlib.contextmanager
-def tool_web_server(run_dir: Path, **settings: str) -> Iterator[stack.Service]:
-    """A web process with the test tools on a port of its own (``settings``: QWENWEB_* for it); while the
-    block runs, the test client's helpers (tests/support/client.py) talk to it."""
+def tool_web_server(run_dir: Path, *, product_tools: bool = False, **settings: str) -> Iterator[stack.Service]:
+    """A web process with the test tools (``product_tools``: the product's own) on a port of its own
+    (``settings``: QWENWEB_* for it); while the block runs, the test client's helpers
+    (tests/support/client.py) talk to it."""
     port = str(stack.free_port())
     env = {**os.environ, "QWENWEB_PORT": port, **settings}
-    argv = [sys.executable, "-m", "tests.support.tool_web", "--bind", "127.0.0.1", "--port", port]
+    chosen = ["--product-tools"] if product_tools else []
+    argv = [sys.executable, "-m", "tests.support.tool_web", *chosen, "--bind", "127.0.0.1", "--port", port]
     service = stack.Service("daphne-tools", argv, run_dir, env)
     service.start()
     url = f"http://127.0.0.1:{port}/login/"

@@ -1,5 +1,6 @@
 """A web process for the tool loop's tests: the product's Daphne with the test tools installed
-(tests/support/tool_provider.py). `python -m tests.support.tool_web --bind HOST --port PORT`.
+(tests/support/tool_provider.py), or with ``--product-tools`` the product's own (the built-ins staff
+leave on and MCP). `python -m tests.support.tool_web [--product-tools] --bind HOST --port PORT`.
 
 It runs beside the session's own web server (same database, Redis and llama-server), so it does
 not sweep answers or queue slots at start as `qwenweb.serve` does: those are the other process's.
@@ -21,8 +22,12 @@ def main() -> None:
     from qwenweb.serve import daphne_argv
     from tests.support.tool_provider import install
 
-    install()
-    CommandLineInterface().run(daphne_argv(sys.argv[1:]))
+    argv = sys.argv[1:]
+    if "--product-tools" in argv:
+        argv.remove("--product-tools")
+    else:
+        install()
+    CommandLineInterface().run(daphne_argv(argv))
 
 
 if __name__ == "__main__":

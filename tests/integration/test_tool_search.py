@@ -8,17 +8,13 @@ from asgiref.sync import async_to_sync
 from chat.knowledge.models import CollectionShare
 from chat.tools.builtin import PROVIDER, SEARCH_DOCUMENTS
 from tests.support.client import make_user
-from tests.support.knowledge import own_document, words_collection
+from tests.support.knowledge import own_document, words_collections
 
 WORD = "zephyrium"  # a made-up word every passage below holds
 
 
 def _own_document(owner, name: str):
     return own_document(owner, name, f"{name} says {WORD} is stored in bay four.")
-
-
-def _collection(owner, slug: str, **fields):
-    return words_collection(owner, slug, f"{slug} passage: {WORD} ships on Fridays.", **fields)
 
 
 def _search(user) -> str:
@@ -32,18 +28,23 @@ def test_search_finds_own_documents_and_readable_collections_and_nothing_else():
     suffix = reader.username[-8:]
     _own_document(reader, f"mine-{suffix}")
     _own_document(other, f"theirs-{suffix}")
-    _collection(other, f"private-{suffix}")
-    shared = _collection(other, f"shared-{suffix}")
-    CollectionShare.objects.create(collection=shared, user=reader)
-    _collection(other, f"everyone-{suffix}", shared_with_everyone=True)
+    with words_collections() as make:
 
-    text = _search(reader)
-    assert f"mine-{suffix}" in text and f"shared-{suffix} passage" in text and f"everyone-{suffix} passage" in text
-    assert f"theirs-{suffix}" not in text and f"private-{suffix}" not in text
+        def collection(slug: str, **fields):
+            return make(other, f"{slug}-{suffix}", f"{slug}-{suffix} passage: {WORD} ships on Fridays.", **fields)
 
-    # Unshared: gone from the next search.
-    CollectionShare.objects.filter(collection=shared, user=reader).delete()
-    assert f"shared-{suffix}" not in _search(reader)
-    # The other person's own view holds what is theirs, not the reader's.
-    theirs = _search(other)
-    assert f"theirs-{suffix}" in theirs and f"private-{suffix} passage" in theirs and f"mine-{suffix}" not in theirs
+        collection("private")
+        shared = collection("shared")
+        CollectionShare.objects.create(collection=shared, user=reader)
+        collection("everyone", shared_with_everyone=True)
+
+        text = _search(reader)
+        assert f"mine-{suffix}" in text and f"shared-{suffix} passage" in text and f"everyone-{suffix} passage" in text
+        assert f"theirs-{suffix}" not in text and f"private-{suffix}" not in text
+
+        # Unshared: gone from the next search.
+        CollectionShare.objects.filter(collection=shared, user=reader).delete()
+        assert f"shared-{suffix}" not in _search(reader)
+        # The other person's own view holds what is theirs, not the reader's.
+        theirs = _search(other)
+        assert f"theirs-{suffix}" in theirs and f"private-{suffix} passage" in theirs and f"mine-{suffix}" not in theirs

@@ -4,13 +4,15 @@ indexed by the real documents worker, and the rows each table holds."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Callable, Iterator
 
 from django.db import connection
 
 from chat.knowledge import search as knowledge_search
 from chat.knowledge.models import Collection, CollectionDocument, KnowledgePassage, KnowledgeVector
-from chat.knowledge.services import add_document, create_collection
+from chat.knowledge.services import add_document, create_collection, delete_collection
 from chat.knowledge.vectors import add_terms
 from chat.models import Document, DocumentPage
 from chat.tasks import queue_indexing
@@ -74,3 +76,21 @@ def words_collection(owner, slug: str, text: str, **fields) -> Collection:
     passage = KnowledgePassage.objects.create(collection=collection, document=document, index=0, page=1, text=text)
     add_terms([(passage.pk, passage.text)])
     return collection
+
+
+@contextlib.contextmanager
+def words_collections() -> Iterator[Callable[..., Collection]]:
+    """``words_collection`` for a block: what it made is deleted at the end through the product's own
+    service (documents, passages and their words), so a later test that counts every row of the database
+    (``row_counts``: passages, vectors and words alike) finds none of these vectorless passages."""
+    made: list[Collection] = []
+
+    def make(owner, slug: str, text: str, **fields) -> Collection:
+        made.append(words_collection(owner, slug, text, **fields))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for collection in made:
+            delete_collection(collection.owner, collection.pk)

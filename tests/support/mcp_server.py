@@ -8,7 +8,8 @@ headers staff entered). Its tools:
 - ``floor_status`` (reads) and ``order_toner`` (writes): their one argument's schema is the constant 3,
   so llama-server's tool grammar writes a call of them whole (the chat turn's tests,
   tests/integration/test_mcp_in_chat.py: a string argument is free text the grammar does not hold to
-  a constant, so the wired model cannot call ``create_ticket``); each counts its calls;
+  a constant, which the wired model writes as the built-ins' ``(6*7)``, so the chat tests give the
+  tools of constant arguments); each counts its calls;
 - ``slow_lookup``: waits until the test releases it (``POST /release``); ``GET /state`` says how many
   calls wait there now (and how many came), so a test waits on that, never on the clock;
 - ``broken_tool``: raises; ``huge_result``: answers 50 MB of text (``slow_lookup`` and ``broken_tool``

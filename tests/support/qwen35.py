@@ -11,10 +11,11 @@ embedding through the output matrix). ``CHAIN`` names each wired token's success
 other context prefers end-of-turn. An answer starts after ``</think>\\n\\n`` with
 ``<tool_call>\\n``, which is how a tool call is made to happen where llama-server refuses a
 ``grammar`` beside tools: its own tool grammar then forces the rest of the call (a test tool's
-argument is a constant in its schema; the built-ins' string argument is wired, ``(6*7)``); free text goes on with a sentence (``SENTENCE``), and a
-thought (after ``<think>\\n``) is that sentence. Elsewhere tests force text with a ``--grammar``.
-The MTP block projects the token's embedding straight through, so its drafts are the same
-bigram: with MTP on, llama-server's draft acceptance is a real figure of this wiring.
+argument is a constant in its schema; the built-ins' string argument is wired, ``(6*7)``); free
+text goes on with a sentence (``SENTENCE``), and a thought (after ``<think>\\n``) is that sentence.
+Elsewhere tests force text with a ``--grammar``. The MTP block projects the token's embedding
+straight through, so its drafts are the same bigram: with MTP on, llama-server's draft acceptance is
+a real figure of this wiring.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ LESS_THAN, FUNCTION, EQUALS, NAP, TAG_END, PARAMETER, EQUALS_N, ONE, CLOSING = (
 # The built-in tools (chat/tools/builtin.py), whose one argument is a string: the grammar lets a string
 # run on until "\n</parameter>\n", so the wiring writes it whole, "(6*7)" for both, and where the grammar
 # would also let the value go on ("\n</" "function", "\n</parameter" "=n") the closing tag's token is the
-# higher. "<function=calculator>\n<parameter=expression>\n(6*7)\n</parameter>\n</function>\n</tool_call>",
+# higher. Outside a tool grammar nothing reaches these tokens (free text is the sentence); one that did
+# would loop: ">\n" "(6*7)\n" "</parameter>\n" "(6*7)"… until max_tokens.
+# "<function=calculator>\n<parameter=expression>\n(6*7)\n</parameter>\n</function>\n</tool_call>",
 # "<function=search_documents>\n<parameter=query>\n(6*7)\n..." (search_documents when both are offered).
 CALCULATOR, EXPRESSION, EQUALS_SEARCH, DOCUMENTS, EQUALS_QUERY = 88821, 28099, 96598, 75927, 79194
 OPEN, SIX, TIMES, SEVEN, CLOSE_LINE = 7, 21, 9, 22, 340  # "(" "6" "*" "7" ")\n"

@@ -1,5 +1,6 @@
-"""What the tool loop's tests run against: a web process offering the test tools (tests/support/tool_web.py)
-and a profile of the wired Qwen3.5 model whose ``--grammar`` writes the answer once no more tools are asked."""
+"""What the tool loop's tests run against: a web process offering the test tools (or the product's own,
+tests/support/tool_web.py) and a profile of the wired Qwen3.5 model whose ``--grammar`` writes the
+answer once no more tools are asked."""
 
 from __future__ import annotations
 

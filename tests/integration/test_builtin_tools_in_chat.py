@@ -21,7 +21,7 @@ from tests.support.knowledge import own_document, words_collections
 from tests.support.profiles import live_id_here
 from tests.support.qwen35 import ANSWER, BUILTIN_ARGUMENT, rendered_prompt
 from tests.support.tool_stack import tool_web_server, tools_profile
-from tests.support.tool_turns import shown_steps, slot_free, turn
+from tests.support.tool_turns import prompt_tokens_of_one_step_turn, shown_steps, slot_free, turn
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +61,8 @@ def test_the_model_calls_the_calculator_and_its_exact_result_goes_back(profile, 
     assert [(s["name"], s["state"], s["result"]) for s in message.tool_steps] == [("calculator", "done", "42")]
     # The call was written in the tokenizer's own tokens: the follow-up took the whole first request and
     # the call from llama-server's cache.
-    stats, followup = events[-1]["stats"], events[-1]["stats"]["followup"]
-    followup_prompt = followup["prompt_tokens"] + followup["cached_tokens"]
-    first_prompt = stats["prompt_tokens"] + stats["cached_tokens"] - followup_prompt
-    assert first_prompt < followup["cached_tokens"] < followup_prompt, stats
+    first_prompt, cached, followup_prompt = prompt_tokens_of_one_step_turn(events)
+    assert first_prompt < cached < followup_prompt, events[-1]["stats"]
 
 
 def test_the_model_searches_the_person_s_documents_and_readable_collections_in_two_steps(

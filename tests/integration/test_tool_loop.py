@@ -24,7 +24,7 @@ from tests.support.profiles import live_id_here
 from tests.support.qwen35 import ANSWER, rendered_prompt
 from tests.support.tool_provider import notes_file, release_file
 from tests.support.tool_stack import tool_web_server, tools_profile
-from tests.support.tool_turns import shown_steps, slot_free, turn
+from tests.support.tool_turns import prompt_tokens_of_one_step_turn, shown_steps, slot_free, turn
 
 STEP_LIMIT = 1
 APPROVAL_TIMEOUT_S = 20  # the tests that answer do so as the step shows; one lets it run out
@@ -211,10 +211,8 @@ def test_the_follow_up_finds_the_step_s_prompt_and_the_call_in_llama_server_s_ca
     _user, http, conversation = _conversation("nap", profile)
     events, message = turn(http, conversation)
     assert message.status == "complete", events[-3:]
-    stats, followup = events[-1]["stats"], events[-1]["stats"]["followup"]
-    followup_prompt = followup["prompt_tokens"] + followup["cached_tokens"]
-    first_prompt = stats["prompt_tokens"] + stats["cached_tokens"] - followup_prompt
-    assert first_prompt < followup["cached_tokens"] < followup_prompt, stats
+    first_prompt, cached, followup_prompt = prompt_tokens_of_one_step_turn(events)
+    assert first_prompt < cached < followup_prompt, events[-1]["stats"]
 
 
 def _token_count(llama_server, profile, text: str) -> int:

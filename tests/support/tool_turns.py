@@ -55,3 +55,11 @@ def slot_free(llama_server, profile) -> bool:
     slots = llama_server.slots(live_id_here(profile))
     held = read_queue(profile.name, lambda queue: queue_state.active_count(queue))
     return not any(slot["is_processing"] for slot in slots) and held == 0
+
+
+def prompt_tokens_of_one_step_turn(events: list[dict]) -> tuple[int, int, int]:
+    """A turn of one tool step, from its ``done`` stats: the first request's prompt, how much of the
+    follow-up's prompt llama-server took from its cache, and the follow-up's whole prompt (in tokens)."""
+    stats, followup = events[-1]["stats"], events[-1]["stats"]["followup"]
+    followup_prompt = followup["prompt_tokens"] + followup["cached_tokens"]
+    return stats["prompt_tokens"] + stats["cached_tokens"] - followup_prompt, followup["cached_tokens"], followup_prompt
